@@ -1,0 +1,39 @@
+"""The small interface every backend implements: where cells run (local, Slurm, Azure ML) — not how processes
+start, which is the launcher's job."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bench.cell import PlannedCell
+from bench.launch import Rendered
+
+
+@dataclass
+class Outcome:
+    """What a finished cell left behind: worker records (raw dicts) and, if it went wrong, why."""
+
+    status: str  # ok | failed | timeout | interrupted
+    records: list[dict[str, Any]] = field(default_factory=list)
+    reason: str | None = None
+    log_tail: str | None = None
+    returncode: int | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
+        """Why this backend cannot run the cell (None if it can)."""
+
+    def render(self, planned: PlannedCell, run_id: str) -> Rendered:
+        """The exact argv and env the cell will be started with."""
+
+    def submit(self, planned: PlannedCell, run_id: str) -> Any: ...
+
+    def poll(self, handle: Any) -> bool:
+        """True once the cell has finished (or was stopped)."""
+
+    def collect(self, handle: Any) -> Outcome: ...
+
+    def cancel(self, handle: Any) -> None: ...

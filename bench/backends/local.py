@@ -1,0 +1,246 @@
+"""Local backend: each cell is a real launcher process group (mpirun or horovodrun) on this machine."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import models
+from bench.backends.base import Outcome
+from bench.catalog import catalog
+from bench.cell import PlannedCell
+from bench.launch import LAUNCHERS, LaunchSpec, Rendered
+from models.registry import WORKLOADS
+
+MODELS_DIR = Path(models.__file__).resolve().parent
+TOKEN_VAR = "BENCH_CELL_TOKEN"  # marks every process of a cell, so none can outlive it unnoticed
+LOG_TAIL_LINES = 40
+
+
+@functools.cache
+def local_gpus() -> tuple[str, ...]:
+    if not shutil.which("nvidia-smi"):
+        return ()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(line.strip() for line in out.splitlines() if line.strip())
+
+
+def worker_program(planned: PlannedCell, run_id: str, out: Path, threads: int,
+                   python: str = sys.executable) -> tuple[str, ...]:
+    """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell."""
+    c = planned.cell
+    script = MODELS_DIR / WORKLOADS[c["framework"]]["script"]
+    return (python, str(script),
+            "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
+            "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
+            "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
+            "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+
+
+@dataclass
+class Handle:
+    planned: PlannedCell
+    rendered: Rendered
+    proc: subprocess.Popen
+    cell_dir: Path
+    token: str
+    started: float
+    deadline: float
+    log_file: Any
+    stopped: str | None = None  # timeout | interrupted
+    extra: dict = field(default_factory=dict)
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, results_dir: Path, timeout_s: float, python: str = sys.executable):
+        self.results_dir = Path(results_dir)
+        self.timeout_s = timeout_s
+        self.python = python
+
+    # --- planning -----------------------------------------------------------------------------------------------
+    def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
+        if nodes > 1:
+            return f"needs {nodes} nodes; the local backend runs on this one machine"
+        sku = catalog()[cell["gpu"]]
+        workers = cell["gpus"]
+        if sku.is_cpu:
+            cores = os.cpu_count() or 1
+            if workers > cores:
+                return f"{workers} CPU workers would oversubscribe this machine's {cores} cores"
+            return None
+        gpus = local_gpus()
+        if not gpus:
+            return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has no GPU"
+        family = cell["gpu"].split("-")[0]
+        matching = [g for g in gpus if family in g]
+        if len(matching) < workers:
+            return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has {len(gpus)}x {gpus[0]}"
+        return None
+
+    def threads_for(self, planned: PlannedCell) -> int:
+        if planned.cell["threads"]:
+            return planned.cell["threads"]
+        if planned.sku.is_cpu:
+            return max(1, (os.cpu_count() or 1) // planned.cell["gpus"])
+        return 4  # GPU workers: a few threads each for the host side
+
+    def cell_dir(self, planned: PlannedCell, run_id: str) -> Path:
+        return self.results_dir / "runs" / run_id / planned.cell_id
+
+    def render(self, planned: PlannedCell, run_id: str) -> Rendered:
+        c = planned.cell
+        threads = self.threads_for(planned)
+        out = self.cell_dir(planned, run_id) / "records.jsonl"
+        env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+        spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
+                          program=worker_program(planned, run_id, out, threads, self.python), env=env,
+                          ib=c["ib"], as_root=os.geteuid() == 0)
+        launcher = LAUNCHERS[c["mpi"]]
+        tool = {"openmpi": "mpirun", "gloo": "horovodrun"}[c["mpi"]]
+        return launcher.render(spec, str(_tool_path(tool, self.python)))
+
+    # --- running ------------------------------------------------------------------------------------------------
+    def submit(self, planned: PlannedCell, run_id: str) -> Handle:
+        rendered = self.render(planned, run_id)
+        cell_dir = self.cell_dir(planned, run_id)
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        (cell_dir / "records.jsonl").unlink(missing_ok=True)
+        token = uuid.uuid4().hex
+        env = {**os.environ, **rendered.env, TOKEN_VAR: token}
+        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
+        log = open(cell_dir / "log.txt", "wb")
+        now = time.monotonic()
+        proc = subprocess.Popen(rendered.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return Handle(planned, rendered, proc, cell_dir, token, now, now + self.timeout_s, log)
+
+    def poll(self, handle: Handle) -> bool:
+        if handle.proc.poll() is not None:
+            return True
+        if time.monotonic() > handle.deadline:
+            handle.stopped = "timeout"
+            self._kill(handle)
+            return True
+        return False
+
+    def cancel(self, handle: Handle) -> None:
+        handle.stopped = handle.stopped or "interrupted"
+        self._kill(handle)
+
+    def collect(self, handle: Handle) -> Outcome:
+        rc = handle.proc.wait()
+        handle.log_file.close()
+        self._kill(handle)  # reap anything the launcher left behind, even after a clean exit
+        records, bad = _read_records(handle.cell_dir / "records.jsonl")
+        tail = _tail(handle.cell_dir / "log.txt")
+        repeats = handle.planned.cell["repeats"]
+        if handle.stopped == "timeout":
+            return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; the process group was killed",
+                           tail, rc)
+        if handle.stopped == "interrupted":
+            return Outcome("interrupted", records, "interrupted; the process group was killed", tail, rc)
+        if rc != 0:
+            return Outcome("failed", records, f"exit code {rc}: {_last_error(tail) or 'see log'}", tail, rc)
+        if bad:
+            return Outcome("failed", records, bad, tail, rc)
+        if len(records) != repeats:
+            return Outcome("failed", records, f"expected {repeats} records, got {len(records)}", tail, rc)
+        return Outcome("ok", records, None, tail, rc)
+
+    def _kill(self, handle: Handle) -> None:
+        """End the whole cell: the launcher's tree, its process group, and anything carrying the cell's token
+        (horovodrun starts workers in sessions of their own, out of reach of a process-group kill)."""
+        procs = _family(handle.proc.pid, handle.token)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in procs:
+                try:
+                    p.send_signal(sig)
+                except psutil.Error:
+                    pass
+            try:
+                os.killpg(handle.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            _, procs = psutil.wait_procs(procs, timeout=5)
+            if not procs:
+                break
+        try:
+            handle.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _tool_path(tool: str, python: str) -> str:
+    venv_tool = Path(python).parent / tool
+    return str(venv_tool) if venv_tool.exists() else (shutil.which(tool) or tool)
+
+
+def _family(pid: int, token: str) -> list[psutil.Process]:
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        for p in [root, *root.children(recursive=True)]:
+            found[p.pid] = p
+    except psutil.Error:
+        pass
+    me = os.getpid()
+    for p in psutil.process_iter():
+        if p.pid in found or p.pid == me:
+            continue
+        try:
+            if p.environ().get(TOKEN_VAR) == token:
+                found[p.pid] = p
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def _read_records(path: Path) -> tuple[list[dict], str | None]:
+    if not path.exists():
+        return [], None
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            return records, f"record line {n} is not valid JSON ({e.msg}); the file may be truncated"
+    return records, None
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+_ERROR_LINE = re.compile(r"^\s*(\w+(\.\w+)*(Error|Exception|Interrupt)\b.*|bench worker: .*|.*Killed.*|"
+                         r".*signal \d+.*|.*exited on signal.*)$")
+
+
+def _last_error(tail: str) -> str | None:
+    for line in reversed(tail.splitlines()):
+        if _ERROR_LINE.match(line):
+            return line.strip()[:300]
+    return None

@@ -1,0 +1,39 @@
+"""The GPU catalogue: Azure series → VM size, GPU model, GPUs per VM, fabric; it decides nodes and feasibility."""
+from __future__ import annotations
+
+import functools
+import math
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+
+class GpuSku(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    vm_size: str
+    gpu_model: str
+    gpus_per_vm: int
+    compute_capability: str | None
+    memory_gb: float | None
+    ib: bool
+    fabric: str
+    sriov: bool
+    fp16: bool
+    bf16: bool
+    retired: str | None = None
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.key == "cpu"
+
+    def nodes_for(self, workers: int) -> int:
+        return math.ceil(workers / self.gpus_per_vm)
+
+
+@functools.cache
+def catalog() -> dict[str, GpuSku]:
+    text = resources.files("bench").joinpath("data/catalog.yaml").read_text()
+    return {key: GpuSku(key=key, **entry) for key, entry in yaml.safe_load(text).items()}

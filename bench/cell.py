@@ -1,0 +1,49 @@
+"""Cell identity and the planned form of a cell."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.catalog import GpuSku, catalog
+from models.registry import WORKLOADS
+
+AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
+
+
+def workload_version(framework: str) -> str:
+    spec = WORKLOADS.get(framework)
+    return spec["version"] if spec else "none"
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    """Short stable hash of the normalised cell (every key, sorted) and its workload's version.
+
+    Same cell → same id on every backend and every day; the id keys resume and history.
+    """
+    payload = json.dumps({"cell": cell, "workload_version": workload_version(cell["framework"])},
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class PlannedCell:
+    cell: dict[str, Any]
+    cell_id: str
+    status: str  # planned | skipped
+    reason: str | None = None
+    nodes: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sku(self) -> GpuSku:
+        return catalog()[self.cell["gpu"]]
+
+    @property
+    def runnable(self) -> bool:
+        return self.status == "planned"
+
+    def label(self) -> str:
+        c = self.cell
+        return f"{c['gpu']}/{c['framework']}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w"

@@ -1,0 +1,210 @@
+"""Thin CLI: parse, call, map errors to exit codes (0 ok, 1 a cell failed, 2 bad input or usage)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+from bench.errors import BenchInputError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too; keep it to one line)
+        raise BenchInputError(f"usage: {message} (see `bench {self.prog.split()[-1]} --help`)"
+                              if " " in self.prog else f"usage: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bench", description="Distributed training throughput benchmarks (Horovod ResNet-50).")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("plan", help="expand a matrix and show every cell, planned or skipped with the reason")
+    s.add_argument("matrix")
+    s.add_argument("--format", choices=("table", "json"), default="table")
+    s.add_argument("--show-commands", action="store_true", help="add the exact argv and env of each runnable cell")
+    s.add_argument("--backend", choices=("local",), default=None)
+
+    s = sub.add_parser("run", help="run the matrix's runnable cells; resumes by default")
+    s.add_argument("matrix")
+    s.add_argument("--backend", choices=("local",), default=None)
+    s.add_argument("--store", default="results/bench.db")
+    s.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
+    s.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds (overrides the matrix)")
+
+    s = sub.add_parser("status", help="runs in the store and the state of their cells")
+    s.add_argument("--store", default="results/bench.db")
+
+    s = sub.add_parser("report", help="write the HTML/Markdown/PNG report from the store")
+    s.add_argument("--store", default="results/bench.db")
+    s.add_argument("--out", default="reports")
+
+    s = sub.add_parser("export", help="export the store's records")
+    s.add_argument("--store", default="results/bench.db")
+    s.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
+    s.add_argument("-o", "--output", required=True)
+
+    s = sub.add_parser("doctor", help="what this machine can run")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return VERBS[args.verb](args)
+    except BenchInputError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+
+
+def _backend(name: str | None, matrix, results_dir: Path, timeout: float | None = None):
+    from bench.backends.local import LocalBackend
+
+    name = name or matrix.spec.backend.name
+    if name != "local":
+        raise BenchInputError(f"backend '{name}' is not available in this build")
+    return LocalBackend(results_dir, timeout or matrix.spec.backend.timeout_s)
+
+
+def cmd_plan(args) -> int:
+    from bench.matrix import load_matrix
+    from bench.plan import plan_cells
+    from bench.runner import new_run_id
+
+    matrix = load_matrix(args.matrix)
+    backend = _backend(args.backend, matrix, Path("results"))
+    planned = plan_cells(matrix.cells(), backend)
+    run_id = "RUN_ID" if args.show_commands else new_run_id()
+    if args.format == "json":
+        rows = []
+        for p in planned:
+            row = {"cell_id": p.cell_id, **p.cell, "nodes": p.nodes, "status": p.status, "reason": p.reason}
+            if args.show_commands and p.runnable:
+                r = backend.render(p, run_id)
+                row["command"] = {"argv": list(r.argv), "env": r.env}
+            rows.append(row)
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"{matrix.name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
+    for col in ("cell_id", "gpu", "framework", "mpi", "ib", "gpus", "nodes", "status", "reason"):
+        table.add_column(col, overflow="fold")
+    for p in planned:
+        c = p.cell
+        table.add_row(p.cell_id, c["gpu"], c["framework"], c["mpi"], "on" if c["ib"] else "off", str(c["gpus"]),
+                      str(p.nodes), p.status, p.reason or "")
+    console.print(table)
+    if args.show_commands:
+        for p in planned:
+            if p.runnable:
+                r = backend.render(p, run_id)
+                console.print(f"\n[bold]{p.cell_id}[/] {p.label()}", highlight=False)
+                console.print("  env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(r.env.items())),
+                              highlight=False, soft_wrap=True)
+                console.print("  argv: " + shlex.join(r.argv), highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from rich.console import Console
+
+    import bench
+    from bench.matrix import load_matrix
+    from bench.plan import plan_cells
+    from bench.runner import new_run_id, run_plan
+    from bench.store import Store
+
+    if args.timeout is not None and args.timeout <= 0:
+        raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
+    matrix = load_matrix(args.matrix)  # all input is checked before anything is written
+    store_path = Path(args.store)
+    backend = _backend(args.backend, matrix, store_path.parent, args.timeout)
+    planned = plan_cells(matrix.cells(), backend)
+    console = Console(stderr=True, soft_wrap=True)
+    skipped = [p for p in planned if not p.runnable]
+    console.print(f"{matrix.name}: {len(planned)} cells, {len(planned) - len(skipped)} runnable on "
+                  f"{backend.name}, {len(skipped)} skipped")
+    reasons: dict[str, int] = {}
+    for p in skipped:
+        reasons[p.reason] = reasons.get(p.reason, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:8]:
+        console.print(f"  skipped {n:5d}: {reason}", highlight=False)
+    if len(reasons) > 8:
+        console.print(f"  ... {len(reasons) - 8} more reasons (`bench plan {args.matrix}` lists every cell)")
+
+    run_id = new_run_id()
+    with Store(store_path) as store:
+        store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
+                        host=socket.gethostname(), bench_version=bench.__version__,
+                        plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
+        summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
+        store.finish_run(run_id)
+    console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
+                  f"store, {summary.skipped} skipped; store: {store_path}")
+    return summary.exit_code
+
+
+def cmd_status(args) -> int:
+    from bench.store import Store
+
+    with Store(args.store, create=False) as store:
+        runs = store.runs()
+        for run in runs:
+            rows = store.records("WHERE run_id = ?", (run["run_id"],))
+            cells = {r["cell_id"] for r in rows}
+            failed = {r["cell_id"] for r in rows if r["status"] != "ok"}
+            print(f"{run['run_id']}  {run['matrix_name']}  {run['backend']}  cells run: {len(cells)}  "
+                  f"failed: {len(failed)}  {'finished' if run['finished_unix'] else 'unfinished'}")
+        print(f"{len(store.completed_cells())} cell(s) complete in {args.store}")
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from bench.report.render import write_report
+    from bench.store import Store
+
+    with Store(args.store, create=False) as store:
+        df = store.dataframe()
+    paths = write_report(df, Path(args.out), store_path=args.store)
+    for path in paths:
+        print(path)
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    from bench.store import Store
+
+    with Store(args.store, create=False) as store:
+        df = store.dataframe()
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.format == "csv":
+        df.to_csv(out, index=False)
+    elif args.format == "json":
+        df.to_json(out, orient="records", lines=True)
+    else:
+        df.to_parquet(out, index=False)
+    print(f"{len(df)} records → {out}")
+    return EXIT_OK
+
+
+def cmd_doctor(args) -> int:
+    from bench.doctor import report
+
+    print(report())
+    return EXIT_OK
+
+
+VERBS = {"plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report, "export": cmd_export,
+         "doctor": cmd_doctor}

@@ -1,0 +1,48 @@
+"""Why a cell cannot run: hardware rules (from the catalogue) and what this build implements.
+
+Each rule returns a one-line reason or None. Backend reach (can *this* backend get there?) is the backend's own rule.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from bench.catalog import GpuSku
+from bench.launch import LAUNCHERS
+from models.registry import WORKLOADS
+
+
+def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
+    precision = cell["precision"]
+    where = "cpu" if sku.is_cpu else f"{sku.key} ({sku.gpu_model})"
+    if precision == "fp16" and not sku.fp16:
+        why = "CPUs have no fast fp16 path; use bf16" if sku.is_cpu else "no tensor cores or fast fp16"
+        return f"fp16 on {where}: {why}"
+    if precision == "bf16" and not sku.bf16:
+        return f"bf16 on {where}: needs Ampere (compute capability 8.0) or newer, this is {sku.compute_capability}"
+    workers, per_vm = cell["gpus"], sku.gpus_per_vm
+    nodes = sku.nodes_for(workers)
+    if nodes > 1 and workers % per_vm:
+        return f"gpus={workers} spans {nodes} VMs of {per_vm} GPUs ({sku.vm_size}) unevenly; use a multiple of {per_vm}"
+    if cell["ib"]:
+        if not sku.ib:
+            return f"ib=true on {sku.key}: {sku.vm_size} has no InfiniBand"
+        if nodes == 1:
+            return f"ib=true on one {sku.vm_size}: a single-node cell sends nothing over the fabric (use ib=false)"
+        if not sku.sriov and cell["mpi"] != "intelmpi":
+            return (f"ib=true with {cell['mpi']} on {sku.vm_size}: InfiniBand without SR-IOV is reachable "
+                    f"only by Intel MPI")
+    return None
+
+
+def build_reason(cell: dict[str, Any]) -> str | None:
+    framework = cell["framework"]
+    workload = WORKLOADS.get(framework)
+    if workload is None:
+        return f"framework {framework}: no {framework} workload in this build yet"
+    if cell["data"] not in workload["data"]:
+        return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"
+    if cell["precision"] not in workload["precision"]:
+        return f"precision={cell['precision']}: not implemented by the {framework} workload"
+    if cell["mpi"] not in LAUNCHERS:
+        return f"mpi={cell['mpi']}: no launcher for this MPI flavour in this build yet"
+    return None

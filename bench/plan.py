@@ -1,0 +1,33 @@
+"""Planning: every expanded cell gets an id, a node count and a status (planned, or skipped with a reason)."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from bench.catalog import catalog
+from bench.cell import PlannedCell, cell_id
+from bench.feasibility import build_reason, hardware_reason
+
+
+class Reach(Protocol):
+    def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None: ...
+
+
+def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[PlannedCell]:
+    skus = catalog()
+    # Many cells share the fields the rules look at; memoise on those.
+    memo: dict[tuple, str | None] = {}
+    planned = []
+    for cell in cells:
+        sku = skus[cell["gpu"]]
+        nodes = sku.nodes_for(cell["gpus"])
+        key = (cell["gpu"], cell["framework"], cell["mpi"], cell["ib"], cell["gpus"], cell["precision"], cell["data"])
+        if key in memo:
+            reason = memo[key]
+        else:
+            reason = hardware_reason(cell, sku) or build_reason(cell)
+            if reason is None and backend is not None:
+                reason = backend.reach_reason(cell, nodes)
+            memo[key] = reason
+        planned.append(PlannedCell(cell=cell, cell_id=cell_id(cell), status="skipped" if reason else "planned",
+                                   reason=reason, nodes=nodes))
+    return planned

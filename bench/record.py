@@ -1,0 +1,155 @@
+"""The versioned record schema: what a worker reports for one measured repeat, plus what bench adds around it.
+
+Workers (models/) write plain JSON; this model is the gate every record passes before it reaches the store. An ok
+record must be internally consistent: its global rate is recomputed from its own per-rank data.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bench.errors import BenchInputError
+
+SCHEMA_VERSION = 1
+MAX_IMAGES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
+Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
+
+
+def _finite_positive(v: float | None, name: str) -> float | None:
+    if v is None:
+        return v
+    if not math.isfinite(v) or v <= 0 or v > MAX_IMAGES_PER_SEC:
+        raise ValueError(f"{name} must be a finite positive rate below {MAX_IMAGES_PER_SEC:,}, got {v!r}")
+    return v
+
+
+class RankRate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=0)
+    host: str
+    samples: int = Field(ge=0)
+    steps: int = Field(ge=0)
+    window_s: float = Field(gt=0)
+    busy_s: float = Field(ge=0)
+    images_per_sec: float | None
+
+    @field_validator("images_per_sec")
+    @classmethod
+    def _rate(cls, v):
+        return _finite_positive(v, "per-rank images_per_sec")
+
+
+class StepTimes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    median: float
+    min: float
+    max: float
+    p90: float
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: int = Field(SCHEMA_VERSION, alias="schema")
+    kind: Literal["measurement"] = "measurement"
+    run_id: str
+    cell_id: str
+    repeat: int = Field(ge=0)
+    status: Status
+    error: str | None = None
+    cell: dict[str, Any]
+    nodes: int = Field(1, ge=1)
+
+    # The measured window (ok records).
+    warmup_steps: int | None = Field(None, ge=0)
+    measured_steps: int | None = Field(None, gt=0)
+    samples: int | None = Field(None, gt=0)
+    window_s: float | None = Field(None, gt=0)
+    start_unix: float | None = None
+    end_unix: float | None = None
+    images_per_sec: float | None = None
+    images_per_sec_per_gpu: float | None = None
+    per_rank: list[RankRate] = []
+    slowest_rank: int | None = None
+    step_time_s: StepTimes | None = None
+    loss: float | None = None
+
+    # What ran.
+    framework: str | None = None
+    workload: str | None = None
+    workload_version: str | None = None
+    world_size: int | None = Field(None, ge=1)
+    local_size: int | None = Field(None, ge=1)
+    batch_per_worker: int | None = Field(None, gt=0)
+    image_size: int | None = None
+    precision: str | None = None
+    channels_last: bool | None = None
+    threads_per_worker: int | None = None
+    device: str | None = None
+    env_probe: dict[str, Any] = {}
+    command: list[str] = []
+    launch_env: dict[str, str] = {}
+    requested_transport: str | None = None
+    effective_transport: str = "unknown"
+    log_tail: str | None = None
+
+    @field_validator("images_per_sec", "images_per_sec_per_gpu")
+    @classmethod
+    def _rates(cls, v, info):
+        return _finite_positive(v, info.field_name)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Record":
+        if self.schema_ > SCHEMA_VERSION:
+            raise ValueError(f"record schema {self.schema_} is newer than this bench ({SCHEMA_VERSION})")
+        if self.status != "ok":
+            if not self.error:
+                raise ValueError(f"a {self.status} record must say why (error)")
+            return self
+        for name in ("samples", "window_s", "images_per_sec", "measured_steps"):
+            if getattr(self, name) is None:
+                raise ValueError(f"an ok record needs {name}")
+        if not self.per_rank:
+            raise ValueError("an ok record needs per_rank rates")
+        rank_samples = sum(r.samples for r in self.per_rank)
+        if rank_samples != self.samples:
+            raise ValueError(f"samples {self.samples} != sum of per-rank samples {rank_samples}")
+        expect = self.samples / self.window_s
+        if not math.isclose(self.images_per_sec, expect, rel_tol=1e-6):
+            raise ValueError(f"images_per_sec {self.images_per_sec} != samples / window_s = {expect}")
+        if self.world_size is not None and self.world_size != len(self.per_rank):
+            raise ValueError(f"world_size {self.world_size} but {len(self.per_rank)} ranks reported")
+        if self.window_s + 1e-9 < max(r.window_s for r in self.per_rank):
+            raise ValueError("window_s is shorter than a rank's own window")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, allow_nan=False)
+
+
+def parse_record(data: dict[str, Any] | str, where: str = "record") -> Record:
+    """Validate one record (dict or JSON text); any problem is a BenchInputError naming `where`."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, ValueError) as e:
+            raise BenchInputError(f"not a valid JSON record: {e}", where) from None
+    if not isinstance(data, dict):
+        raise BenchInputError("a record must be a JSON object", where)
+    try:
+        return Record.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "record"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise BenchInputError(f"{loc}: {msg}", where) from None
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number a record may hold")

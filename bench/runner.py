@@ -1,0 +1,121 @@
+"""Run a plan on a backend: one cell at a time, records into the store as each cell ends, failures kept too."""
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
+
+from bench.backends.base import Backend, Outcome
+from bench.cell import PlannedCell
+from bench.errors import BenchInputError
+from bench.record import Record, parse_record
+from bench.redact import redact_env
+from bench.store import Store
+
+POLL_S = 0.2
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    ran: int = 0
+    ok: int = 0
+    failed: list[tuple[PlannedCell, str]] = field(default_factory=list)
+    resumed: int = 0
+    skipped: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+
+def records_for(planned: PlannedCell, run_id: str, outcome: Outcome, argv: list[str], env: dict[str, str],
+                requested_transport: str) -> tuple[list[Record], Outcome]:
+    """Worker dicts → validated Records, plus one failure record if the cell did not finish cleanly.
+
+    A record that fails validation turns the cell into a failure: a wrong number is worse than none."""
+    around = {"run_id": run_id, "cell_id": planned.cell_id, "cell": planned.cell, "nodes": planned.nodes,
+              "command": argv, "launch_env": redact_env(env), "requested_transport": requested_transport}
+    records: list[Record] = []
+    for i, raw in enumerate(outcome.records):
+        if raw.get("cell_id") != planned.cell_id or raw.get("run_id") != run_id:
+            outcome = Outcome("failed", outcome.records, f"record {i} belongs to another cell or run",
+                              outcome.log_tail, outcome.returncode)
+            break
+        try:
+            record = parse_record({**raw, **around}, where=f"record {i}")
+        except BenchInputError as e:
+            outcome = Outcome("failed", outcome.records, f"invalid record: {e}", outcome.log_tail, outcome.returncode)
+            break
+        if record.world_size != planned.cell["gpus"]:
+            outcome = Outcome("failed", outcome.records,
+                              f"record {i}: {record.world_size} workers ran, the cell asked for {planned.cell['gpus']}",
+                              outcome.log_tail, outcome.returncode)
+            break
+        records.append(record)
+    if outcome.status != "ok":
+        records.append(Record.model_validate({**around, "repeat": len(records), "status": outcome.status,
+                                              "error": outcome.reason, "log_tail": outcome.log_tail}))
+    return records, outcome
+
+
+def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_id: str, rerun: bool = False,
+             console: Console | None = None) -> RunSummary:
+    console = console or Console(stderr=True, soft_wrap=True)
+    summary = RunSummary(run_id)
+    done = set() if rerun else store.completed_cells()
+    runnable = [p for p in planned if p.runnable]
+    summary.skipped = len(planned) - len(runnable)
+    todo = [p for p in runnable if p.cell_id not in done]
+    summary.resumed = len(runnable) - len(todo)
+    if summary.resumed:
+        console.print(f"resume: {summary.resumed} cell(s) already measured in the store, not rerun "
+                      f"(use --rerun to measure again)")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("running", total=len(todo))
+        for i, cell in enumerate(todo, 1):
+            progress.update(task, description=f"cell {i}/{len(todo)} {cell.label()}")
+            started = time.monotonic()
+            handle = backend.submit(cell, run_id)
+            try:
+                while not backend.poll(handle):
+                    time.sleep(POLL_S)
+                outcome = backend.collect(handle)
+            except KeyboardInterrupt:
+                backend.cancel(handle)
+                outcome = backend.collect(handle)
+                _store_outcome(cell, run_id, outcome, handle, store)
+                raise
+            records, outcome = _store_outcome(cell, run_id, outcome, handle, store)
+            summary.ran += 1
+            elapsed = time.monotonic() - started
+            if outcome.status == "ok":
+                summary.ok += 1
+                rate = statistics.median(r.images_per_sec for r in records)
+                console.print(f"[green]ok[/]     {cell.label():<40} {rate:10.1f} img/s  (median of {len(records)}, "
+                              f"{elapsed:.0f} s)  {cell.cell_id}")
+            else:
+                summary.failed.append((cell, outcome.reason or outcome.status))
+                console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {outcome.reason}  {cell.cell_id}")
+            progress.advance(task)
+    return summary
+
+
+def _store_outcome(cell: PlannedCell, run_id: str, outcome: Outcome, handle: Any, store: Store):
+    transport = "ib" if cell.cell["ib"] else "tcp"  # what the ib axis asked for; the effective one is parsed
+    records, outcome = records_for(cell, run_id, outcome, list(handle.rendered.argv), handle.rendered.env, transport)
+    store.write_many(records)
+    return records, outcome
+

@@ -1,0 +1,88 @@
+"""What actually ran: versions, build capabilities, hardware. Checked by importing and querying, not by reading
+help text."""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def mpi_library_version() -> str | None:
+    """MPI_Get_library_version from the libmpi this process has loaded (valid before MPI_Init)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = {line.split()[-1] for line in f if "libmpi.so" in line or "libmpi_" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        if "libmpi.so" not in path:
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            buf = ctypes.create_string_buffer(8192)
+            length = ctypes.c_int(0)
+            if lib.MPI_Get_library_version(buf, ctypes.byref(length)) == 0:
+                return buf.value.decode(errors="replace").strip().splitlines()[0]
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def gpu_info() -> dict | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+    if not rows:
+        return None
+    return {"model": rows[0][0], "count": len(rows), "driver": rows[0][1], "memory": rows[0][2]}
+
+
+def probe_torch(hvd) -> dict:
+    import torch
+
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "framework": "pytorch",
+        "framework_version": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "horovod_version": getattr(sys.modules.get("horovod"), "__version__", None),
+        "horovod_built": {
+            "mpi": bool(hvd.mpi_built()), "gloo": bool(hvd.gloo_built()), "nccl": bool(hvd.nccl_built()),
+        },
+        "horovod_controller": "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "unknown",
+        "mpi_library": mpi_library_version(),
+        "cuda": torch.version.cuda,
+        "nccl": None,
+        "gpu": None,
+    }
+    if torch.cuda.is_available():
+        try:
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - a build without NCCL
+            pass
+        info["gpu"] = gpu_info() or {"model": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    return info

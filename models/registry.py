@@ -1,0 +1,14 @@
+"""What workloads exist, and their versions. Light on purpose: the control plane reads it without importing torch.
+
+A workload's version is part of every cell id: bump it when a change alters what is measured.
+"""
+
+WORKLOADS = {
+    # framework: script in this folder, version, what it can do
+    "pytorch": {
+        "script": "resnet50_pytorch.py",
+        "version": "1",
+        "data": ("synthetic",),
+        "precision": ("fp32", "fp16", "bf16"),
+    },
+}
