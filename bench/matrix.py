@@ -103,9 +103,7 @@ def _check_value(key: str, value: Any) -> Any:
 
 def _short(e: ValidationError) -> str:
     err = e.errors()[0]
-    msg = err["msg"]
-    if err.get("type") == "literal_error":
-        msg = msg.replace("Input should be", "must be")
+    msg = err["msg"].replace("Input should be", "must be")
     return f"{msg}, got {err.get('input')!r}"
 
 
@@ -121,7 +119,7 @@ class Matrix:
         return self.spec.name
 
     def cells(self) -> list[dict[str, Any]]:
-        return expand(self.spec)
+        return expand(self.spec, self.source)
 
 
 def load_matrix(path: str | Path) -> Matrix:
@@ -205,7 +203,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b and type(a) is type(b)
 
 
-def expand(spec: MatrixFile) -> list[dict[str, Any]]:
+def expand(spec: MatrixFile, source: Located | None = None) -> list[dict[str, Any]]:
     """Axes product → exclude → include (GitHub Actions semantics) → defaults filled in, in a stable order."""
     axes = spec.axes
     names = list(axes)
@@ -217,13 +215,17 @@ def expand(spec: MatrixFile) -> list[dict[str, Any]]:
 
     base_count = len(combos)
     axis_names = set(names)
-    for entry in spec.include:
+    for i, entry in enumerate(spec.include):
         matched = False
         for combo in itertools.islice(combos, base_count):  # new cells from earlier includes are not extended
             if all(_same(combo[k], v) for k, v in entry.items() if k in axis_names):
                 combo.update(entry)
                 matched = True
         if not matched:
+            if "gpu" not in entry:
+                where = source.where(("include", i)) if source else None
+                raise BenchInputError(f"include[{i}]: matches no cell of the axes, and the new cell it would add "
+                                      f"names no gpu", where)
             combos.append(dict(entry))
 
     defaults = {**CORE_DEFAULTS, **spec.workload.model_dump()}

@@ -1,0 +1,28 @@
+# Two entry points; both install what they need first and are safe to repeat.
+#   make run   - set up, run matrix.yaml (the cells this machine can run), then regenerate the report
+#   make test  - set up (plus test tools) and run the whole test suite
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: run test install install-test bench clean
+
+install:
+	@scripts/install.sh run
+
+install-test:
+	@scripts/install.sh test
+
+run: install
+	@status=0; $(PY) -m bench run matrix.yaml || status=$$?; \
+	$(PY) -m bench report; \
+	echo "store: results/bench.db   report: reports/index.html (also reports/summary.md)"; \
+	exit $$status
+
+test: install-test
+	$(PY) -m pytest
+
+bench: install-test
+	$(PY) -m pytest benchmarks --benchmark-only --benchmark-columns=min,median,max,rounds
+
+clean:
+	rm -rf results/bench.db* results/runs reports/*.html reports/*.md reports/*.png

@@ -1,0 +1,1 @@
+"""Pure analysis functions: DataFrames in, DataFrames out."""

@@ -1,0 +1,74 @@
+"""Scaling arithmetic, as pure functions on DataFrames (no I/O).
+
+Speedup S(N) = X(N) / X(N0) and efficiency E(N) = X(N) / ((N / N0) · X(N0)), where X is a cell's median global
+images/sec and N0 the smallest worker count measured in the same series: normally N0 = 1, and the table says so.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.matrix import CELL_KEYS
+
+# A series is every cell setting except the worker count: the same SKU, framework, MPI, fabric and workload.
+SERIES_KEYS = [k for k in CELL_KEYS if k != "gpus"]
+
+
+def latest_complete(records: pd.DataFrame) -> pd.DataFrame:
+    """The ok records of each cell's most recent run in which every repeat succeeded."""
+    if records.empty:
+        return records
+    per_run = records.groupby(["cell_id", "run_id"]).agg(
+        ok=("status", lambda s: (s == "ok").sum()), bad=("status", lambda s: (s != "ok").sum()),
+        repeats=("repeats", "max"), started=("start_unix", "min")).reset_index()
+    complete = per_run[(per_run.ok >= per_run.repeats) & (per_run.bad == 0)]
+    latest = complete.sort_values("started").groupby("cell_id").tail(1)[["cell_id", "run_id"]]
+    ok = records[records.status == "ok"]
+    return ok.merge(latest, on=["cell_id", "run_id"])
+
+
+def latest_failures(records: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose most recent attempt did not succeed, with the reason."""
+    if records.empty:
+        return records
+    last_run = records.sort_values("written_unix").groupby("cell_id").tail(1)[["cell_id", "run_id"]]
+    last = records.merge(last_run, on=["cell_id", "run_id"])
+    return last[last.status != "ok"]
+
+
+def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: median, min and max global images/sec over its measured repeats."""
+    if ok_records.empty:
+        return pd.DataFrame(columns=["cell_id", *CELL_KEYS, "nodes", "n", "images_per_sec", "min", "max"])
+    keys = ["cell_id", *CELL_KEYS, "nodes"]
+    g = ok_records.groupby(keys, dropna=False)["images_per_sec"]
+    out = g.agg(n="count", images_per_sec="median", min="min", max="max").reset_index()
+    out["images_per_sec_per_gpu"] = out["images_per_sec"] / out["gpus"]
+    return out.sort_values([*SERIES_KEYS, "gpus"], kind="stable").reset_index(drop=True)
+
+
+def scaling(summary: pd.DataFrame) -> pd.DataFrame:
+    """Adds baseline_gpus, baseline_images_per_sec, speedup and efficiency to a cell summary."""
+    if summary.empty:
+        return summary.assign(baseline_gpus=[], baseline_images_per_sec=[], speedup=[], efficiency=[])
+    parts = []
+    for _, series in summary.groupby(SERIES_KEYS, dropna=False, sort=False):
+        base = series.loc[series["gpus"].idxmin()]
+        s = series.copy()
+        s["baseline_gpus"] = int(base["gpus"])
+        s["baseline_images_per_sec"] = base["images_per_sec"]
+        s["speedup"] = s["images_per_sec"] / base["images_per_sec"]
+        s["efficiency"] = s["speedup"] / (s["gpus"] / base["gpus"])
+        parts.append(s)
+    return pd.concat(parts, ignore_index=True)
+
+
+def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
+    """Short name of a series: gpu · framework · mpi · ib, plus the workload keys that vary in the report."""
+    label = f"{row['gpu']} · {row['framework']} · {row['mpi']} · IB {'on' if row['ib'] else 'off'}"
+    extra = [f"{k}={row[k]}" for k in (varying or [])]
+    return label + (f" ({', '.join(extra)})" if extra else "")
+
+
+def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
+    keys = [k for k in SERIES_KEYS if k not in ("gpu", "framework", "mpi", "ib")]
+    return [k for k in keys if summary[k].nunique(dropna=False) > 1]

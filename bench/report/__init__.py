@@ -1,0 +1,1 @@
+"""Report: charts (matplotlib) and rendering (HTML, Markdown) from the store only."""

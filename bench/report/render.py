@@ -1,0 +1,91 @@
+"""Writes the report from the store's records only: reports/index.html (self-contained), summary.md, PNG charts."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from bench.analysis.scaling import cell_summary, latest_complete, latest_failures, scaling, series_label
+from bench.report.charts import scaling_charts
+
+COLUMNS = ["gpu", "framework", "mpi", "IB", "workers", "nodes", "batch/worker", "image", "precision",
+           "images/sec", "per worker", "min–max", "repeats", "speedup", "efficiency", "baseline", "cell_id"]
+LEFT = {"gpu", "framework", "mpi", "IB", "precision", "baseline", "cell_id", "min–max"}
+ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "cells"]
+
+
+def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
+    rows = []
+    for _, r in table.iterrows():
+        base = f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
+        rows.append({
+            "gpu": r.gpu, "framework": r.framework, "mpi": r.mpi, "IB": "on" if r.ib else "off",
+            "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
+            "image": int(r.image_size), "precision": r.precision, "images/sec": f"{r.images_per_sec:,.1f}",
+            "per worker": f"{r.images_per_sec_per_gpu:,.1f}", "min–max": f"{r['min']:,.1f}–{r['max']:,.1f}",
+            "repeats": int(r.n), "speedup": f"{r.speedup:.2f}×", "efficiency": f"{100 * r.efficiency:.0f}%",
+            "baseline": base, "cell_id": r.cell_id,
+        })
+    return rows
+
+
+def environments(ok: pd.DataFrame) -> list[dict[str, str]]:
+    seen: dict[tuple, dict] = {}
+    for raw in ok["record_json"]:
+        env = json.loads(raw).get("env_probe", {})
+        gpu = env.get("gpu") or {}
+        row = {
+            "host": env.get("hostname", "?"), "cpu": f"{env.get('cpu_model')} × {env.get('cpu_count')}",
+            "framework": f"{env.get('framework')} {env.get('framework_version')}",
+            "horovod": f"{env.get('horovod_version')} ("
+                       + ", ".join(k for k, v in (env.get("horovod_built") or {}).items() if v) + ")",
+            "controller": env.get("horovod_controller", "?"), "MPI library loaded": env.get("mpi_library") or "—",
+            "gpu": f"{gpu.get('count')}× {gpu.get('model')} (driver {gpu.get('driver')})" if gpu else "none",
+        }
+        key = tuple(row.values())
+        seen.setdefault(key, {**row, "cells": 0})["cells"] += 1
+    return list(seen.values())
+
+
+def markdown(table: pd.DataFrame, failures: list[dict], store_path: str) -> str:
+    lines = ["# ResNet-50 training throughput", "",
+             f"From `{store_path}`. Global images/sec = samples of all workers in a barrier-bounded window / its "
+             "wall time; median over repeats. Speedup and efficiency divide by the smallest worker count of the "
+             "same series (the `baseline` column).", ""]
+    rows = table_rows(table)
+    if rows:
+        lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
+    else:
+        lines.append("No measured cells yet.")
+    if failures:
+        lines += ["", "## Failed cells (latest attempt)", "", "| cell | cell_id | status | reason |", "|---|---|---|---|"]
+        lines += [f"| {f['label']} | {f['cell_id']} | {f['status']} | {f['error']} |" for f in failures]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "results/bench.db") -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ok = latest_complete(records)
+    table = scaling(cell_summary(ok))
+    charts = scaling_charts(table, out_dir) if not table.empty else []
+    fails = latest_failures(records)
+    failures = [{"label": series_label(r) + f" · {int(r.gpus)} workers", "cell_id": r.cell_id, "status": r.status,
+                 "error": r.error, "run_id": r.run_id} for _, r in fails.iterrows()]
+
+    env = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape())
+    html = env.get_template("index.html.j2").render(
+        store=store_path, n_records=len(records), n_cells=len(table), n_failed=len(failures),
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        charts=[(title, base64.b64encode(path.read_bytes()).decode()) for title, path in charts],
+        columns=COLUMNS, left=LEFT, rows=table_rows(table), failures=failures,
+        env_columns=ENV_COLUMNS, environments=environments(ok) if not ok.empty else [])
+    index = out_dir / "index.html"
+    index.write_text(html, encoding="utf-8")
+    summary = out_dir / "summary.md"
+    summary.write_text(markdown(table, failures, store_path), encoding="utf-8")
+    return [index, summary, *(path for _, path in charts)]

@@ -1,0 +1,35 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench_cli(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Runs `python -m bench ...` as a user would, in `cwd`."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def write_matrix(tmp_path):
+    def write(text: str, name: str = "m.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+    return write
+
+
+TINY_WORKLOAD = """
+workload:
+  batch_per_gpu: 4
+  image_size: 32
+  warmup_steps: 1
+  steps: 2
+  repeats: 2
+  threads: 1
+  channels_last: false
+"""

@@ -1,0 +1,114 @@
+"""Planning: skipped reasons, cell ids, and the plan's JSON/--show-commands output."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.backends.local import LocalBackend
+from bench.cell import cell_id
+from bench.matrix import load_matrix_text
+from bench.plan import plan_cells
+from tests.conftest import bench_cli
+
+
+def plan(text, backend=None):
+    return plan_cells(load_matrix_text(text).cells(), backend)
+
+
+def one(gpu, backend=None, **kw):
+    extra = "".join(f"  {k}: [{str(v).lower() if isinstance(v, bool) else v}]\n" for k, v in kw.items())
+    cells = plan(f"name: t\naxes:\n  gpu: [{gpu}]\n{extra}", backend)
+    assert len(cells) == 1
+    return cells[0]
+
+
+@pytest.mark.parametrize("gpu,kw,words", [
+    ("K80", {"precision": "fp16"}, "fp16 on K80"),
+    ("P40", {"precision": "fp16"}, "fp16 on P40"),
+    ("V100", {"precision": "bf16"}, "bf16 on V100"),
+    ("T4", {"precision": "bf16"}, "needs Ampere"),
+    ("cpu", {"precision": "fp16"}, "fp16 on cpu"),
+    ("T4", {"ib": True, "gpus": 8}, "has no InfiniBand"),
+    ("K80", {"ib": True, "gpus": 8, "mpi": "openmpi"}, "only by Intel MPI"),
+    ("A100", {"ib": True, "gpus": 8}, "single-node cell"),
+    ("V100", {"gpus": 6}, "unevenly"),
+    ("V100", {"framework": "tensorflow"}, "no tensorflow workload"),
+    ("V100", {"mpi": "mpich"}, "no launcher for this MPI flavour"),
+    ("V100", {"data": "imagenet"}, "data=imagenet"),
+])
+def test_infeasible_cells_stay_in_the_plan_with_a_reason(gpu, kw, words):
+    cell = one(gpu, **kw)
+    assert cell.status == "skipped"
+    assert words in cell.reason
+    assert "\n" not in cell.reason
+
+
+def test_feasible_gpu_cells_are_planned_without_a_backend_and_unreachable_on_local(tmp_path):
+    assert one("V100", precision="fp16", gpus=8, ib=True).status == "planned"
+    assert one("K80", gpus=8, ib=True, mpi="gloo").reason.endswith("reachable only by Intel MPI")
+    local = LocalBackend(tmp_path, 60)
+    v100 = one("V100", local, gpus=1)
+    assert v100.status == "skipped" and ("no GPU" in v100.reason or "V100" in v100.reason)
+    assert "needs 2 nodes" in one("V100", local, gpus=8).reason
+    assert one("cpu", local, gpus=1).status == "planned"
+    assert "oversubscribe" in one("cpu", local, gpus=os.cpu_count() + 1).reason
+
+
+def test_node_count_comes_from_the_catalogue():
+    assert [c.nodes for c in plan("name: t\naxes: {gpu: [V100], gpus: [1, 4, 8, 32]}\n")] == [1, 1, 2, 8]
+    assert [c.nodes for c in plan("name: t\naxes: {gpu: [H200], gpus: [8, 16]}\n")] == [1, 2]
+
+
+def test_cell_id_is_stable_content_addressed_and_order_independent():
+    cells = load_matrix_text("name: t\naxes: {gpu: [V100, A100], gpus: [1, 2]}\n").cells()
+    ids = [cell_id(c) for c in cells]
+    assert len(set(ids)) == 4 and all(len(i) == 12 for i in ids)
+    reordered = load_matrix_text("name: other\naxes: {gpus: [2, 1], gpu: [A100, V100]}\n").cells()
+    assert sorted(cell_id(c) for c in reordered) == sorted(ids)
+    # Every field counts: a change anywhere gives another id.
+    c = dict(cells[0])
+    for key, value in (("steps", 51), ("ib", True), ("threads", 2), ("channels_last", False)):
+        assert cell_id({**c, key: value}) != cell_id(c)
+    # Same id in another process (no dependence on hash seeds or dict order).
+    code = ("from bench.matrix import load_matrix_text; from bench.cell import cell_id;"
+            "print(cell_id(load_matrix_text('name: t\\naxes: {gpu: [V100, A100], gpus: [1, 2]}\\n').cells()[0]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONHASHSEED": "123"}, check=True).stdout.strip()
+    assert out == ids[0]
+
+
+def test_cell_id_golden_value():
+    # If this changes, every stored history loses its link to new runs: only change it on purpose
+    # (bump the workload version instead when what is measured changes).
+    cell = load_matrix_text("name: t\naxes: {gpu: [cpu], gpus: [2]}\n").cells()[0]
+    assert cell_id(cell) == "bd73feaae1de"
+
+
+def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix, tmp_path):
+    path = write_matrix("name: t\naxes:\n  gpu: [cpu, V100]\n  mpi: [gloo, openmpi]\n  gpus: [1, 2]\n")
+    result = bench_cli("plan", str(path), "--format", "json", "--show-commands", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert len(rows) == 8
+    for row in rows:
+        assert {"cell_id", "gpu", "framework", "mpi", "ib", "gpus", "batch_per_gpu", "precision", "status",
+                "reason"} <= set(row)
+    planned = [r for r in rows if r["status"] == "planned"]
+    assert {(r["gpu"], r["mpi"], r["gpus"]) for r in planned} == {("cpu", m, n) for m in ("gloo", "openmpi")
+                                                                   for n in (1, 2)}
+    for r in planned:
+        argv = r["command"]["argv"]
+        assert argv[0].endswith("horovodrun" if r["mpi"] == "gloo" else "mpirun")
+        assert argv[argv.index("-np") + 1] == str(r["gpus"])
+        assert "--cell-id" in argv and argv[argv.index("--cell-id") + 1] == r["cell_id"]
+        assert r["command"]["env"]["OMP_NUM_THREADS"].isdigit()
+    assert all(r["reason"] and "command" not in r for r in rows if r["status"] == "skipped")
+
+
+def test_plan_table_prints(write_matrix, tmp_path):
+    path = write_matrix("name: tiny\naxes:\n  gpu: [cpu, K80]\n  precision: [fp32, fp16]\n")
+    result = bench_cli("plan", str(path), cwd=tmp_path, env={"COLUMNS": "200"})
+    assert result.returncode == 0
+    assert "tiny: 4 cells" in result.stdout and "fp16 on K80" in result.stdout
