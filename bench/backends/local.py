@@ -150,7 +150,8 @@ class LocalBackend:
         handle.log_file.close()
         self._kill(handle)  # reap anything the launcher left behind, even after a clean exit
         records, bad = _read_records(handle.cell_dir / "records.jsonl")
-        tail = _tail(handle.cell_dir / "log.txt")
+        log = _read_end(handle.cell_dir / "log.txt")
+        tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
         repeats = handle.planned.cell["repeats"]
         if handle.stopped == "timeout":
             return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; the process group was killed",
@@ -158,7 +159,7 @@ class LocalBackend:
         if handle.stopped == "interrupted":
             return Outcome("interrupted", records, "interrupted; the process group was killed", tail, rc)
         if rc != 0:
-            return Outcome("failed", records, f"exit code {rc}: {_last_error(tail) or 'see log'}", tail, rc)
+            return Outcome("failed", records, f"exit code {rc}: {_last_error(log) or 'see log.txt'}", tail, rc)
         if bad:
             return Outcome("failed", records, bad, tail, rc)
         if len(records) != repeats:
@@ -227,16 +228,18 @@ def _read_records(path: Path) -> tuple[list[dict], str | None]:
     return records, None
 
 
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def _read_end(path: Path, limit: int = 256 * 1024) -> str:
+    """The last `limit` bytes of a log: enough to find the error, bounded however much a job printed."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 _ERROR_LINE = re.compile(r"^\s*(\w+(\.\w+)*(Error|Exception|Interrupt)\b.*|bench worker: .*|.*Killed.*|"
-                         r".*signal \d+.*|.*exited on signal.*)$")
+                         r".*signal \d+.*|.*exited on signal.*|.*\*\*\* An error occurred in \S+.*)$")
 
 
 def _last_error(tail: str) -> str | None:

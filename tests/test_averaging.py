@@ -1,0 +1,30 @@
+"""Gradient averaging, proved numerically under each controller with real processes."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.launch import LAUNCHERS, LaunchSpec
+from tests.conftest import ROOT
+from bench.backends.local import _tool_path
+import subprocess
+
+WORKER = ROOT / "tests" / "workers" / "average.py"
+
+
+@pytest.mark.parametrize("flavour,controller", [("gloo", "gloo"), ("openmpi", "mpi")])
+def test_two_ranks_end_with_the_averaged_weights(tmp_path, flavour, controller):
+    out = tmp_path / "weights.txt"
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(WORKER), str(out)),
+                      env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
+    tool = {"gloo": "horovodrun", "openmpi": "mpirun"}[flavour]
+    rendered = LAUNCHERS[flavour].render(spec, _tool_path(tool, sys.executable))
+    env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = sorted(line.split() for line in out.read_text().splitlines())
+    assert [r[0] for r in rows] == ["0", "1"]
+    assert {r[2] for r in rows} == {controller}
+    # mean of gradients 1 and 2 is 1.5; a sum would be 3, no reduction 1 or 2.
+    assert [float(r[1]) for r in rows] == [-1.5, -1.5]
