@@ -228,11 +228,13 @@ def expand(spec: MatrixFile, source: Located | None = None) -> list[dict[str, An
                                       f"names no gpu", where)
             combos.append(dict(entry))
 
-    defaults = {**CORE_DEFAULTS, **spec.workload.model_dump()}
+    given = {**CORE_DEFAULTS, **spec.workload.model_dump()}
+    defaults = {k: given.get(k) for k in CELL_KEYS}  # in CELL_KEYS order; update() keeps that order
     cells = []
     seen: set[tuple] = set()
     for combo in combos:
-        cell = {k: combo.get(k, defaults.get(k)) for k in CELL_KEYS}
+        cell = defaults.copy()
+        cell.update(combo)
         key = tuple(cell.values())
         if key in seen:  # the same cell reached twice (e.g. an include restating a base cell) is one cell
             continue
