@@ -238,12 +238,17 @@ def _read_end(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
-_ERROR_LINE = re.compile(r"^\s*(\w+(\.\w+)*(Error|Exception|Interrupt)\b.*|bench worker: .*|.*Killed.*|"
-                         r".*signal \d+.*|.*exited on signal.*|.*\*\*\* An error occurred in \S+.*)$")
+# Most telling first: a Python exception or an MPI error report; then launcher-level complaints.
+_ERROR_LINES = (
+    re.compile(r"^\s*(\w+(\.\w+)*(Error|Exception|Interrupt)\b.*|bench worker: .*|.*\*\*\* An error occurred in \S+.*)$"),
+    re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*)$"),
+)
 
 
-def _last_error(tail: str) -> str | None:
-    for line in reversed(tail.splitlines()):
-        if _ERROR_LINE.match(line):
-            return line.strip()[:300]
+def _last_error(log: str) -> str | None:
+    lines = log.splitlines()
+    for pattern in _ERROR_LINES:
+        for line in reversed(lines):
+            if pattern.match(line):
+                return line.strip()[:300]
     return None
