@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -11,6 +12,14 @@ from pathlib import Path
 from bench.errors import BenchInputError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (running cells stopped and recorded) but exiting 143."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,15 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args = build_parser().parse_args(argv)
         return VERBS[args.verb](args)
     except BenchInputError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("bench: terminated; the running cell was stopped and recorded as interrupted", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print("bench: interrupted", file=sys.stderr)
+        print("bench: interrupted; the running cell was stopped and recorded as interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _backend(name: str | None, matrix, results_dir: Path, timeout: float | None = None):

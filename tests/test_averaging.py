@@ -1,14 +1,14 @@
 """Gradient averaging, proved numerically under each controller with real processes."""
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench.backends.local import _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
 from tests.conftest import ROOT
-from bench.backends.local import _tool_path
-import subprocess
 
 WORKER = ROOT / "tests" / "workers" / "average.py"
 

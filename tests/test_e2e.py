@@ -7,7 +7,9 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import signal
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +168,37 @@ def test_doctor_checks_horovod_by_importing(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "horovod     0.28.1 (built with: mpi, gloo)" in out.stdout
     assert "Open MPI" in out.stdout
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupting_run_stops_the_cell_and_records_it(tmp_path, sig, code):
+    (tmp_path / "m.yaml").write_text(MATRIX.replace("gpu: [cpu, V100]", "gpu: [cpu]")
+                                     .replace("mpi: [gloo, openmpi]", "mpi: [openmpi]")
+                                     .replace("steps: 2", "steps: 500"), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = None
+    for _ in range(600):  # wait until the workers are training
+        logs = list((tmp_path / "results" / "runs").glob("*/*/log.txt")) if (tmp_path / "results").exists() else []
+        if logs and "bench worker" not in logs[0].read_text() and _workers_running(tmp_path):
+            log = logs[0]
+            break
+        time.sleep(0.1)
+    assert log is not None, "the cell never started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err[-2000:]
+    df = read_records(tmp_path)
+    assert list(df.status) == ["interrupted"]
+    assert not _workers_running(tmp_path), "workers survived the interrupt"
+
+
+def _workers_running(tmp_path: Path) -> bool:
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+        except psutil.Error:
+            continue
+        if any("resnet50_pytorch.py" in part for part in cmd) and any(str(tmp_path) in part for part in cmd):
+            return True
+    return False

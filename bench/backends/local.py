@@ -71,7 +71,7 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, results_dir: Path, timeout_s: float, python: str = sys.executable):
-        self.results_dir = Path(results_dir)
+        self.results_dir = Path(results_dir).resolve()  # workers may run elsewhere: no relative paths
         self.timeout_s = timeout_s
         self.python = python
 
