@@ -177,16 +177,20 @@ def test_interrupting_run_stops_the_cell_and_records_it(tmp_path, sig, code):
                                      .replace("steps: 2", "steps: 500"), encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = None
-    for _ in range(600):  # wait until the workers are training
-        logs = list((tmp_path / "results" / "runs").glob("*/*/log.txt")) if (tmp_path / "results").exists() else []
-        if logs and "bench worker" not in logs[0].read_text() and _workers_running(tmp_path):
-            log = logs[0]
-            break
-        time.sleep(0.1)
-    assert log is not None, "the cell never started"
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        for _ in range(600):  # wait until the workers exist
+            if _workers_running(tmp_path):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the cell never started")
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave a run behind, whatever failed above
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
     assert proc.returncode == code, err[-2000:]
     df = read_records(tmp_path)
     assert list(df.status) == ["interrupted"]
