@@ -217,8 +217,9 @@ def cmd_export(args) -> int:
 def cmd_doctor(args) -> int:
     from bench.doctor import report
 
-    print(report())
-    return EXIT_OK
+    text, code = report()
+    print(text)
+    return code
 
 
 VERBS = {"plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report, "export": cmd_export,

@@ -1,12 +1,43 @@
-"""What this machine can run: frameworks, Horovod's build (checked by importing), MPI flavours, GPUs."""
+"""What this machine can run: frameworks, Horovod's build (checked by importing), MPI launchers, GPUs.
+
+`bench doctor` exits 1 and names what is missing when the default matrix's cpu cells could not run.
+"""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 
 from bench.backends.local import local_gpus
+
+# Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
+_PROBE = r"""
+import importlib, json, os
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1"); os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+out = {}
+for name, mod in (("pytorch", "torch"), ("tensorflow", "tensorflow")):
+    try:
+        out[name] = importlib.import_module(mod).__version__
+    except Exception as e:
+        out[name] = None; out[name + "_error"] = f"{type(e).__name__}: {e}"[:200]
+try:
+    import tf_keras; out["keras"] = "tf-keras " + tf_keras.__version__
+except Exception as e:
+    out["keras"] = None
+try:
+    import horovod; out["horovod"] = horovod.__version__
+except Exception as e:
+    out["horovod"] = None
+for name, mod in (("pytorch", "horovod.torch"), ("tensorflow", "horovod.tensorflow")):
+    try:
+        h = importlib.import_module(mod)
+        out["horovod_" + name] = {"mpi": bool(h.mpi_built()), "gloo": bool(h.gloo_built()), "nccl": bool(h.nccl_built())}
+    except Exception as e:
+        out["horovod_" + name] = None
+print(json.dumps(out))
+"""
 
 
 def _version_line(argv: list[str]) -> str | None:
@@ -20,27 +51,53 @@ def _version_line(argv: list[str]) -> str | None:
     return lines[0] if lines else None
 
 
-def _horovod() -> str:
-    # A child process: importing horovod.torch here would load torch into the CLI for nothing.
-    probe = ("import horovod, horovod.torch as h; "
-             "print(horovod.__version__, 'mpi' if h.mpi_built() else '-', 'gloo' if h.gloo_built() else '-', "
-             "'nccl' if h.nccl_built() else '-')")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    if out.returncode:
-        return "not importable: " + (out.stderr.strip().splitlines() or ["?"])[-1]
-    version, *caps = out.stdout.split()
-    return f"{version} (built with: {', '.join(c for c in caps if c != '-') or 'nothing'})"
+def _caps(built: dict | None) -> str:
+    if not built:
+        return "not built"
+    return ", ".join(k for k, v in built.items() if v) or "nothing"
 
 
-def report() -> str:
-    lines = [f"python      {sys.version.split()[0]} ({sys.executable})", f"cpu cores   {os.cpu_count()}"]
-    torch = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
-                           capture_output=True, text=True, timeout=120)
-    lines.append(f"pytorch     {torch.stdout.strip() if torch.returncode == 0 else 'not installed'}")
-    lines.append(f"horovod     {_horovod()}")
-    lines.append(f"openmpi     {_version_line(['mpirun', '--version']) or 'not found'}")
+def examine() -> tuple[list[str], list[str]]:
+    """(report lines, missing pieces that stop the default matrix's cpu cells)."""
+    probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+    info = json.loads(probe.stdout) if probe.returncode == 0 else {}
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    lines.append(f"gloo        {'horovodrun found' if os.path.exists(horovodrun) else 'horovodrun not found'}")
+    mpirun = _version_line(["mpirun", "--version"])
     gpus = local_gpus()
-    lines.append(f"gpus        {', '.join(gpus) if gpus else 'none (CPU fallback cells only)'}")
-    return "\n".join(lines)
+    lines = [
+        f"python       {sys.version.split()[0]} ({sys.executable})",
+        f"cpu cores    {os.cpu_count()}",
+        f"pytorch      {info.get('pytorch') or 'missing'}",
+        f"tensorflow   {info.get('tensorflow') or 'missing'}",
+        f"keras        {info.get('keras') or 'missing'}",
+        f"horovod      {info.get('horovod') or 'missing'}",
+        f"  pytorch    {_caps(info.get('horovod_pytorch'))}",
+        f"  tensorflow {_caps(info.get('horovod_tensorflow'))}",
+        f"launchers    mpirun: {mpirun or 'missing'}; horovodrun: "
+        f"{'found' if os.path.exists(horovodrun) else 'missing'}",
+        f"gpus         {', '.join(gpus) if gpus else 'none (CPU fallback cells only)'}",
+    ]
+    missing = []
+    for framework in ("pytorch", "tensorflow"):
+        if not info.get(framework):
+            missing.append(f"{framework} ({info.get(framework + '_error', 'not importable')})")
+        built = info.get(f"horovod_{framework}") or {}
+        for controller in ("gloo", "mpi"):
+            if not built.get(controller):
+                missing.append(f"horovod for {framework} with {controller}")
+    if not info.get("keras"):
+        missing.append("tf-keras (Keras 2 for Horovod's Keras integration)")
+    if not mpirun:
+        missing.append("mpirun (Open MPI)")
+    if not os.path.exists(horovodrun):
+        missing.append("horovodrun")
+    return lines, missing
+
+
+def report() -> tuple[str, int]:
+    lines, missing = examine()
+    if missing:
+        lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing) + " (run `make run` to install)")
+    else:
+        lines.append("ok: this machine can run the default matrix's cpu cells")
+    return "\n".join(lines), 1 if missing else 0

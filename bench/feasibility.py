@@ -43,6 +43,9 @@ def build_reason(cell: dict[str, Any]) -> str | None:
         return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"
     if cell["precision"] not in workload["precision"]:
         return f"precision={cell['precision']}: not implemented by the {framework} workload"
+    if cell["warmup_steps"] < workload.get("min_warmup_steps", 0):
+        return f"warmup_steps={cell['warmup_steps']}: the {framework} workload needs at least " \
+               f"{workload['min_warmup_steps']} (Horovod broadcasts the initial weights after the first batch)"
     if cell["mpi"] not in LAUNCHERS:
         return f"mpi={cell['mpi']}: no launcher for this MPI flavour in this build yet"
     return None

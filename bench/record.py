@@ -92,6 +92,9 @@ class Record(BaseModel):
     channels_last: bool | None = None
     threads_per_worker: int | None = None
     device: str | None = None
+    engine: str | None = None
+    data_format: str | None = None
+    input_wait_s: float | None = Field(None, ge=0)
     env_probe: dict[str, Any] = {}
     command: list[str] = []
     launch_env: dict[str, str] = {}

@@ -15,7 +15,7 @@ from bench.backends.base import Backend, Outcome
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.record import Record, parse_record
-from bench.redact import redact_env
+from bench.redact import redact_argv, redact_env, redact_text
 from bench.store import Store
 
 POLL_S = 0.2
@@ -45,7 +45,7 @@ def records_for(planned: PlannedCell, run_id: str, outcome: Outcome, argv: list[
 
     A record that fails validation turns the cell into a failure: a wrong number is worse than none."""
     around = {"run_id": run_id, "cell_id": planned.cell_id, "cell": planned.cell, "nodes": planned.nodes,
-              "command": argv, "launch_env": redact_env(env), "requested_transport": requested_transport}
+              "command": redact_argv(argv), "launch_env": redact_env(env), "requested_transport": requested_transport}
     records: list[Record] = []
     for i, raw in enumerate(outcome.records):
         if raw.get("cell_id") != planned.cell_id or raw.get("run_id") != run_id:
@@ -65,7 +65,8 @@ def records_for(planned: PlannedCell, run_id: str, outcome: Outcome, argv: list[
         records.append(record)
     if outcome.status != "ok":
         records.append(Record.model_validate({**around, "repeat": len(records), "status": outcome.status,
-                                              "error": outcome.reason, "log_tail": outcome.log_tail}))
+                                              "error": redact_text(outcome.reason),
+                                              "log_tail": redact_text(outcome.log_tail)}))
     return records, outcome
 
 

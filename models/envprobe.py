@@ -57,32 +57,51 @@ def gpu_info() -> dict | None:
     return {"model": rows[0][0], "count": len(rows), "driver": rows[0][1], "memory": rows[0][2]}
 
 
-def probe_torch(hvd) -> dict:
-    import torch
-
-    info = {
+def base_probe() -> dict:
+    return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "framework": "pytorch",
-        "framework_version": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "horovod_version": getattr(sys.modules.get("horovod"), "__version__", None),
-        "horovod_built": {
-            "mpi": bool(hvd.mpi_built()), "gloo": bool(hvd.gloo_built()), "nccl": bool(hvd.nccl_built()),
-        },
-        "horovod_controller": "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "unknown",
-        "mpi_library": mpi_library_version(),
-        "cuda": torch.version.cuda,
-        "nccl": None,
-        "gpu": None,
     }
+
+
+def horovod_probe(hvd) -> dict:
+    """Horovod's build capabilities, asked of the imported binding (not --check-build's text)."""
+    if hvd is None:
+        return {"horovod_version": None, "horovod_built": None, "horovod_controller": None}
+    return {
+        "horovod_version": getattr(sys.modules.get("horovod"), "__version__", None),
+        "horovod_built": {"mpi": bool(hvd.mpi_built()), "gloo": bool(hvd.gloo_built()),
+                          "nccl": bool(hvd.nccl_built())},
+        "horovod_controller": "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "unknown",
+    }
+
+
+def probe_torch(hvd) -> dict:
+    import torch
+
+    info = {**base_probe(), "framework": "pytorch", "framework_version": torch.__version__,
+            "torch_threads": torch.get_num_threads(), **horovod_probe(hvd),
+            "mpi_library": mpi_library_version(), "cuda": torch.version.cuda, "nccl": None, "gpu": None}
     if torch.cuda.is_available():
         try:
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:  # noqa: BLE001 - a build without NCCL
             pass
         info["gpu"] = gpu_info() or {"model": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    return info
+
+
+def probe_tensorflow(hvd, framework: str = "tensorflow") -> dict:
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    gpus = tf.config.list_physical_devices("GPU")
+    info = {**base_probe(), "framework": framework, "framework_version": tf.__version__,
+            "keras_version": getattr(tf.keras, "__version__", None), **horovod_probe(hvd),
+            "mpi_library": mpi_library_version(), "cuda": build.get("cuda_version"), "nccl": None, "gpu": None}
+    if gpus:
+        info["gpu"] = gpu_info() or {"model": gpus[0].name, "count": len(gpus)}
     return info

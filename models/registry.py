@@ -11,4 +11,17 @@ WORKLOADS = {
         "data": ("synthetic",),
         "precision": ("fp32", "fp16", "bf16"),
     },
+    "tensorflow": {
+        "script": "resnet50_tensorflow.py",
+        "version": "1",
+        "data": ("synthetic",),
+        "precision": ("fp32", "fp16", "bf16"),
+    },
+    "keras": {
+        "script": "resnet50_keras.py",
+        "version": "1",
+        "data": ("synthetic",),
+        "precision": ("fp32", "fp16", "bf16"),
+        "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
+    },
 }

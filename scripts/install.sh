@@ -50,6 +50,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing pinned dependencies into $venv"
   quiet_pip install -q --upgrade setuptools==80.9.0 wheel==0.45.1
   quiet_pip install -q -e ".[test,parquet]"
+  quiet_pip install -q --no-deps tf-keras==2.21.0
   echo "$want" > "$stamp"
 fi
 

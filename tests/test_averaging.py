@@ -1,4 +1,4 @@
-"""Gradient averaging, proved numerically under each controller with real processes."""
+"""Gradient averaging, proved numerically for each framework under each controller with real processes."""
 import os
 import subprocess
 import sys
@@ -10,13 +10,15 @@ from bench.backends.local import _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
 from tests.conftest import ROOT
 
-WORKER = ROOT / "tests" / "workers" / "average.py"
+WORKERS = {"pytorch": "average.py", "tensorflow": "average_tf.py", "keras": "average_keras.py"}
 
 
+@pytest.mark.parametrize("framework", sorted(WORKERS))
 @pytest.mark.parametrize("flavour,controller", [("gloo", "gloo"), ("openmpi", "mpi")])
-def test_two_ranks_end_with_the_averaged_weights(tmp_path, flavour, controller):
+def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, controller):
     out = tmp_path / "weights.txt"
-    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(WORKER), str(out)),
+    worker = ROOT / "tests" / "workers" / WORKERS[framework]
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(worker), str(out)),
                       env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
     tool = {"gloo": "horovodrun", "openmpi": "mpirun"}[flavour]
     rendered = LAUNCHERS[flavour].render(spec, _tool_path(tool, sys.executable))

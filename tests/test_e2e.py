@@ -165,9 +165,25 @@ def test_export_status_and_console_script(workdir):
 
 def test_doctor_checks_horovod_by_importing(tmp_path):
     out = bench_cli("doctor", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert "horovod     0.28.1 (built with: mpi, gloo)" in out.stdout
-    assert "Open MPI" in out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "horovod      0.28.1" in out.stdout and "  pytorch    mpi, gloo" in out.stdout
+    assert "  tensorflow mpi, gloo" in out.stdout and "Open MPI" in out.stdout
+
+
+def test_doctor_names_what_is_missing(tmp_path, monkeypatch, capsys):
+    import venv
+
+    from bench import doctor
+    from bench.cli import main
+
+    venv.create(tmp_path / "empty", with_pip=False)  # a Python with no torch, TensorFlow or Horovod
+    monkeypatch.setattr(doctor.sys, "executable", str(tmp_path / "empty" / "bin" / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no mpirun
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    missing = out.split("MISSING", 1)[1]
+    for piece in ("pytorch", "tensorflow", "horovod for pytorch with gloo", "mpirun", "horovodrun", "tf-keras"):
+        assert piece in missing, out
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -34,7 +34,7 @@ def one(gpu, backend=None, **kw):
     ("K80", {"ib": True, "gpus": 8, "mpi": "openmpi"}, "only by Intel MPI"),
     ("A100", {"ib": True, "gpus": 8}, "single-node cell"),
     ("V100", {"gpus": 6}, "unevenly"),
-    ("V100", {"framework": "tensorflow"}, "no tensorflow workload"),
+    ("V100", {"framework": "keras", "warmup_steps": 0}, "needs at least 1"),
     ("V100", {"mpi": "mpich"}, "no launcher for this MPI flavour"),
     ("V100", {"data": "imagenet"}, "data=imagenet"),
 ])

@@ -1,0 +1,156 @@
+"""What every workload shares: its flags, the measured-window loop, and how a window becomes a record.
+
+All three frameworks go through `measure_windows` (or, for Keras' model.fit, `WindowLoop` driven by a callback), so
+they time the same way and write records of the same shape. Imports no framework: each workload passes in its
+own step, device synchronisation and collective operations (`Comm`).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from models.meter import EmptyWindowError, WindowMeter, combine
+from models.record import write_record
+
+
+def parse_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--batch-size", type=int, default=64, help="per worker")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--num-classes", type=int, default=1000)
+    p.add_argument("--warmup-steps", type=int, default=10, help="run before the first window, not measured")
+    p.add_argument("--steps", type=int, default=50, help="steps per measured window")
+    p.add_argument("--repeats", type=int, default=3, help="measured windows")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+                   help="NHWC layout (PyTorch memory format; TensorFlow data_format)")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads per worker; 0 = cores / local workers")
+    p.add_argument("--cell-id", default=None)
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--out", default=None, help="append records (JSON lines) here; default: stdout")
+    args = p.parse_args(argv)
+    for name in ("batch_size", "image_size", "steps", "repeats", "num_classes"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.warmup_steps < 0:
+        fail("--warmup-steps must be >= 0")
+    return args
+
+
+def fail(message: str) -> None:
+    """One clear line and a non-zero exit: the harness records it as the cell's reason."""
+    print(f"bench worker: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def threads_for(args: argparse.Namespace, local_size: int) -> int:
+    return args.threads or max(1, (os.cpu_count() or 1) // local_size)
+
+
+_LOCAL_RANK_VARS = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+                    "SLURM_LOCALID", "LOCAL_RANK")
+_LOCAL_SIZE_VARS = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+                    "LOCAL_WORLD_SIZE")
+
+
+def local_rank_and_size_from_env() -> tuple[int, int]:
+    """What the launcher told this process, for set-up that must happen before Horovod initialises
+    (TensorFlow fixes its thread pools and visible GPUs at first use)."""
+    rank = next((int(os.environ[v]) for v in _LOCAL_RANK_VARS if os.environ.get(v, "").isdigit()), 0)
+    size = next((int(os.environ[v]) for v in _LOCAL_SIZE_VARS if os.environ.get(v, "").isdigit()), 1)
+    return rank, size
+
+
+@dataclass
+class Comm:
+    """The collectives a measured window needs, from whichever Horovod binding (or none) runs the workload."""
+
+    rank: int
+    size: int
+    local_size: int
+    barrier: Callable[[], None]
+    allgather_object: Callable[[Any], list]
+    broadcast_object: Callable[[Any], Any]
+
+
+def single_process_comm() -> Comm:
+    """World size 1 without Horovod: same meter, same records (e.g. on a GPU image that has no Horovod)."""
+    return Comm(0, 1, 1, lambda: None, lambda obj: [obj], lambda obj: obj)
+
+
+class WindowLoop:
+    """Opens and closes measured windows on every rank and turns each into one record on rank 0."""
+
+    def __init__(self, args: argparse.Namespace, comm: Comm, sync: Callable[[], None], base_record: dict[str, Any]):
+        self.args, self.comm, self.sync, self.base = args, comm, sync, base_record
+        self.host = socket.gethostname()
+        self.meter: WindowMeter | None = None
+        self.failed = False
+
+    def open(self) -> None:
+        self.sync()
+        self.comm.barrier()
+        self.meter = WindowMeter()
+        self.meter.begin()
+
+    def step_done(self, samples: int) -> None:
+        self.sync()
+        self.meter.step(samples)
+
+    def close(self, repeat: int, loss: float, extra: dict[str, Any] | None = None) -> bool:
+        """Ends the window; returns False on every rank if rank 0 found it unusable (then stop)."""
+        self.meter.busy_end()
+        self.comm.barrier()
+        self.meter.end()
+        summaries = self.comm.allgather_object({**self.meter.rank_summary(self.comm.rank, self.host),
+                                                "loss": loss, **(extra or {})})
+        ok = True
+        if self.comm.rank == 0:
+            ok = self._report(repeat, summaries)
+        ok = bool(self.comm.broadcast_object(ok))
+        self.failed = self.failed or not ok
+        return ok
+
+    def _report(self, repeat: int, summaries: list[dict]) -> bool:
+        try:
+            measured = combine(summaries)
+        except EmptyWindowError as e:
+            print(f"bench worker: repeat {repeat}: {e}", file=sys.stderr, flush=True)
+            return False
+        losses = [s["loss"] for s in summaries]
+        if not all(math.isfinite(x) for x in losses):
+            print(f"bench worker: repeat {repeat}: non-finite loss {losses}", file=sys.stderr, flush=True)
+            return False
+        input_wait = [s.get("input_wait_s") for s in summaries]
+        record = {**self.base, "kind": "measurement", "cell_id": self.args.cell_id, "run_id": self.args.run_id,
+                  "repeat": repeat, "status": "ok", "world_size": self.comm.size, "local_size": self.comm.local_size,
+                  "warmup_steps": self.args.warmup_steps, "measured_steps": self.args.steps,
+                  "loss": losses[0], **measured}
+        if any(w is not None for w in input_wait):
+            record["input_wait_s"] = max(w or 0.0 for w in input_wait)
+        write_record(record, self.args.out)
+        print(f"bench worker: repeat {repeat}: {measured['images_per_sec']:.1f} img/s over {self.comm.size} "
+              f"workers, window {measured['window_s']:.2f} s, slowest rank {measured['slowest_rank']}", flush=True)
+        return True
+
+
+def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[], Any],
+                    loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any]) -> int:
+    """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code."""
+    for _ in range(args.warmup_steps):
+        train_step()
+    loop = WindowLoop(args, comm, sync, base_record)
+    for repeat in range(args.repeats):
+        loop.open()
+        loss = None
+        for _ in range(args.steps):
+            loss = train_step()
+            loop.step_done(args.batch_size)
+        if not loop.close(repeat, loss_value(loss)):
+            break
+    return 1 if loop.failed else 0

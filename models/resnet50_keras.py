@@ -1,0 +1,102 @@
+"""Horovod data-parallel ResNet-50 v1.5 training throughput, Keras model.fit, synthetic data.
+
+Horovod's Keras DistributedOptimizer averages the gradients and its BroadcastGlobalVariablesCallback starts every
+rank from rank 0's weights (after the first batch, so at least one warm-up step is needed). The measured windows
+are opened and closed by a callback around model.fit's batches, with the same meter as the other workloads.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
+from models.common import (  # noqa: E402
+    WindowLoop, fail, local_rank_and_size_from_env, parse_args, single_process_comm, threads_for)
+from models.registry import WORKLOADS  # noqa: E402
+from models.resnet50_tensorflow import horovod_comm  # noqa: E402
+
+VERSION = WORKLOADS["keras"]["version"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    if args.warmup_steps < 1:
+        fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
+    import tensorflow as tf
+
+    from models.envprobe import probe_tensorflow
+    from models.resnet_tf import resnet50
+    from models.tf_env import configure
+
+    local_rank, local_size = local_rank_and_size_from_env()
+    threads = threads_for(args, local_size)
+    on_gpu = configure(tf, threads, local_rank, args.precision)  # before Horovod touches TensorFlow
+    try:
+        import horovod.tensorflow as hvd_tf
+        import horovod.tensorflow.keras as hvd
+    except ImportError:
+        hvd = hvd_tf = None
+    if hvd is not None:
+        hvd.init()
+        comm = horovod_comm(hvd_tf, tf)
+    else:
+        print("bench worker: horovod is not installed; running as a single process", flush=True)
+        comm = single_process_comm()
+    data_format = "channels_last" if args.channels_last else "channels_first"
+    if data_format == "channels_first" and not on_gpu:
+        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
+
+    tf.random.set_seed(1234)
+    model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)
+    opt = tf.keras.optimizers.SGD(learning_rate=0.1 * args.batch_size * comm.size / 256, momentum=0.9)
+    if args.precision == "fp16":
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+    if hvd is not None:
+        opt = hvd.DistributedOptimizer(opt)
+    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    shape = (args.image_size, args.image_size, 3) if data_format == "channels_last" \
+        else (3, args.image_size, args.image_size)
+    gen = tf.random.Generator.from_seed(comm.rank)
+    images = gen.normal((args.batch_size, *shape))
+    labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
+    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+    base = {"framework": "keras", "workload": "resnet50_keras", "workload_version": VERSION,
+            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
+            "channels_last": args.channels_last, "data_format": data_format, "threads_per_worker": threads,
+            "device": "gpu" if on_gpu else "cpu", "engine": "horovod" if hvd else "none",
+            "env_probe": probe_tensorflow(hvd_tf, "keras")}
+    loop = WindowLoop(args, comm, lambda: None, base)
+
+    class Windows(tf.keras.callbacks.Callback):
+        """Batches [warmup + k*steps, warmup + (k+1)*steps) form measured window k."""
+
+        def on_train_batch_begin(self, batch, logs=None):
+            i = batch - args.warmup_steps
+            if i >= 0 and i % args.steps == 0:
+                loop.open()
+
+        def on_train_batch_end(self, batch, logs=None):
+            i = batch - args.warmup_steps
+            if i < 0:
+                return
+            loss = float(logs["loss"])  # reading the loss waits for the step
+            loop.step_done(args.batch_size)
+            if (i + 1) % args.steps == 0 and not loop.close(i // args.steps, loss):
+                self.model.stop_training = True
+
+    callbacks = [Windows()]
+    if hvd is not None:
+        callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+    model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
+              callbacks=callbacks, verbose=0)
+    if hvd is not None:
+        hvd.shutdown()
+    return 1 if loop.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Horovod data-parallel ResNet-50 v1.5 training throughput, TensorFlow custom training step, synthetic data.
+
+tf.GradientTape computes the gradients; Horovod averages them (grouped allreduce, op=Average) before the optimizer
+applies them. Same flags, meter and record shape as the other workloads.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
+from models.common import (  # noqa: E402
+    fail, local_rank_and_size_from_env, measure_windows, parse_args, single_process_comm, threads_for)
+from models.registry import WORKLOADS  # noqa: E402
+
+VERSION = WORKLOADS["tensorflow"]["version"]
+
+
+def horovod_comm(hvd, tf):
+    from models.common import Comm
+
+    zero = tf.constant(0.0)
+    return Comm(hvd.rank(), hvd.size(), hvd.local_size(),
+                barrier=lambda: hvd.allreduce(zero, name="bench.barrier").numpy(),
+                allgather_object=hvd.allgather_object,
+                broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
+
+
+def optimizer_variables(opt) -> list:
+    variables = opt.variables
+    return list(variables() if callable(variables) else variables)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    import tensorflow as tf
+
+    from models.envprobe import probe_tensorflow
+    from models.resnet_tf import resnet50
+    from models.tf_env import configure
+
+    local_rank, local_size = local_rank_and_size_from_env()
+    threads = threads_for(args, local_size)
+    on_gpu = configure(tf, threads, local_rank, args.precision)  # before Horovod touches TensorFlow
+    try:
+        import horovod.tensorflow as hvd
+    except ImportError:
+        hvd = None
+    if hvd is not None:
+        hvd.init()
+        comm = horovod_comm(hvd, tf)
+    else:
+        print("bench worker: horovod is not installed; running as a single process", flush=True)
+        comm = single_process_comm()
+    data_format = "channels_last" if args.channels_last else "channels_first"
+    if data_format == "channels_first" and not on_gpu:
+        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
+
+    tf.random.set_seed(1234)
+    model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)
+    lr = 0.1 * args.batch_size * comm.size / 256
+    opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
+    fp16 = args.precision == "fp16"
+    if fp16:  # fp16 needs loss scaling; bf16 has fp32's range and does not
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+    opt.build(model.trainable_variables)
+    if hvd is not None:
+        hvd.broadcast_variables(model.variables, root_rank=0)
+        hvd.broadcast_variables(optimizer_variables(opt), root_rank=0)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    shape = (args.batch_size, args.image_size, args.image_size, 3) if data_format == "channels_last" \
+        else (args.batch_size, 3, args.image_size, args.image_size)
+    gen = tf.random.Generator.from_seed(comm.rank)  # random (not zero) data, different per rank
+    images = gen.normal(shape)
+    labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+            scaled = opt.get_scaled_loss(loss) if fp16 else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if hvd is not None:
+            grads = hvd.grouped_allreduce(grads, op=hvd.Average)
+        if fp16:
+            grads = opt.get_unscaled_gradients(grads)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def train_step() -> float:
+        return float(step())  # reading the loss waits for the step: the device is in sync
+
+    base = {"framework": "tensorflow", "workload": "resnet50_tensorflow", "workload_version": VERSION,
+            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
+            "channels_last": args.channels_last, "data_format": data_format, "threads_per_worker": threads,
+            "device": "gpu" if on_gpu else "cpu", "engine": "horovod" if hvd else "none",
+            "env_probe": probe_tensorflow(hvd)}
+    code = measure_windows(args, comm, train_step, float, lambda: None, base)
+    if hvd is not None:
+        hvd.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Averaging check for the Keras workload's mechanism (hvd.keras.DistributedOptimizer + model.fit).
+
+Under Keras 3 this very check ends at -1 and -2 instead of -1.5 (FACTS.md): Horovod's Keras optimizer silently
+does not average there. Writes `rank weight controller` to argv[1].
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import models.tf_env  # noqa: E402,F401
+
+import horovod.tensorflow.keras as hvd  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+hvd.init()
+model = tf.keras.Sequential([tf.keras.Input(shape=(1,)),
+                             tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=1.0)),
+              loss=lambda y_true, y_pred: tf.reduce_mean(y_pred))  # d loss / d w = x = rank + 1
+x = np.full((1, 1), float(hvd.rank() + 1), dtype="float32")
+model.fit(x, np.zeros((1, 1), dtype="float32"), batch_size=1, epochs=1, verbose=0,
+          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+weight = float(model.layers[-1].kernel.numpy()[0, 0])
+with open(sys.argv[1], "a", encoding="utf-8") as f:
+    import horovod.tensorflow as hvd_tf
+
+    f.write(f"{hvd.rank()} {weight!r} {'mpi' if hvd_tf.mpi_enabled() else 'gloo'}\n")
+hvd.shutdown()
