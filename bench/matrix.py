@@ -38,6 +38,8 @@ class Workload(BaseModel):
     warmup_steps: int = Field(10, ge=0, le=100_000)
     steps: int = Field(50, gt=0, le=1_000_000)
     repeats: int = Field(3, gt=0, le=1000)
+    # Separate launches of the same cell: the unit for confidence intervals and regression verdicts.
+    jobs: int = Field(1, gt=0, le=100)
     channels_last: bool = True
     # Intra-op threads per worker; null = cores on the node / workers on the node.
     threads: int | None = Field(None, gt=0, le=1024)

@@ -60,6 +60,7 @@ class Record(BaseModel):
     kind: Literal["measurement"] = "measurement"
     run_id: str
     cell_id: str
+    job: int = Field(0, ge=0)
     repeat: int = Field(ge=0)
     status: Status
     error: str | None = None

@@ -39,12 +39,12 @@ class RunSummary:
         return 1 if self.failed else 0
 
 
-def records_for(planned: PlannedCell, run_id: str, outcome: Outcome, argv: list[str], env: dict[str, str],
-                requested_transport: str) -> tuple[list[Record], Outcome]:
+def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, argv: list[str],
+                env: dict[str, str], requested_transport: str) -> tuple[list[Record], Outcome]:
     """Worker dicts → validated Records, plus one failure record if the cell did not finish cleanly.
 
     A record that fails validation turns the cell into a failure: a wrong number is worse than none."""
-    around = {"run_id": run_id, "cell_id": planned.cell_id, "cell": planned.cell, "nodes": planned.nodes,
+    around = {"run_id": run_id, "cell_id": planned.cell_id, "job": job, "cell": planned.cell, "nodes": planned.nodes,
               "command": redact_argv(argv), "launch_env": redact_env(env), "requested_transport": requested_transport}
     records: list[Record] = []
     for i, raw in enumerate(outcome.records):
@@ -89,17 +89,21 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
         for i, cell in enumerate(todo, 1):
             progress.update(task, description=f"cell {i}/{len(todo)} {cell.label()}")
             started = time.monotonic()
-            handle = backend.submit(cell, run_id)
-            try:
-                while not backend.poll(handle):
-                    time.sleep(POLL_S)
-                outcome = backend.collect(handle)
-            except KeyboardInterrupt:
-                backend.cancel(handle)
-                outcome = backend.collect(handle)
-                _store_outcome(cell, run_id, outcome, handle, store)
-                raise
-            records, outcome = _store_outcome(cell, run_id, outcome, handle, store)
+            records: list[Record] = []
+            for job in range(cell.cell["jobs"]):
+                handle = backend.submit(cell, run_id, job)
+                try:
+                    while not backend.poll(handle):
+                        time.sleep(POLL_S)
+                    outcome = backend.collect(handle)
+                except KeyboardInterrupt:
+                    backend.cancel(handle)
+                    _store_outcome(cell, run_id, job, backend.collect(handle), handle, store)
+                    raise
+                job_records, outcome = _store_outcome(cell, run_id, job, outcome, handle, store)
+                records += job_records
+                if outcome.status != "ok":
+                    break  # the cell has failed; its remaining jobs would not change that
             summary.ran += 1
             elapsed = time.monotonic() - started
             if outcome.status == "ok":
@@ -114,9 +118,10 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
     return summary
 
 
-def _store_outcome(cell: PlannedCell, run_id: str, outcome: Outcome, handle: Any, store: Store):
+def _store_outcome(cell: PlannedCell, run_id: str, job: int, outcome: Outcome, handle: Any, store: Store):
     transport = "ib" if cell.cell["ib"] else "tcp"  # what the ib axis asked for; the effective one is parsed
-    records, outcome = records_for(cell, run_id, outcome, list(handle.rendered.argv), handle.rendered.env, transport)
+    records, outcome = records_for(cell, run_id, job, outcome, list(handle.rendered.argv), handle.rendered.env,
+                                   transport)
     store.write_many(records)
     return records, outcome
 

@@ -1,7 +1,7 @@
 """The results store: one SQLite file, the single source of truth for reports and checks.
 
-WAL journal, one transaction per record, a schema-version table with forward migrations. (run_id, cell_id, repeat)
-is the key, so writing the same record twice leaves one row. `pandas.read_sql("SELECT * FROM records", conn)` gives
+WAL journal, one transaction per record, a schema-version table with forward migrations. (run_id, cell_id, job,
+repeat) is the key, so writing the same record twice leaves one row. `pandas.read_sql("SELECT * FROM records", conn)` gives
 one tidy row per record; the full record is kept as JSON beside the columns.
 """
 from __future__ import annotations
@@ -17,14 +17,14 @@ from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 DEFAULT_STORE = Path("results/bench.db")
 
 _CELL_COLUMNS = {
     "gpu": "TEXT", "framework": "TEXT", "mpi": "TEXT", "ib": "INTEGER", "gpus": "INTEGER", "model": "TEXT",
     "data": "TEXT", "batch_per_gpu": "INTEGER", "image_size": "INTEGER", "precision": "TEXT",
-    "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "channels_last": "INTEGER",
-    "threads": "INTEGER",
+    "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "jobs": "INTEGER",
+    "channels_last": "INTEGER", "threads": "INTEGER",
 }
 assert tuple(_CELL_COLUMNS) == CELL_KEYS, "store columns must follow the cell keys"
 
@@ -33,10 +33,19 @@ _MEASURE_COLUMNS = {
     "window_s": "REAL", "step_time_median_s": "REAL", "slowest_rank": "INTEGER",
     "slowest_rank_images_per_sec": "REAL", "world_size": "INTEGER", "start_unix": "REAL", "end_unix": "REAL",
     "requested_transport": "TEXT", "effective_transport": "TEXT", "workload_version": "TEXT",
+    "rank_spread": "REAL", "input_wait_s": "REAL", "engine": "TEXT",
 }
 
+# Schema 1's columns, frozen: migration 2 copies from exactly these.
+_V1_COLUMNS = ["run_id", "cell_id", "repeat", "status", "error", "gpu", "framework", "mpi", "ib", "gpus", "model",
+               "data", "batch_per_gpu", "image_size", "precision", "warmup_steps", "steps", "repeats",
+               "channels_last", "threads", "nodes", "images_per_sec", "images_per_sec_per_gpu", "samples",
+               "window_s", "step_time_median_s", "slowest_rank", "slowest_rank_images_per_sec", "world_size",
+               "start_unix", "end_unix", "requested_transport", "effective_transport", "workload_version",
+               "record_json", "written_unix"]
+
 MIGRATIONS: dict[int, str] = {
-    1: f"""
+    1: """
     CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
         started_unix REAL NOT NULL,
@@ -49,16 +58,37 @@ MIGRATIONS: dict[int, str] = {
         plan_json TEXT
     );
     CREATE TABLE records (
+        run_id TEXT NOT NULL, cell_id TEXT NOT NULL, repeat INTEGER NOT NULL, status TEXT NOT NULL, error TEXT,
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, gpus INTEGER, model TEXT, data TEXT, batch_per_gpu INTEGER,
+        image_size INTEGER, precision TEXT, warmup_steps INTEGER, steps INTEGER, repeats INTEGER,
+        channels_last INTEGER, threads INTEGER, nodes INTEGER, images_per_sec REAL, images_per_sec_per_gpu REAL,
+        samples INTEGER, window_s REAL, step_time_median_s REAL, slowest_rank INTEGER,
+        slowest_rank_images_per_sec REAL, world_size INTEGER, start_unix REAL, end_unix REAL,
+        requested_transport TEXT, effective_transport TEXT, workload_version TEXT,
+        record_json TEXT NOT NULL, written_unix REAL NOT NULL,
+        PRIMARY KEY (run_id, cell_id, repeat)
+    );
+    CREATE INDEX records_cell ON records (cell_id, status);
+    """,
+    # 2: job-level repeats. (Built from the column dicts as they are at schema 2: a later column needs its own
+    # migration, and this text must then keep schema 2's list.) (`jobs` per cell, `job` in the key), rank spread, input wait, engine.
+    2: f"""
+    CREATE TABLE records_v2 (
         run_id TEXT NOT NULL,
         cell_id TEXT NOT NULL,
+        job INTEGER NOT NULL DEFAULT 0,
         repeat INTEGER NOT NULL,
         status TEXT NOT NULL,
         error TEXT,
         {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS, **_MEASURE_COLUMNS}.items())},
         record_json TEXT NOT NULL,
         written_unix REAL NOT NULL,
-        PRIMARY KEY (run_id, cell_id, repeat)
+        PRIMARY KEY (run_id, cell_id, job, repeat)
     );
+    INSERT INTO records_v2 ({", ".join(_V1_COLUMNS)}, job, jobs)
+        SELECT {", ".join(_V1_COLUMNS)}, 0, 1 FROM records;
+    DROP TABLE records;
+    ALTER TABLE records_v2 RENAME TO records;
     CREATE INDEX records_cell ON records (cell_id, status);
     """,
 }
@@ -132,7 +162,7 @@ class Store:
         self.conn.execute("UPDATE runs SET finished_unix = ? WHERE run_id = ?", (time.time(), run_id))
 
     def write(self, record: Record) -> None:
-        """One record, one transaction. Same (run, cell, repeat) again replaces the row: idempotent."""
+        """One record, one transaction. Same (run, cell, job, repeat) again replaces the row: idempotent."""
         row = _row(record)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
@@ -147,10 +177,10 @@ class Store:
 
     # --- reading ------------------------------------------------------------------------------------------------
     def completed_cells(self) -> set[str]:
-        """Cells with a run that measured every repeat and failed none: what resume skips."""
+        """Cells with a run that measured every repeat of every job and failed none: what resume skips."""
         rows = self.conn.execute(
             "SELECT cell_id FROM records GROUP BY run_id, cell_id "
-            "HAVING SUM(status = 'ok') >= MAX(repeats) AND SUM(status != 'ok') = 0").fetchall()
+            "HAVING SUM(status = 'ok') >= MAX(repeats * jobs) AND SUM(status != 'ok') = 0").fetchall()
         return {r[0] for r in rows}
 
     def records(self, where: str = "", params: tuple = ()) -> list[dict[str, Any]]:
@@ -175,7 +205,9 @@ class Store:
 def _row(record: Record) -> dict[str, Any]:
     cell = record.cell
     slowest = next((r for r in record.per_rank if r.rank == record.slowest_rank), None)
-    row: dict[str, Any] = {"run_id": record.run_id, "cell_id": record.cell_id, "repeat": record.repeat,
+    rates = [r.images_per_sec for r in record.per_rank if r.images_per_sec]
+    row: dict[str, Any] = {"run_id": record.run_id, "cell_id": record.cell_id, "job": record.job,
+                           "repeat": record.repeat,
                            "status": record.status, "error": record.error}
     for key in CELL_KEYS:
         value = cell.get(key)
@@ -190,6 +222,8 @@ def _row(record: Record) -> dict[str, Any]:
         "world_size": record.world_size, "start_unix": record.start_unix, "end_unix": record.end_unix,
         "requested_transport": record.requested_transport, "effective_transport": record.effective_transport,
         "workload_version": record.workload_version,
+        "rank_spread": (max(rates) - min(rates)) / max(rates) if rates else None,
+        "input_wait_s": record.input_wait_s, "engine": record.engine,
         "record_json": record.to_json(), "written_unix": time.time(),
     })
     return row

@@ -63,7 +63,7 @@ def test_run_measures_both_controllers_and_stores_consistent_records(workdir):
         assert rec["env_probe"]["horovod_controller"] == {"gloo": "gloo", "openmpi": "mpi"}[row.mpi]
         assert rec["env_probe"]["framework_version"].startswith("2.13.0")
         assert Path(rec["command"][0]).name == {"gloo": "horovodrun", "openmpi": "mpirun"}[row.mpi]
-        assert (d / "results" / "runs" / row.run_id / row.cell_id / "log.txt").stat().st_size > 0
+        assert (d / "results" / "runs" / row.run_id / row.cell_id / f"job{row.job}" / "log.txt").stat().st_size > 0
 
 
 def test_second_run_resumes_and_reruns_nothing(workdir):
@@ -145,7 +145,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
         except psutil.Error:
             continue
     assert not leftovers, f"orphan processes: {[p.pid for p in leftovers]}"
-    assert os.path.exists(tmp_path / "results" / "runs" / df.run_id.iloc[0] / cell_id / "log.txt")
+    assert os.path.exists(tmp_path / "results" / "runs" / df.run_id.iloc[0] / cell_id / "job0" / "log.txt")
 
 
 def test_export_status_and_console_script(workdir):

@@ -83,7 +83,7 @@ def test_cell_id_golden_value():
     # If this changes, every stored history loses its link to new runs: only change it on purpose
     # (bump the workload version instead when what is measured changes).
     cell = load_matrix_text("name: t\naxes: {gpu: [cpu], gpus: [2]}\n").cells()[0]
-    assert cell_id(cell) == "80e315839374"
+    assert cell_id(cell) == "fa50bd7c5022"
 
 
 def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix, tmp_path):

@@ -15,7 +15,8 @@ def summary_of(rates: dict[int, list[float]], **cell):
             rows.append({"cell_id": f"c{gpus}", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False,
                          "gpus": gpus, "model": "resnet50", "data": "synthetic", "batch_per_gpu": 64,
                          "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
-                         "channels_last": True, "threads": None, "nodes": 1, "images_per_sec": v, **cell})
+                         "jobs": 1, "channels_last": True, "threads": None, "nodes": 1, "images_per_sec": v,
+                         "job": 0, "slowest_rank": 0, "rank_spread": 0.0, **cell})
     return cell_summary(pd.DataFrame(rows))
 
 
@@ -58,3 +59,13 @@ def test_report_uses_the_latest_complete_run_of_each_cell(tmp_path):
     ok = latest_complete(df)
     assert set(ok["run_id"]) == {"new"}
     assert cell_summary(ok)["images_per_sec"].iloc[0] == pytest.approx(64 / 1.0)
+
+
+def test_interval_is_over_job_medians_when_a_cell_ran_several_jobs():
+    rows = summary_of({1: [100.0]}).iloc[0].to_dict()
+    df = pd.DataFrame([{**rows, "job": j, "images_per_sec": v, "slowest_rank": 0, "rank_spread": 0.0}
+                       for j, v in ((0, 100), (0, 102), (1, 90), (1, 92), (2, 110), (2, 111))])
+    out = cell_summary(df.drop(columns=["n", "min", "max", "ci_low", "ci_high", "ci_coverage", "ci_over",
+                                        "images_per_sec_per_gpu"])).iloc[0]
+    assert out.ci_over == "3 jobs" and out.n == 6
+    assert (out.ci_low, out.ci_high) == (91.0, 110.5)  # min and max of the job medians 101, 91, 110.5

@@ -55,3 +55,23 @@ def test_newer_schema_and_non_sqlite_files_are_refused_untouched(tmp_path):
     assert junk.read_bytes() == before
     with pytest.raises(BenchInputError, match="no results store"):
         Store(tmp_path / "missing.db", create=False)
+
+
+def test_a_schema_1_store_is_migrated_with_its_rows(tmp_path):
+    from bench.store import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.executescript(MIGRATIONS[1])
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.execute("INSERT INTO records (run_id, cell_id, repeat, status, gpu, gpus, repeats, images_per_sec, "
+                 "record_json, written_unix) VALUES ('r', 'c', 0, 'ok', 'cpu', 1, 1, 12.5, '{}', 0)")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == STORE_SCHEMA_VERSION
+        rows = store.records()
+        assert len(rows) == 1 and rows[0]["job"] == 0 and rows[0]["jobs"] == 1
+        assert rows[0]["images_per_sec"] == 12.5
+        assert store.completed_cells() == {"c"}

@@ -5,8 +5,11 @@ images/sec and N0 the smallest worker count measured in the same series: normall
 """
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 
+from bench.analysis.stats import median_ci
 from bench.matrix import CELL_KEYS
 
 # A series is every cell setting except the worker count: the same SKU, framework, MPI, fabric and workload.
@@ -36,12 +39,28 @@ def latest_failures(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: median, min and max global images/sec over its measured repeats."""
+    """One row per cell: median global images/sec over its measured windows, a 95% interval for that median, and
+    the spread across ranks.
+
+    The interval is taken over job medians when the cell ran several jobs (separate launches: independent), else
+    over the windows of its one job (`ci_over` says which)."""
+    columns = ["cell_id", *CELL_KEYS, "nodes", "n", "images_per_sec", "min", "max", "ci_low", "ci_high",
+               "ci_coverage", "ci_over", "rank_spread", "slowest_rank", "images_per_sec_per_gpu"]
     if ok_records.empty:
-        return pd.DataFrame(columns=["cell_id", *CELL_KEYS, "nodes", "n", "images_per_sec", "min", "max"])
+        return pd.DataFrame(columns=columns)
     keys = ["cell_id", *CELL_KEYS, "nodes"]
-    g = ok_records.groupby(keys, dropna=False)["images_per_sec"]
-    out = g.agg(n="count", images_per_sec="median", min="min", max="max").reset_index()
+    rows = []
+    for key, g in ok_records.groupby(keys, dropna=False, sort=False):
+        rates = g["images_per_sec"].tolist()
+        jobs = g.groupby("job")["images_per_sec"].median().tolist() if "job" in g else []
+        ci = median_ci(jobs if len(jobs) >= 2 else rates)
+        slowest = g["slowest_rank"].mode()
+        rows.append({**dict(zip(keys, key)), "n": len(rates), "images_per_sec": statistics.median(rates),
+                     "min": min(rates), "max": max(rates), "ci_low": ci.low, "ci_high": ci.high,
+                     "ci_coverage": ci.coverage, "ci_over": f"{len(jobs)} jobs" if len(jobs) >= 2 else
+                     f"{len(rates)} windows", "rank_spread": g["rank_spread"].max() if "rank_spread" in g else None,
+                     "slowest_rank": int(slowest.iloc[0]) if len(slowest) else None})
+    out = pd.DataFrame(rows, columns=columns[:-1])
     out["images_per_sec_per_gpu"] = out["images_per_sec"] / out["gpus"]
     return out.sort_values([*SERIES_KEYS, "gpus"], kind="stable").reset_index(drop=True)
 

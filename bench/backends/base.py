@@ -26,10 +26,11 @@ class Backend(Protocol):
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
         """Why this backend cannot run the cell (None if it can)."""
 
-    def render(self, planned: PlannedCell, run_id: str) -> Rendered:
-        """The exact argv and env the cell will be started with."""
+    def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
+        """The exact argv and env the cell's job will be started with."""
 
-    def submit(self, planned: PlannedCell, run_id: str) -> Any: ...
+    def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Any:
+        """Start one job (of the cell's `jobs`)."""
 
     def poll(self, handle: Any) -> bool:
         """True once the cell has finished (or was stopped)."""

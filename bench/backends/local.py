@@ -102,13 +102,13 @@ class LocalBackend:
             return max(1, (os.cpu_count() or 1) // planned.cell["gpus"])
         return 4  # GPU workers: a few threads each for the host side
 
-    def cell_dir(self, planned: PlannedCell, run_id: str) -> Path:
-        return self.results_dir / "runs" / run_id / planned.cell_id
+    def cell_dir(self, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
+        return self.results_dir / "runs" / run_id / planned.cell_id / f"job{job}"
 
-    def render(self, planned: PlannedCell, run_id: str) -> Rendered:
+    def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
         c = planned.cell
         threads = self.threads_for(planned)
-        out = self.cell_dir(planned, run_id) / "records.jsonl"
+        out = self.cell_dir(planned, run_id, job) / "records.jsonl"
         env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
         spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
                           program=worker_program(planned, run_id, out, threads, self.python), env=env,
@@ -118,9 +118,9 @@ class LocalBackend:
         return launcher.render(spec, str(_tool_path(tool, self.python)))
 
     # --- running ------------------------------------------------------------------------------------------------
-    def submit(self, planned: PlannedCell, run_id: str) -> Handle:
-        rendered = self.render(planned, run_id)
-        cell_dir = self.cell_dir(planned, run_id)
+    def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
+        rendered = self.render(planned, run_id, job)
+        cell_dir = self.cell_dir(planned, run_id, job)
         cell_dir.mkdir(parents=True, exist_ok=True)
         (cell_dir / "records.jsonl").unlink(missing_ok=True)
         token = uuid.uuid4().hex

@@ -13,8 +13,8 @@ from bench.analysis.scaling import cell_summary, latest_complete, latest_failure
 from bench.report.charts import scaling_charts
 
 COLUMNS = ["gpu", "framework", "mpi", "IB", "workers", "nodes", "batch/worker", "image", "precision",
-           "images/sec", "per worker", "min–max", "repeats", "speedup", "efficiency", "baseline", "cell_id"]
-LEFT = {"gpu", "framework", "mpi", "IB", "precision", "baseline", "cell_id", "min–max"}
+           "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "baseline", "cell_id"]
+LEFT = {"gpu", "framework", "mpi", "IB", "precision", "baseline", "cell_id", "95% CI", "rank spread"}
 ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "cells"]
 
 
@@ -26,8 +26,12 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "gpu": r.gpu, "framework": r.framework, "mpi": r.mpi, "IB": "on" if r.ib else "off",
             "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
             "image": int(r.image_size), "precision": r.precision, "images/sec": f"{r.images_per_sec:,.1f}",
-            "per worker": f"{r.images_per_sec_per_gpu:,.1f}", "min–max": f"{r['min']:,.1f}–{r['max']:,.1f}",
-            "repeats": int(r.n), "speedup": f"{r.speedup:.2f}×", "efficiency": f"{100 * r.efficiency:.0f}%",
+            "95% CI": f"{r.ci_low:,.1f}–{r.ci_high:,.1f} ({r.ci_over}"
+                      + (f", {100 * r.ci_coverage:.0f}% cov." if r.ci_coverage < 0.95 else "") + ")",
+            "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
+            "rank spread": "—" if pd.isna(r.rank_spread) or r.gpus == 1 else
+                           f"{100 * r.rank_spread:.1f}% (slowest: rank {r.slowest_rank})",
+            "speedup": f"{r.speedup:.2f}×", "efficiency": f"{100 * r.efficiency:.0f}%",
             "baseline": base, "cell_id": r.cell_id,
         })
     return rows
