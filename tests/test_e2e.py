@@ -222,3 +222,37 @@ def _workers_running(tmp_path: Path) -> bool:
         if any("resnet50_pytorch.py" in part for part in cmd) and any(str(tmp_path) in part for part in cmd):
             return True
     return False
+
+
+def test_every_framework_writes_records_of_the_same_shape_and_jobs_repeat_the_cell(tmp_path):
+    (tmp_path / "m.yaml").write_text(f"""
+name: frameworks
+{TINY_WORKLOAD}
+  jobs: 2
+axes:
+  gpu: [cpu]
+  framework: [pytorch, tensorflow, keras]
+  mpi: [gloo]
+  gpus: [2]
+  channels_last: [true]
+""", encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    df = read_records(tmp_path)
+    assert len(df) == 3 * 2 * 2 and set(df.status) == {"ok"}
+    assert sorted(df.groupby("framework").job.nunique().items()) == [("keras", 2), ("pytorch", 2),
+                                                                     ("tensorflow", 2)]
+    shapes = {}
+    for row in df.itertuples():
+        rec = json.loads(row.record_json)
+        shape = (tuple(sorted(k for k in rec if rec[k] is not None or k in ("error",))),
+                 tuple(sorted(rec["per_rank"][0])), tuple(sorted(rec["step_time_s"])))
+        shapes.setdefault(row.framework, set()).add(shape)
+        assert rec["env_probe"]["framework"] == row.framework
+        assert rec["env_probe"]["horovod_built"] == {"mpi": True, "gloo": True, "nccl": False}
+    assert all(len(s) == 1 for s in shapes.values())
+    core = {fw: {k for k in next(iter(s))[0]} for fw, s in shapes.items()}
+    # TensorFlow paths also record their data_format; everything else is common to all three.
+    assert core["tensorflow"] == core["keras"] == core["pytorch"] | {"data_format"}
+    report = bench_cli("report", cwd=tmp_path)
+    assert report.returncode == 0 and "2 jobs" in (tmp_path / "reports" / "index.html").read_text()
