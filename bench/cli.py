@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True)
 
     s = sub.add_parser("doctor", help="what this machine can run")
+
+    s = sub.add_parser("data", help="data sets for real-data cells")
+    data = s.add_subparsers(dest="data_verb", required=True, parser_class=_Parser)
+    d = data.add_parser("make-imagenet-sample", help="write a small, valid ImageNet sample in both layouts")
+    d.add_argument("dir")
+    d.add_argument("--classes", type=int, default=10)
+    d.add_argument("--per-class", type=int, default=20)
+    d.add_argument("--seed", type=int, default=0)
     return p
 
 
@@ -85,7 +93,9 @@ def _backend(name: str | None, matrix, results_dir: Path, timeout: float | None 
     name = name or matrix.spec.backend.name
     if name != "local":
         raise BenchInputError(f"backend '{name}' is not available in this build")
-    return LocalBackend(results_dir, timeout or matrix.spec.backend.timeout_s)
+    b = matrix.spec.backend
+    return LocalBackend(results_dir, timeout or b.timeout_s, imagenet_dir=b.imagenet_dir,
+                        imagenet_sample=b.imagenet_sample)
 
 
 def cmd_plan(args) -> int:
@@ -159,6 +169,7 @@ def cmd_run(args) -> int:
         console.print(f"  ... {len(reasons) - 8} more reasons (`bench plan {args.matrix}` lists every cell)")
 
     run_id = new_run_id()
+    backend.prepare(planned, say=console.print)
     with Store(store_path) as store:
         store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
                         host=socket.gethostname(), bench_version=bench.__version__,
@@ -222,5 +233,14 @@ def cmd_doctor(args) -> int:
     return code
 
 
-VERBS = {"plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report, "export": cmd_export,
+def cmd_data(args) -> int:
+    from bench.datasets import make_imagenet_sample
+
+    made = make_imagenet_sample(args.dir, args.classes, args.per_class, seed=args.seed)
+    print(f"{made['images']} images in {made['classes']} classes, layouts: {', '.join(made['layouts'])}: "
+          f"{made['dir']}/train/<wnid>/*.JPEG and {made['dir']}/tfrecord/train-*")
+    return EXIT_OK
+
+
+VERBS = {"data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report, "export": cmd_export,
          "doctor": cmd_doctor}

@@ -41,6 +41,9 @@ def build_reason(cell: dict[str, Any]) -> str | None:
         return f"framework {framework}: no {framework} workload in this build yet"
     if cell["data"] not in workload["data"]:
         return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"
+    if cell["data"] == "imagenet" and cell["data_layout"] not in workload["data_layout"]:
+        return (f"data_layout={cell['data_layout']}: the {framework} workload reads ImageNet as "
+                f"{', '.join(workload['data_layout'])} only")
     if cell["precision"] not in workload["precision"]:
         return f"precision={cell['precision']}: not implemented by the {framework} workload"
     if cell["warmup_steps"] < workload.get("min_warmup_steps", 0):

@@ -32,6 +32,10 @@ class Workload(BaseModel):
 
     model: Literal["resnet50"] = "resnet50"
     data: DataKind = "synthetic"
+    # Real data only: the ImageNet layout read (JPEG folder tree or TFRecord shards), and input workers per worker
+    # (0 = automatic).
+    data_layout: Literal["jpeg", "tfrecord"] = "jpeg"
+    loader_workers: int = Field(0, ge=0, le=64)
     batch_per_gpu: int = Field(64, gt=0, le=65536)
     image_size: int = Field(224, ge=32, le=2048)
     precision: Precision = "fp32"
@@ -45,12 +49,24 @@ class Workload(BaseModel):
     threads: int | None = Field(None, gt=0, le=1024)
 
 
+class SampleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    classes: int = Field(gt=0, le=1000)
+    per_class: int = Field(gt=0, le=10_000)
+
+
 class Backend(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Literal["local"] = "local"
     # Per-cell wall-clock limit; the whole process group is killed past it.
     timeout_s: int = Field(1800, gt=0)
+    # Where data=imagenet cells read from (train/<wnid>/*.JPEG and/or tfrecord/train-*); a relative path is taken
+    # from the directory bench runs in. Where the data set lives belongs to the machine, not to the cell.
+    imagenet_dir: str | None = None
+    # If set and imagenet_dir does not exist, `run` makes a generated sample there first (both layouts).
+    imagenet_sample: SampleSpec | None = None
 
 
 class MatrixFile(BaseModel):

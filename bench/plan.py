@@ -21,7 +21,7 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
         sku = skus[cell["gpu"]]
         nodes = sku.nodes_for(cell["gpus"])
         key = (cell["gpu"], cell["framework"], cell["mpi"], cell["ib"], cell["gpus"], cell["precision"], cell["data"],
-               cell["warmup_steps"])
+               cell["data_layout"], cell["warmup_steps"])  # every field a rule (or backend reach) reads
         if key in memo:
             reason = memo[key]
         else:

@@ -96,6 +96,9 @@ class Record(BaseModel):
     engine: str | None = None
     data_format: str | None = None
     input_wait_s: float | None = Field(None, ge=0)
+    data: str | None = None
+    data_layout: str | None = None
+    loader_workers: int | None = None
     env_probe: dict[str, Any] = {}
     command: list[str] = []
     launch_env: dict[str, str] = {}

@@ -22,7 +22,8 @@ DEFAULT_STORE = Path("results/bench.db")
 
 _CELL_COLUMNS = {
     "gpu": "TEXT", "framework": "TEXT", "mpi": "TEXT", "ib": "INTEGER", "gpus": "INTEGER", "model": "TEXT",
-    "data": "TEXT", "batch_per_gpu": "INTEGER", "image_size": "INTEGER", "precision": "TEXT",
+    "data": "TEXT", "data_layout": "TEXT", "loader_workers": "INTEGER", "batch_per_gpu": "INTEGER",
+    "image_size": "INTEGER", "precision": "TEXT",
     "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "jobs": "INTEGER",
     "channels_last": "INTEGER", "threads": "INTEGER",
 }

@@ -11,6 +11,7 @@ import math
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,6 +31,10 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True,
                    help="NHWC layout (PyTorch memory format; TensorFlow data_format)")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads per worker; 0 = cores / local workers")
+    p.add_argument("--data", choices=("synthetic", "imagenet"), default="synthetic")
+    p.add_argument("--data-dir", default=None, help="ImageNet root (train/<wnid>/*.JPEG and/or tfrecord/train-*)")
+    p.add_argument("--data-layout", choices=("jpeg", "tfrecord"), default="jpeg")
+    p.add_argument("--loader-workers", type=int, default=0, help="input pipeline workers; 0 = automatic")
     p.add_argument("--cell-id", default=None)
     p.add_argument("--run-id", default=None)
     p.add_argument("--out", default=None, help="append records (JSON lines) here; default: stdout")
@@ -39,6 +44,11 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.warmup_steps < 0:
         fail("--warmup-steps must be >= 0")
+    if args.data == "imagenet":
+        if not args.data_dir:
+            fail("--data imagenet needs --data-dir")
+        if not os.path.isdir(args.data_dir):
+            fail(f"dataset directory {args.data_dir} does not exist")
     return args
 
 
@@ -139,18 +149,28 @@ class WindowLoop:
         return True
 
 
-def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[], Any],
-                    loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any]) -> int:
-    """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code."""
+def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[Any], Any],
+                    loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any],
+                    next_batch: Callable[[], Any] | None = None,
+                    batch_samples: Callable[[Any], int] | None = None) -> int:
+    """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code.
+
+    With real data, `next_batch` fetches each step's input; the time spent waiting for it is recorded
+    (input_wait_s), and the samples counted are the ones each batch really held."""
+    fetch = next_batch or (lambda: None)
     for _ in range(args.warmup_steps):
-        train_step()
+        train_step(fetch())
     loop = WindowLoop(args, comm, sync, base_record)
     for repeat in range(args.repeats):
         loop.open()
-        loss = None
+        loss, waited = None, 0.0
         for _ in range(args.steps):
-            loss = train_step()
-            loop.step_done(args.batch_size)
-        if not loop.close(repeat, loss_value(loss)):
+            t = time.perf_counter()
+            batch = fetch()
+            waited += time.perf_counter() - t
+            loss = train_step(batch)
+            loop.step_done(batch_samples(batch) if batch_samples and batch is not None else args.batch_size)
+        extra = {"input_wait_s": waited} if next_batch else None
+        if not loop.close(repeat, loss_value(loss), extra):
             break
     return 1 if loop.failed else 0

@@ -8,19 +8,22 @@ WORKLOADS = {
     "pytorch": {
         "script": "resnet50_pytorch.py",
         "version": "1",
-        "data": ("synthetic",),
+        "data": ("synthetic", "imagenet"),
+        "data_layout": ("jpeg",),
         "precision": ("fp32", "fp16", "bf16"),
     },
     "tensorflow": {
         "script": "resnet50_tensorflow.py",
         "version": "1",
-        "data": ("synthetic",),
+        "data": ("synthetic", "imagenet"),
+        "data_layout": ("jpeg", "tfrecord"),
         "precision": ("fp32", "fp16", "bf16"),
     },
     "keras": {
         "script": "resnet50_keras.py",
         "version": "1",
-        "data": ("synthetic",),
+        "data": ("synthetic", "imagenet"),
+        "data_layout": ("jpeg", "tfrecord"),
         "precision": ("fp32", "fp16", "bf16"),
         "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
     },

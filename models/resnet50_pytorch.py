@@ -1,4 +1,4 @@
-"""Horovod data-parallel ResNet-50 v1.5 training throughput, PyTorch, synthetic data.
+"""Horovod data-parallel ResNet-50 v1.5 training throughput, PyTorch, synthetic or ImageNet (JPEG tree) data.
 
 Runs on every worker (one process per GPU, or per CPU slot in the fallback). Rank 0 writes one JSON record per
 measured repeat. Imports nothing from the control plane: this folder is all a cluster node gets. Without Horovod
@@ -76,16 +76,35 @@ def main(argv: list[str] | None = None) -> int:
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, generator=gen)
     images = images.to(device).contiguous(memory_format=memory_format)
     labels = torch.randint(0, args.num_classes, (args.batch_size,), generator=gen).to(device)
+    next_batch = None
+    if args.data == "imagenet":
+        if args.data_layout != "jpeg":
+            fail("the PyTorch workload reads the ImageNet JPEG tree only (data_layout: jpeg)")
+        from models.data.imagenet_torch import Batches, default_workers
+        from models.data.layout import DataError
+
+        try:
+            batches = Batches(args.data_dir, args.image_size, args.batch_size, comm.rank, comm.size,
+                              args.loader_workers or default_workers(comm.local_size), device, args.channels_last)
+        except DataError as e:
+            fail(str(e))
+
+        def next_batch():
+            try:
+                return next(batches)
+            except DataError as e:
+                fail(str(e))
 
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
     # fp16 needs loss scaling; bf16 has fp32's range and does not.
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
 
-    def train_step() -> torch.Tensor:
+    def train_step(batch=None) -> torch.Tensor:
+        x, y = batch if batch is not None else (images, labels)
         optimizer.zero_grad()  # torch 2 default: set_to_none (Horovod's wrapper takes no argument)
         with autocast():
-            loss = loss_fn(model(images), labels)
+            loss = loss_fn(model(x), y)
         if scaler:
             scaler.scale(loss).backward()
             if hvd is not None:
@@ -109,9 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     base = {"framework": "pytorch", "workload": "resnet50_pytorch", "workload_version": VERSION,
             "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
             "channels_last": args.channels_last, "threads_per_worker": torch.get_num_threads(),
-            "device": device.type, "engine": "horovod" if hvd else "none"}
+            "device": device.type, "engine": "horovod" if hvd else "none", "data": args.data}
+    if args.data == "imagenet":
+        base.update(data_layout=args.data_layout, loader_workers=batches.loader.num_workers)
     base["env_probe"] = probe_torch(hvd)
-    code = measure_windows(args, comm, train_step, lambda loss: float(loss), sync, base)
+    code = measure_windows(args, comm, train_step, lambda loss: float(loss), sync, base, next_batch,
+                           batch_samples=lambda batch: len(batch[1]))
+    if args.data == "imagenet" and batches.bad:
+        print(f"bench worker: rank {comm.rank} skipped {batches.bad} undecodable images of {batches.seen}",
+              flush=True)
     if hvd is not None:
         hvd.shutdown()
     return code

@@ -1,4 +1,5 @@
-"""Horovod data-parallel ResNet-50 v1.5 training throughput, TensorFlow custom training step, synthetic data.
+"""Horovod data-parallel ResNet-50 v1.5 training throughput, TensorFlow custom training step, synthetic or
+ImageNet data (JPEG tree or TFRecord shards, via tf.data).
 
 tf.GradientTape computes the gradients; Horovod averages them (grouped allreduce, op=Average) before the optimizer
 applies them. Same flags, meter and record shape as the other workloads.
@@ -77,10 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     images = gen.normal(shape)
     labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
 
+    next_batch = None
+    if args.data == "imagenet":
+        from models.data.imagenet_tf import dataset
+        from models.data.layout import DataError
+
+        try:
+            it = iter(dataset(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
+                              comm.size, args.channels_last))
+        except DataError as e:
+            fail(str(e))
+
+        def next_batch():
+            try:
+                return next(it)
+            except StopIteration:
+                fail("the input pipeline ran dry (every image undecodable?)")
+
     @tf.function
-    def step():
+    def step(x, y):
         with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
+            loss = loss_fn(y, model(x, training=True))
             scaled = opt.get_scaled_loss(loss) if fp16 else loss
         grads = tape.gradient(scaled, model.trainable_variables)
         if hvd is not None:
@@ -90,15 +108,19 @@ def main(argv: list[str] | None = None) -> int:
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    def train_step() -> float:
-        return float(step())  # reading the loss waits for the step: the device is in sync
+    def train_step(batch=None) -> float:
+        x, y = batch if batch is not None else (images, labels)
+        return float(step(x, y))  # reading the loss waits for the step: the device is in sync
 
     base = {"framework": "tensorflow", "workload": "resnet50_tensorflow", "workload_version": VERSION,
             "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
             "channels_last": args.channels_last, "data_format": data_format, "threads_per_worker": threads,
             "device": "gpu" if on_gpu else "cpu", "engine": "horovod" if hvd else "none",
-            "env_probe": probe_tensorflow(hvd)}
-    code = measure_windows(args, comm, train_step, float, lambda: None, base)
+            "env_probe": probe_tensorflow(hvd), "data": args.data}
+    if args.data == "imagenet":
+        base["data_layout"] = args.data_layout
+    code = measure_windows(args, comm, train_step, float, lambda: None, base, next_batch,
+                           batch_samples=lambda batch: int(batch[1].shape[0]))
     if hvd is not None:
         hvd.shutdown()
     return code

@@ -256,3 +256,37 @@ axes:
     assert core["tensorflow"] == core["keras"] == core["pytorch"] | {"data_format"}
     report = bench_cli("report", cwd=tmp_path)
     assert report.returncode == 0 and "2 jobs" in (tmp_path / "reports" / "index.html").read_text()
+
+
+def test_real_data_cells_for_every_framework_and_layout(tmp_path):
+    (tmp_path / "m.yaml").write_text(f"""
+name: real-data
+{TINY_WORKLOAD}
+  data: imagenet
+  loader_workers: 1
+axes:
+  gpu: [cpu]
+  framework: [pytorch, tensorflow, keras]
+  data_layout: [jpeg, tfrecord]
+  mpi: [openmpi]
+  gpus: [2]
+  channels_last: [true]
+backend:
+  imagenet_dir: sample
+  imagenet_sample: {{classes: 3, per_class: 8}}
+""", encoding="utf-8")
+    plan = json.loads(bench_cli("plan", "m.yaml", "--format", "json", cwd=tmp_path).stdout)
+    skipped = [r for r in plan if r["status"] == "skipped"]
+    assert [(r["framework"], r["data_layout"]) for r in skipped] == [("pytorch", "tfrecord")]
+    result = bench_cli("run", "m.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "made an ImageNet sample" in result.stderr and (tmp_path / "sample" / "tfrecord").is_dir()
+    df = read_records(tmp_path)
+    assert len(df) == 5 * 2 and set(df.status) == {"ok"} and set(df.data) == {"imagenet"}
+    for row in df.itertuples():
+        rec = json.loads(row.record_json)
+        assert rec["data"] == "imagenet" and rec["data_layout"] == row.data_layout
+        if row.framework != "keras":  # model.fit fetches inside its step: no separate wait to record
+            assert rec["input_wait_s"] >= 0
+        command = rec["command"]
+        assert command[command.index("--data-dir") + 1] == str(tmp_path / "sample")

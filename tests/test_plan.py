@@ -36,7 +36,7 @@ def one(gpu, backend=None, **kw):
     ("V100", {"gpus": 6}, "unevenly"),
     ("V100", {"framework": "keras", "warmup_steps": 0}, "needs at least 1"),
     ("V100", {"mpi": "mpich"}, "no launcher for this MPI flavour"),
-    ("V100", {"data": "imagenet"}, "data=imagenet"),
+    ("V100", {"data": "imagenet", "data_layout": "tfrecord"}, "reads ImageNet as jpeg only"),
 ])
 def test_infeasible_cells_stay_in_the_plan_with_a_reason(gpu, kw, words):
     cell = one(gpu, **kw)
@@ -54,6 +54,9 @@ def test_feasible_gpu_cells_are_planned_without_a_backend_and_unreachable_on_loc
     assert "needs 2 nodes" in one("V100", local, gpus=8).reason
     assert one("cpu", local, gpus=1).status == "planned"
     assert "oversubscribe" in one("cpu", local, gpus=os.cpu_count() + 1).reason
+    assert "set backend.imagenet_dir" in one("cpu", local, data="imagenet").reason
+    missing = LocalBackend(tmp_path, 60, imagenet_dir=str(tmp_path / "nowhere"))
+    assert "no dataset at" in one("cpu", missing, data="imagenet").reason
 
 
 def test_node_count_comes_from_the_catalogue():
@@ -83,7 +86,7 @@ def test_cell_id_golden_value():
     # If this changes, every stored history loses its link to new runs: only change it on purpose
     # (bump the workload version instead when what is measured changes).
     cell = load_matrix_text("name: t\naxes: {gpu: [cpu], gpus: [2]}\n").cells()[0]
-    assert cell_id(cell) == "fa50bd7c5022"
+    assert cell_id(cell) == "0c1d26e75510"
 
 
 def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix, tmp_path):

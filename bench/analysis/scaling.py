@@ -91,3 +91,28 @@ def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
 def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
     keys = [k for k in SERIES_KEYS if k not in ("gpu", "framework", "mpi", "ib")]
     return [k for k in keys if summary[k].nunique(dropna=False) > 1]
+
+
+INPUT_BOUND_BELOW = 0.8  # a real-data cell under 80% of its synthetic twin is waiting for input
+
+
+def input_bound(summary: pd.DataFrame) -> pd.DataFrame:
+    """Adds `synthetic_images_per_sec` and `real_vs_synthetic` to real-data cells that have a synthetic twin (every
+    other setting equal), and `input_bound` where the ratio is below INPUT_BOUND_BELOW."""
+    out = summary.copy()
+    out["synthetic_images_per_sec"] = float("nan")
+    if out.empty:
+        out["real_vs_synthetic"] = []
+        out["input_bound"] = []
+        return out
+    twin_keys = [k for k in CELL_KEYS if k not in ("data", "data_layout", "loader_workers")]
+    synthetic = out[out["data"] == "synthetic"].set_index(twin_keys)["images_per_sec"]
+    synthetic = synthetic[~synthetic.index.duplicated()]
+    real = out["data"] == "imagenet"
+    for i in out.index[real]:
+        key = tuple(out.loc[i, twin_keys])
+        if key in synthetic.index:
+            out.loc[i, "synthetic_images_per_sec"] = synthetic.loc[key]
+    out["real_vs_synthetic"] = out["images_per_sec"] / out["synthetic_images_per_sec"]
+    out["input_bound"] = out["real_vs_synthetic"] < INPUT_BOUND_BELOW
+    return out

@@ -42,11 +42,13 @@ def local_gpus() -> tuple[str, ...]:
 
 
 def worker_program(planned: PlannedCell, run_id: str, out: Path, threads: int,
-                   python: str = sys.executable) -> tuple[str, ...]:
+                   python: str = sys.executable, data_dir: Path | None = None) -> tuple[str, ...]:
     """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell."""
     c = planned.cell
     script = MODELS_DIR / WORKLOADS[c["framework"]]["script"]
-    return (python, str(script),
+    data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
+            "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
+    return (python, str(script), *data,
             "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
             "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
@@ -70,13 +72,33 @@ class Handle:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, results_dir: Path, timeout_s: float, python: str = sys.executable):
+    def __init__(self, results_dir: Path, timeout_s: float, python: str = sys.executable,
+                 imagenet_dir: str | None = None, imagenet_sample=None):
         self.results_dir = Path(results_dir).resolve()  # workers may run elsewhere: no relative paths
         self.timeout_s = timeout_s
         self.python = python
+        self.imagenet_dir = Path(imagenet_dir).resolve() if imagenet_dir else None
+        self.imagenet_sample = imagenet_sample
+
+    def prepare(self, planned: list[PlannedCell], say=print) -> None:
+        """Makes the generated ImageNet sample if runnable cells need it and the matrix asked for one."""
+        if self.imagenet_sample is None or self.imagenet_dir is None or self.imagenet_dir.exists():
+            return
+        if any(p.runnable and p.cell["data"] == "imagenet" for p in planned):
+            from bench.datasets import make_imagenet_sample
+
+            made = make_imagenet_sample(self.imagenet_dir, self.imagenet_sample.classes,
+                                        self.imagenet_sample.per_class)
+            say(f"made an ImageNet sample for the real-data cells: {made['images']} images, "
+                f"{made['classes']} classes, {' and '.join(made['layouts'])} layouts, in {made['dir']}")
 
     # --- planning -----------------------------------------------------------------------------------------------
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
+        if cell["data"] == "imagenet":
+            if self.imagenet_dir is None:
+                return "data=imagenet: no dataset configured (set backend.imagenet_dir)"
+            if not self.imagenet_dir.exists() and self.imagenet_sample is None:
+                return f"data=imagenet: no dataset at {self.imagenet_dir}"
         if nodes > 1:
             return f"needs {nodes} nodes; the local backend runs on this one machine"
         sku = catalog()[cell["gpu"]]
@@ -111,7 +133,8 @@ class LocalBackend:
         out = self.cell_dir(planned, run_id, job) / "records.jsonl"
         env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
         spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
-                          program=worker_program(planned, run_id, out, threads, self.python), env=env,
+                          program=worker_program(planned, run_id, out, threads, self.python, self.imagenet_dir),
+                          env=env,
                           ib=c["ib"], as_root=os.geteuid() == 0)
         launcher = LAUNCHERS[c["mpi"]]
         tool = {"openmpi": "mpirun", "gloo": "horovodrun"}[c["mpi"]]

@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.analysis.scaling import cell_summary, latest_complete, latest_failures, scaling, series_label
+from bench.analysis.scaling import INPUT_BOUND_BELOW, cell_summary, input_bound, latest_complete, \
+    latest_failures, scaling, series_label
 from bench.report.charts import scaling_charts
 
-COLUMNS = ["gpu", "framework", "mpi", "IB", "workers", "nodes", "batch/worker", "image", "precision",
+COLUMNS = ["gpu", "framework", "mpi", "IB", "workers", "nodes", "batch/worker", "image", "precision", "data",
            "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "baseline", "cell_id"]
-LEFT = {"gpu", "framework", "mpi", "IB", "precision", "baseline", "cell_id", "95% CI", "rank spread"}
+LEFT = {"gpu", "framework", "mpi", "IB", "precision", "data", "baseline", "cell_id", "95% CI", "rank spread"}
 ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "cells"]
 
 
@@ -25,7 +26,8 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         rows.append({
             "gpu": r.gpu, "framework": r.framework, "mpi": r.mpi, "IB": "on" if r.ib else "off",
             "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
-            "image": int(r.image_size), "precision": r.precision, "images/sec": f"{r.images_per_sec:,.1f}",
+            "image": int(r.image_size), "precision": r.precision, "data": _data_label(r),
+            "images/sec": f"{r.images_per_sec:,.1f}",
             "95% CI": f"{r.ci_low:,.1f}–{r.ci_high:,.1f} ({r.ci_over}"
                       + (f", {100 * r.ci_coverage:.0f}% cov." if r.ci_coverage < 0.95 else "") + ")",
             "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
@@ -35,6 +37,18 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "baseline": base, "cell_id": r.cell_id,
         })
     return rows
+
+
+def _data_label(r) -> str:
+    if r.data != "imagenet":
+        return r.data
+    label = f"imagenet ({r.data_layout})"
+    ratio = getattr(r, "real_vs_synthetic", float("nan"))
+    if pd.notna(ratio):
+        label += f" {100 * ratio:.0f}% of synthetic"
+        if ratio < INPUT_BOUND_BELOW:
+            label += " — INPUT-BOUND"
+    return label
 
 
 def environments(ok: pd.DataFrame) -> list[dict[str, str]]:
@@ -75,7 +89,7 @@ def markdown(table: pd.DataFrame, failures: list[dict], store_path: str) -> str:
 def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "results/bench.db") -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     ok = latest_complete(records)
-    table = scaling(cell_summary(ok))
+    table = input_bound(scaling(cell_summary(ok)))
     charts = scaling_charts(table, out_dir) if not table.empty else []
     fails = latest_failures(records)
     failures = [{"label": series_label(r) + f" · {int(r.gpus)} workers", "cell_id": r.cell_id, "status": r.status,

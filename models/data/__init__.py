@@ -1,0 +1,1 @@
+"""Input pipelines for real data (ImageNet layouts), one module per framework."""

@@ -1,0 +1,22 @@
+"""Finding an ImageNet JPEG tree on disk; no framework imported."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DataError(RuntimeError):
+    """The dataset cannot be used (missing, empty, too corrupt): one clear line for the record."""
+
+
+def list_jpeg_tree(root: str | Path) -> tuple[list[tuple[str, int]], list[str]]:
+    """(path, class index) of every JPEG under root/train/<wnid>/ (or root/<wnid>/), classes sorted by wnid."""
+    root = Path(root)
+    train = root / "train" if (root / "train").is_dir() else root
+    if not train.is_dir():
+        raise DataError(f"no ImageNet JPEG tree at {root} (expected {root}/train/<wnid>/*.JPEG)")
+    classes = sorted(d.name for d in train.iterdir() if d.is_dir())
+    files = [(str(path), i) for i, wnid in enumerate(classes) for path in sorted((train / wnid).iterdir())
+             if path.suffix.lower() in (".jpeg", ".jpg")]
+    if not files:
+        raise DataError(f"no JPEG files under {train}")
+    return files, classes

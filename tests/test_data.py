@@ -1,0 +1,109 @@
+"""Real-data input: the sample maker, the readers, corrupt images, and the input-bound mark."""
+import random
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from bench.analysis.scaling import input_bound
+from bench.datasets import make_imagenet_sample
+from models.data.augment import random_resized_crop_box
+from models.data.imagenet_torch import Batches
+from models.data.layout import DataError, list_jpeg_tree
+from tests.conftest import bench_cli
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inet")
+    make_imagenet_sample(d, classes=3, per_class=40, seed=1)
+    return d
+
+
+def test_sample_has_both_layouts_readable(sample):
+    files, classes = list_jpeg_tree(sample)
+    assert len(files) == 120 and classes == sorted(classes) and len(classes) == 3
+    from PIL import Image
+
+    with Image.open(files[0][0]) as img:
+        assert img.format == "JPEG"
+    shards = sorted((sample / "tfrecord").glob("train-*"))
+    assert len(shards) == 4
+    code = ("import os; os.environ['TF_CPP_MIN_LOG_LEVEL']='3'; import sys, tensorflow as tf; "
+            "spec={'image/encoded': tf.io.FixedLenFeature([], tf.string), "
+            "'image/class/label': tf.io.FixedLenFeature([], tf.int64)}; "
+            "labels=[int(tf.io.parse_single_example(r, spec)['image/class/label']) "
+            "for r in tf.data.TFRecordDataset(sys.argv[1:])]; print(len(labels), min(labels), max(labels))")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, shards)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["120", "1", "3"]  # 1-based labels, as TensorFlow's conversion scripts write
+
+
+def test_crop_box_stays_inside_and_respects_the_aspect_range():
+    rng = random.Random(0)
+    for _ in range(500):
+        w, h = rng.randint(20, 500), rng.randint(20, 500)
+        left, top, right, bottom = random_resized_crop_box(w, h, rng)
+        assert 0 <= left < right <= w and 0 <= top < bottom <= h
+
+
+def test_torch_batches_shard_per_rank_and_count_corrupt_images(sample, tmp_path):
+    rank0 = Batches(str(sample), 32, 8, rank=0, size=2, workers=0, device=torch.device("cpu"),
+                    channels_last=False)
+    rank1 = Batches(str(sample), 32, 8, rank=1, size=2, workers=0, device=torch.device("cpu"),
+                    channels_last=False)
+    assert not set(rank0.loader.dataset.files) & set(rank1.loader.dataset.files)
+    images, labels = next(rank0)
+    assert images.shape == (8, 3, 32, 32) and labels.dtype == torch.int64
+    assert images.abs().sum() > 0 and abs(float(images.mean())) < 3
+
+    # One corrupt file in 120 (0.8%): skipped and counted, not fatal.
+    bad = tmp_path / "bad"
+    make_imagenet_sample(bad, classes=2, per_class=60, seed=2, tfrecord=False)
+    victim = sorted((bad / "train").rglob("*.JPEG"))[0]
+    victim.write_bytes(b"not a jpeg at all")
+    batches = Batches(str(bad), 32, 10, rank=0, size=1, workers=0, device=torch.device("cpu"),
+                      channels_last=True)
+    for _ in range(12):  # one epoch
+        next(batches)
+    assert batches.bad == 1 and batches.seen >= 110
+
+    # Many corrupt files: an error naming the count.
+    for path in sorted((bad / "train").rglob("*.JPEG"))[:20]:
+        path.write_bytes(b"garbage")
+    batches = Batches(str(bad), 32, 10, rank=0, size=1, workers=0, device=torch.device("cpu"),
+                      channels_last=True)
+    with pytest.raises(DataError, match="could not be decoded"):
+        for _ in range(24):
+            next(batches)
+
+
+def test_missing_or_empty_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match="no ImageNet JPEG tree"):
+        list_jpeg_tree(tmp_path / "nope")
+    (tmp_path / "train" / "n1").mkdir(parents=True)
+    with pytest.raises(DataError, match="no JPEG files"):
+        list_jpeg_tree(tmp_path)
+
+
+def test_make_sample_cli_and_bad_arguments(tmp_path):
+    ok = bench_cli("data", "make-imagenet-sample", "d", "--classes", "2", "--per-class", "3", cwd=tmp_path)
+    assert ok.returncode == 0 and "6 images in 2 classes" in ok.stdout
+    bad = bench_cli("data", "make-imagenet-sample", "e", "--classes", "0", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+
+
+def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
+    base = {"cell_id": "s", "gpu": "cpu", "framework": "pytorch", "mpi": "gloo", "ib": False, "gpus": 2,
+            "model": "resnet50", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
+            "batch_per_gpu": 16, "image_size": 64, "precision": "fp32", "warmup_steps": 1, "steps": 2, "repeats": 2,
+            "jobs": 1, "channels_last": False, "threads": 1, "images_per_sec": 100.0}
+    df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "images_per_sec": 50.0},
+                       {**base, "cell_id": "r2", "data": "imagenet", "data_layout": "tfrecord", "loader_workers": 2,
+                        "images_per_sec": 95.0},
+                       {**base, "cell_id": "r3", "data": "imagenet", "gpus": 1, "images_per_sec": 10.0}])
+    out = input_bound(df).set_index("cell_id")
+    assert out.loc["r1", "input_bound"] and out.loc["r1", "real_vs_synthetic"] == pytest.approx(0.5)
+    assert not out.loc["r2", "input_bound"]
+    assert pd.isna(out.loc["r3", "real_vs_synthetic"]) and not out.loc["r3", "input_bound"]  # no twin
