@@ -46,4 +46,6 @@ class PlannedCell:
 
     def label(self) -> str:
         c = self.cell
-        return f"{c['gpu']}/{c['framework']}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w"
+        framework = c["framework"] + ("+ddp" if c["engine"] == "native" else "")
+        data = "" if c["data"] == "synthetic" else f"/{c['data']}-{c['data_layout']}"
+        return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{data}"

@@ -46,6 +46,10 @@ def build_reason(cell: dict[str, Any]) -> str | None:
                 f"{', '.join(workload['data_layout'])} only")
     if cell["precision"] not in workload["precision"]:
         return f"precision={cell['precision']}: not implemented by the {framework} workload"
+    if cell["engine"] not in workload["engines"]:
+        return f"engine={cell['engine']}: the {framework} workload runs under {', '.join(workload['engines'])} only"
+    if cell["engine"] == "native" and cell["mpi"] not in ("gloo", "openmpi"):
+        return f"engine=native with mpi={cell['mpi']}: DDP is started by torchrun (mpi: gloo) or mpirun (openmpi)"
     if cell["warmup_steps"] < workload.get("min_warmup_steps", 0):
         return f"warmup_steps={cell['warmup_steps']}: the {framework} workload needs at least " \
                f"{workload['min_warmup_steps']} (Horovod broadcasts the initial weights after the first batch)"

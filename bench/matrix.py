@@ -31,6 +31,8 @@ class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: Literal["resnet50"] = "resnet50"
+    # Who averages the gradients: Horovod, or the framework's own engine (PyTorch DDP) for comparison.
+    engine: Literal["horovod", "native"] = "horovod"
     data: DataKind = "synthetic"
     # Real data only: the ImageNet layout read (JPEG folder tree or TFRecord shards), and input workers per worker
     # (0 = automatic).

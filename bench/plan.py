@@ -20,7 +20,7 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
     for cell in cells:
         sku = skus[cell["gpu"]]
         nodes = sku.nodes_for(cell["gpus"])
-        key = (cell["gpu"], cell["framework"], cell["mpi"], cell["ib"], cell["gpus"], cell["precision"], cell["data"],
+        key = (cell["gpu"], cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"], cell["precision"], cell["data"],
                cell["data_layout"], cell["warmup_steps"])  # every field a rule (or backend reach) reads
         if key in memo:
             reason = memo[key]

@@ -22,7 +22,7 @@ DEFAULT_STORE = Path("results/bench.db")
 
 _CELL_COLUMNS = {
     "gpu": "TEXT", "framework": "TEXT", "mpi": "TEXT", "ib": "INTEGER", "gpus": "INTEGER", "model": "TEXT",
-    "data": "TEXT", "data_layout": "TEXT", "loader_workers": "INTEGER", "batch_per_gpu": "INTEGER",
+    "engine": "TEXT", "data": "TEXT", "data_layout": "TEXT", "loader_workers": "INTEGER", "batch_per_gpu": "INTEGER",
     "image_size": "INTEGER", "precision": "TEXT",
     "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "jobs": "INTEGER",
     "channels_last": "INTEGER", "threads": "INTEGER",
@@ -34,7 +34,7 @@ _MEASURE_COLUMNS = {
     "window_s": "REAL", "step_time_median_s": "REAL", "slowest_rank": "INTEGER",
     "slowest_rank_images_per_sec": "REAL", "world_size": "INTEGER", "start_unix": "REAL", "end_unix": "REAL",
     "requested_transport": "TEXT", "effective_transport": "TEXT", "workload_version": "TEXT",
-    "rank_spread": "REAL", "input_wait_s": "REAL", "engine": "TEXT",
+    "rank_spread": "REAL", "input_wait_s": "REAL",
 }
 
 # Schema 1's columns, frozen: migration 2 copies from exactly these.
@@ -224,7 +224,7 @@ def _row(record: Record) -> dict[str, Any]:
         "requested_transport": record.requested_transport, "effective_transport": record.effective_transport,
         "workload_version": record.workload_version,
         "rank_spread": (max(rates) - min(rates)) / max(rates) if rates else None,
-        "input_wait_s": record.input_wait_s, "engine": record.engine,
+        "input_wait_s": record.input_wait_s,
         "record_json": record.to_json(), "written_unix": time.time(),
     })
     return row

@@ -31,6 +31,8 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True,
                    help="NHWC layout (PyTorch memory format; TensorFlow data_format)")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads per worker; 0 = cores / local workers")
+    p.add_argument("--engine", choices=("horovod", "native"), default="horovod",
+                   help="who averages gradients: Horovod, or the framework's own (PyTorch DDP)")
     p.add_argument("--data", choices=("synthetic", "imagenet"), default="synthetic")
     p.add_argument("--data-dir", default=None, help="ImageNet root (train/<wnid>/*.JPEG and/or tfrecord/train-*)")
     p.add_argument("--data-layout", choices=("jpeg", "tfrecord"), default="jpeg")

@@ -10,6 +10,7 @@ WORKLOADS = {
         "version": "1",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg",),
+        "engines": ("horovod", "native"),
         "precision": ("fp32", "fp16", "bf16"),
     },
     "tensorflow": {
@@ -17,6 +18,7 @@ WORKLOADS = {
         "version": "1",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),
+        "engines": ("horovod",),
         "precision": ("fp32", "fp16", "bf16"),
     },
     "keras": {
@@ -24,6 +26,7 @@ WORKLOADS = {
         "version": "1",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),
+        "engines": ("horovod",),
         "precision": ("fp32", "fp16", "bf16"),
         "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
     },

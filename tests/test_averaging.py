@@ -30,3 +30,26 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
     assert {r[2] for r in rows} == {controller}
     # mean of gradients 1 and 2 is 1.5; a sum would be 3, no reduction 1 or 2.
     assert [float(r[1]) for r in rows] == [-1.5, -1.5]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "openmpi"])
+def test_native_engine_ends_with_the_averaged_weights(tmp_path, launcher):
+    from bench.backends.local import _free_port
+    from bench.launch import TORCHRUN
+
+    out = tmp_path / "weights.txt"
+    worker = ROOT / "tests" / "workers" / "average_native.py"
+    env = {"OMP_NUM_THREADS": "1"}
+    if launcher == "openmpi":
+        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(worker), str(out)),
+                      env=env, as_root=os.geteuid() == 0)
+    rendered = TORCHRUN.render(spec, sys.executable) if launcher == "torchrun" else \
+        LAUNCHERS["openmpi"].render(spec, _tool_path("mpirun", sys.executable))
+    result = subprocess.run(rendered.argv, env={**os.environ, **rendered.env}, capture_output=True, text=True,
+                            timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = sorted(line.split() for line in out.read_text().splitlines())
+    assert [r[0] for r in rows] == ["0", "1"]
+    assert {r[2] for r in rows} == {"torchrun" if launcher == "torchrun" else "mpi"}
+    assert [float(r[1]) for r in rows] == [-1.5, -1.5]

@@ -290,3 +290,24 @@ backend:
             assert rec["input_wait_s"] >= 0
         command = rec["command"]
         assert command[command.index("--data-dir") + 1] == str(tmp_path / "sample")
+
+
+def test_native_engine_cells_run_under_torchrun_and_mpirun(tmp_path):
+    (tmp_path / "m.yaml").write_text(f"""
+name: native
+{TINY_WORKLOAD}
+  engine: native
+axes:
+  gpu: [cpu]
+  mpi: [gloo, openmpi]
+  gpus: [2]
+""", encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    df = read_records(tmp_path)
+    assert len(df) == 4 and set(df.status) == {"ok"} and set(df.engine) == {"native"}
+    for row in df.itertuples():
+        rec = json.loads(row.record_json)
+        assert rec["engine"] == "native" and rec["env_probe"]["torch_distributed_backend"] == "gloo"
+        assert rec["env_probe"]["horovod_version"] is None  # Horovod is not involved
+        assert ("torch.distributed.run" in rec["command"]) == (row.mpi == "gloo")

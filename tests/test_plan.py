@@ -86,7 +86,7 @@ def test_cell_id_golden_value():
     # If this changes, every stored history loses its link to new runs: only change it on purpose
     # (bump the workload version instead when what is measured changes).
     cell = load_matrix_text("name: t\naxes: {gpu: [cpu], gpus: [2]}\n").cells()[0]
-    assert cell_id(cell) == "0c1d26e75510"
+    assert cell_id(cell) == "d7151f5334aa"
 
 
 def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix, tmp_path):

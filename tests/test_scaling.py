@@ -13,7 +13,7 @@ def summary_of(rates: dict[int, list[float]], **cell):
     for gpus, values in rates.items():
         for i, v in enumerate(values):
             rows.append({"cell_id": f"c{gpus}", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False,
-                         "gpus": gpus, "model": "resnet50", "data": "synthetic", "data_layout": "jpeg",
+                         "gpus": gpus, "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg",
                          "loader_workers": 0, "batch_per_gpu": 64,
                          "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
                          "jobs": 1, "channels_last": True, "threads": None, "nodes": 1, "images_per_sec": v,

@@ -83,13 +83,14 @@ def scaling(summary: pd.DataFrame) -> pd.DataFrame:
 
 def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
     """Short name of a series: gpu · framework · mpi · ib, plus the workload keys that vary in the report."""
-    label = f"{row['gpu']} · {row['framework']} · {row['mpi']} · IB {'on' if row['ib'] else 'off'}"
+    framework = row["framework"] + (" (DDP)" if row.get("engine") == "native" else "")
+    label = f"{row['gpu']} · {framework} · {row['mpi']} · IB {'on' if row['ib'] else 'off'}"
     extra = [f"{k}={row[k]}" for k in (varying or [])]
     return label + (f" ({', '.join(extra)})" if extra else "")
 
 
 def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
-    keys = [k for k in SERIES_KEYS if k not in ("gpu", "framework", "mpi", "ib")]
+    keys = [k for k in SERIES_KEYS if k not in ("gpu", "framework", "mpi", "ib", "engine")]
     return [k for k in keys if summary[k].nunique(dropna=False) > 1]
 
 

@@ -7,11 +7,12 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import models
 from bench.backends.base import Outcome
 from bench.catalog import catalog
 from bench.cell import PlannedCell
-from bench.launch import LAUNCHERS, LaunchSpec, Rendered
+from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
 from models.registry import WORKLOADS
 
 MODELS_DIR = Path(models.__file__).resolve().parent
@@ -48,7 +49,8 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path, threads: int,
     script = MODELS_DIR / WORKLOADS[c["framework"]]["script"]
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
             "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
-    return (python, str(script), *data,
+    engine = ("--engine", "native") if c["engine"] == "native" else ()
+    return (python, str(script), *engine, *data,
             "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
             "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
@@ -136,6 +138,11 @@ class LocalBackend:
                           program=worker_program(planned, run_id, out, threads, self.python, self.imagenet_dir),
                           env=env,
                           ib=c["ib"], as_root=os.geteuid() == 0)
+        if c["engine"] == "native":
+            if c["mpi"] == "gloo":
+                return TORCHRUN.render(spec, self.python)
+            # DDP's processes started by mpirun rendezvous over TCP on this machine.
+            spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
         launcher = LAUNCHERS[c["mpi"]]
         tool = {"openmpi": "mpirun", "gloo": "horovodrun"}[c["mpi"]]
         return launcher.render(spec, str(_tool_path(tool, self.python)))
@@ -210,6 +217,12 @@ class LocalBackend:
             handle.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _tool_path(tool: str, python: str) -> str:

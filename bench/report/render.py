@@ -24,7 +24,8 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     for _, r in table.iterrows():
         base = f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
         rows.append({
-            "gpu": r.gpu, "framework": r.framework, "mpi": r.mpi, "IB": "on" if r.ib else "off",
+            "gpu": r.gpu, "framework": r.framework + (" (DDP)" if r.engine == "native" else ""), "mpi": r.mpi,
+            "IB": "on" if r.ib else "off",
             "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
             "image": int(r.image_size), "precision": r.precision, "data": _data_label(r),
             "images/sec": f"{r.images_per_sec:,.1f}",

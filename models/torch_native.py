@@ -1,0 +1,59 @@
+"""PyTorch's own data parallelism (DistributedDataParallel), for comparing with Horovod under the same meter.
+
+Processes come from torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or from mpirun (OMPI_COMM_WORLD_*,
+with MASTER_ADDR/PORT passed by the launcher). Gloo on CPU, NCCL on GPU.
+"""
+from __future__ import annotations
+
+import os
+
+from models.common import Comm
+
+
+def _env_int(*names: str, default: int | None = None) -> int:
+    for name in names:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    if default is None:
+        raise RuntimeError(f"the native engine needs one of {', '.join(names)} from its launcher (torchrun, mpirun)")
+    return default
+
+
+def init(torch) -> tuple[Comm, int, str]:
+    """Starts the process group; returns (comm, local_rank, backend)."""
+    import torch.distributed as dist
+
+    rank = _env_int("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+    size = _env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    local_rank = _env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", default=0)
+    local_size = _env_int("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", default=1)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        raise RuntimeError("the native engine needs MASTER_PORT from its launcher")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend, rank=rank, world_size=size)
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    token = torch.zeros(1, device=device)
+
+    def allgather_object(obj):
+        out = [None] * size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast_object(obj):
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    comm = Comm(rank, size, local_size, barrier=lambda: dist.all_reduce(token), allgather_object=allgather_object,
+                broadcast_object=broadcast_object)
+    return comm, local_rank, backend
+
+
+def shutdown() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
