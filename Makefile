@@ -21,7 +21,10 @@ run: install
 test: install-test
 	$(PY) -m pytest
 
+# Speed checks. The peer comparison needs torchvision for Horovod's example (pure-Python parts only on CPU torch);
+# see docs/measurements.md for benchmarks/compare_peer_pytorch.py and benchmarks/harness_overhead.py.
 bench: install-test
+	$(PY) -m pip install -q --no-deps torchvision==0.28.0 2> >(grep -v "is ignored" >&2)
 	$(PY) -m pytest benchmarks --benchmark-only --benchmark-columns=min,median,max,rounds
 
 clean:

@@ -156,7 +156,7 @@ def cmd_run(args) -> int:
     store_path = Path(args.store)
     backend = _backend(args.backend, matrix, store_path.parent, args.timeout)
     planned = plan_cells(matrix.cells(), backend)
-    console = Console(stderr=True, soft_wrap=True)
+    console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     skipped = [p for p in planned if not p.runnable]
     console.print(f"{matrix.name}: {len(planned)} cells, {len(planned) - len(skipped)} runnable on "
                   f"{backend.name}, {len(skipped)} skipped")

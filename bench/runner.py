@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -72,7 +73,7 @@ def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, a
 
 def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_id: str, rerun: bool = False,
              console: Console | None = None) -> RunSummary:
-    console = console or Console(stderr=True, soft_wrap=True)
+    console = console or Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     summary = RunSummary(run_id)
     done = set() if rerun else store.completed_cells()
     runnable = [p for p in planned if p.runnable]

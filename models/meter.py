@@ -20,8 +20,8 @@ class WindowMeter:
     """Times one measured window on one rank. Call begin() right after the opening barrier, step() after each
     (synchronised) step, busy_end() after the last step, end() right after the closing barrier."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter, wall: Callable[[], float] = time.time):
-        self.clock, self.wall = clock, wall
+    def __init__(self, clock: Callable[[], float] | None = None, wall: Callable[[], float] | None = None):
+        self.clock, self.wall = clock or time.perf_counter, wall or time.time
         self.t0 = self.t_last = self.t_busy = self.t1 = None
         self.samples = 0
         self.step_times: list[float] = []

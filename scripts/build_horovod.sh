@@ -53,4 +53,5 @@ if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1; then
 fi
 say "installing $(ls "$dest"/horovod-*.whl)"
 quiet_pip install -q --no-deps --force-reinstall "$dest"/horovod-*.whl
-"$py" -c "$probe" "$HOROVOD_VERSION" || { say "installed horovod lacks PyTorch/TensorFlow support, Gloo or MPI"; exit 1; }
+"$py" -c "$probe" "$HOROVOD_VERSION" 2>/dev/null || {
+  say "installed horovod lacks PyTorch/TensorFlow support, Gloo or MPI:"; "$py" -c "$probe" "$HOROVOD_VERSION"; exit 1; }

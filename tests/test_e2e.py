@@ -311,3 +311,24 @@ axes:
         assert rec["engine"] == "native" and rec["env_probe"]["torch_distributed_backend"] == "gloo"
         assert rec["env_probe"]["horovod_version"] is None  # Horovod is not involved
         assert ("torch.distributed.run" in rec["command"]) == (row.mpi == "gloo")
+
+
+def test_an_unusable_dataset_fails_its_cell_with_the_reason(tmp_path):
+    (tmp_path / "empty" / "train" / "n0001").mkdir(parents=True)
+    (tmp_path / "m.yaml").write_text(f"""
+name: bad-data
+{TINY_WORKLOAD}
+  data: imagenet
+  loader_workers: 1
+axes:
+  gpu: [cpu]
+  mpi: [gloo]
+  gpus: [1]
+backend:
+  imagenet_dir: empty
+""", encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    df = read_records(tmp_path)
+    assert list(df.status) == ["failed"]
+    assert "bench worker: error: no JPEG files under" in df.error.iloc[0]

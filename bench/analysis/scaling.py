@@ -68,7 +68,8 @@ def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
 def scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """Adds baseline_gpus, baseline_images_per_sec, speedup and efficiency to a cell summary."""
     if summary.empty:
-        return summary.assign(baseline_gpus=[], baseline_images_per_sec=[], speedup=[], efficiency=[])
+        return summary.assign(baseline_gpus=[], baseline_images_per_sec=[], speedup=[], efficiency=[],
+                              series_cells=[])
     parts = []
     for _, series in summary.groupby(SERIES_KEYS, dropna=False, sort=False):
         base = series.loc[series["gpus"].idxmin()]
@@ -77,21 +78,30 @@ def scaling(summary: pd.DataFrame) -> pd.DataFrame:
         s["baseline_images_per_sec"] = base["images_per_sec"]
         s["speedup"] = s["images_per_sec"] / base["images_per_sec"]
         s["efficiency"] = s["speedup"] / (s["gpus"] / base["gpus"])
+        s["series_cells"] = len(s)
         parts.append(s)
     return pd.concat(parts, ignore_index=True)
 
 
 def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
-    """Short name of a series: gpu · framework · mpi · ib, plus the workload keys that vary in the report."""
+    """Short name of a series: gpu · framework · mpi · ib, real data if so, plus the workload keys that vary."""
     framework = row["framework"] + (" (DDP)" if row.get("engine") == "native" else "")
     label = f"{row['gpu']} · {framework} · {row['mpi']} · IB {'on' if row['ib'] else 'off'}"
+    if row.get("data") == "imagenet":
+        label += f" · ImageNet {row['data_layout']}"
     extra = [f"{k}={row[k]}" for k in (varying or [])]
     return label + (f" ({', '.join(extra)})" if extra else "")
 
 
+# Shown through the label's own words (framework, engine, data) or not worth a legend entry.
+_UNLABELLED = {"gpu", "framework", "mpi", "ib", "engine", "data", "data_layout", "loader_workers"}
+
+
 def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
-    keys = [k for k in SERIES_KEYS if k not in ("gpu", "framework", "mpi", "ib", "engine")]
-    return [k for k in keys if summary[k].nunique(dropna=False) > 1]
+    """Workload keys that differ between the synthetic-data cells of a report (so a legend must name them)."""
+    synthetic = summary[summary["data"] == "synthetic"] if "data" in summary else summary
+    keys = [k for k in SERIES_KEYS if k not in _UNLABELLED]
+    return [k for k in keys if synthetic[k].nunique(dropna=False) > 1]
 
 
 INPUT_BOUND_BELOW = 0.8  # a real-data cell under 80% of its synthetic twin is waiting for input

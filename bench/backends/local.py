@@ -274,10 +274,14 @@ def _read_end(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
-# Most telling first: a Python exception or an MPI error report; then launcher-level complaints.
+# Most telling first: the worker's own words, then a Python exception or an MPI error report, then launcher-level
+# complaints. horovodrun prefixes worker lines with "[rank]<stderr>:", hence the leading `.*?`.
 _ERROR_LINES = (
-    re.compile(r"^\s*(\w+(\.\w+)*(Error|Exception|Interrupt)\b.*|bench worker: .*|.*\*\*\* An error occurred in \S+.*)$"),
-    re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*)$"),
+    re.compile(r"^.*?(bench worker: .*)$"),
+    re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)"
+               r"\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*|.*\*\*\* An error occurred in \S+.*)$"),
+    re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*|"
+               r".*exited with non-zero status.*)$"),
 )
 
 
@@ -285,6 +289,7 @@ def _last_error(log: str) -> str | None:
     lines = log.splitlines()
     for pattern in _ERROR_LINES:
         for line in reversed(lines):
-            if pattern.match(line):
-                return line.strip()[:300]
+            m = pattern.match(line)
+            if m:
+                return m.group(1).strip()[:300]
     return None

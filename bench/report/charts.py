@@ -20,16 +20,18 @@ def scaling_charts(table: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path]]
     varying = varying_workload_keys(table)
     charts = []
     for gpu, by_gpu in table.groupby("gpu", sort=True):
-        fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
         groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
-        for _, s in groups[:MAX_SERIES_PER_CHART]:
+        shown = groups[:MAX_SERIES_PER_CHART]
+        fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 4.2 + 0.22 * len(shown)), constrained_layout=True)
+        for _, s in shown:
             s = s.sort_values("gpus")
             label = series_label(s.iloc[0], varying).removeprefix(f"{gpu} · ")
             yerr = [s["images_per_sec"] - s["min"], s["max"] - s["images_per_sec"]]
             line = ax_t.errorbar(s["gpus"], s["images_per_sec"], yerr=yerr, marker="o", capsize=3, label=label)
             base_n, base_x = s["baseline_gpus"].iloc[0], s["baseline_images_per_sec"].iloc[0]
             ax_t.plot(s["gpus"], s["gpus"] / base_n * base_x, linestyle="--", color=line[0].get_color(), alpha=0.5)
-            ax_e.plot(s["gpus"], 100 * s["efficiency"], marker="o", color=line[0].get_color(), label=label)
+            if len(s) > 1:  # a lone cell has nothing to scale against
+                ax_e.plot(s["gpus"], 100 * s["efficiency"], marker="o", color=line[0].get_color(), label=label)
         ax_t.set(title=f"{gpu}: throughput (dashed: ideal linear scaling)", xlabel="workers (GPUs)",
                  ylabel="images/sec (global, median; bars: min-max)")
         ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="workers (GPUs)",
@@ -41,7 +43,8 @@ def scaling_charts(table: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path]]
             ax.set_xticks(sorted(by_gpu["gpus"].unique()), labels=[str(n) for n in sorted(by_gpu["gpus"].unique())])
             ax.grid(alpha=0.3)
         ax_t.set_ylim(bottom=0)
-        ax_t.legend(fontsize=8, loc="upper left")
+        fig.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8,
+                   frameon=False)
         if len(groups) > MAX_SERIES_PER_CHART:
             ax_t.text(0.99, 0.01, f"{len(groups) - MAX_SERIES_PER_CHART} more series in the table",
                       transform=ax_t.transAxes, ha="right", fontsize=8)

@@ -16,13 +16,15 @@ from bench.report.charts import scaling_charts
 COLUMNS = ["gpu", "framework", "mpi", "IB", "workers", "nodes", "batch/worker", "image", "precision", "data",
            "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "baseline", "cell_id"]
 LEFT = {"gpu", "framework", "mpi", "IB", "precision", "data", "baseline", "cell_id", "95% CI", "rank spread"}
-ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "cells"]
+ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "records"]
 
 
 def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     rows = []
     for _, r in table.iterrows():
-        base = f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
+        alone = r.series_cells == 1 and r.gpus > 1  # no smaller run of the same series to divide by
+        base = "no smaller run in this series" if alone else \
+            f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
         rows.append({
             "gpu": r.gpu, "framework": r.framework + (" (DDP)" if r.engine == "native" else ""), "mpi": r.mpi,
             "IB": "on" if r.ib else "off",
@@ -34,7 +36,8 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
             "rank spread": "—" if pd.isna(r.rank_spread) or r.gpus == 1 else
                            f"{100 * r.rank_spread:.1f}% (slowest: rank {r.slowest_rank})",
-            "speedup": f"{r.speedup:.2f}×", "efficiency": f"{100 * r.efficiency:.0f}%",
+            "speedup": "—" if alone else f"{r.speedup:.2f}×",
+            "efficiency": "—" if alone else f"{100 * r.efficiency:.0f}%",
             "baseline": base, "cell_id": r.cell_id,
         })
     return rows
@@ -61,12 +64,15 @@ def environments(ok: pd.DataFrame) -> list[dict[str, str]]:
             "host": env.get("hostname", "?"), "cpu": f"{env.get('cpu_model')} × {env.get('cpu_count')}",
             "framework": f"{env.get('framework')} {env.get('framework_version')}",
             "horovod": f"{env.get('horovod_version')} ("
-                       + ", ".join(k for k, v in (env.get("horovod_built") or {}).items() if v) + ")",
-            "controller": env.get("horovod_controller", "?"), "MPI library loaded": env.get("mpi_library") or "—",
+                       + ", ".join(k for k, v in (env.get("horovod_built") or {}).items() if v) + ")"
+                       if env.get("horovod_version") else "not used",
+            "controller": env.get("horovod_controller") or
+                          (f"DDP ({env['torch_distributed_backend']})" if env.get("torch_distributed_backend")
+                           else "none"), "MPI library loaded": env.get("mpi_library") or "—",
             "gpu": f"{gpu.get('count')}× {gpu.get('model')} (driver {gpu.get('driver')})" if gpu else "none",
         }
         key = tuple(row.values())
-        seen.setdefault(key, {**row, "cells": 0})["cells"] += 1
+        seen.setdefault(key, {**row, "records": 0})["records"] += 1
     return list(seen.values())
 
 
