@@ -242,5 +242,6 @@ def cmd_data(args) -> int:
     return EXIT_OK
 
 
-VERBS = {"data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report, "export": cmd_export,
+VERBS = {"data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
+         "export": cmd_export,
          "doctor": cmd_doctor}

@@ -20,8 +20,9 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
     for cell in cells:
         sku = skus[cell["gpu"]]
         nodes = sku.nodes_for(cell["gpus"])
-        key = (cell["gpu"], cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"], cell["precision"], cell["data"],
-               cell["data_layout"], cell["warmup_steps"])  # every field a rule (or backend reach) reads
+        # Every field a rule (or the backend's reach) reads.
+        key = (cell["gpu"], cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"],
+               cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"])
         if key in memo:
             reason = memo[key]
         else:

@@ -71,8 +71,9 @@ MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX records_cell ON records (cell_id, status);
     """,
-    # 2: job-level repeats. (Built from the column dicts as they are at schema 2: a later column needs its own
-    # migration, and this text must then keep schema 2's list.) (`jobs` per cell, `job` in the key), rank spread, input wait, engine.
+    # 2: job-level repeats (`jobs` per cell, `job` in the key), engine, data layout and loader workers, rank
+    # spread, input wait. Built from the column dicts as they are at schema 2: a later column needs its own
+    # migration, and this text must then keep schema 2's list.
     2: f"""
     CREATE TABLE records_v2 (
         run_id TEXT NOT NULL,

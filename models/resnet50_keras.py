@@ -12,10 +12,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import (  # noqa: E402
-    WindowLoop, fail, local_rank_and_size_from_env, parse_args, single_process_comm, threads_for)
+from models.common import WindowLoop, fail, parse_args  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
-from models.resnet50_tensorflow import horovod_comm  # noqa: E402
 
 VERSION = WORKLOADS["keras"]["version"]
 
@@ -24,29 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv)
     if args.warmup_steps < 1:
         fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
-    import tensorflow as tf
-
     from models.envprobe import probe_tensorflow
     from models.resnet_tf import resnet50
-    from models.tf_env import configure
+    from models.tf_env import start
 
-    local_rank, local_size = local_rank_and_size_from_env()
-    threads = threads_for(args, local_size)
-    on_gpu = configure(tf, threads, local_rank, args.precision)  # before Horovod touches TensorFlow
-    try:
-        import horovod.tensorflow as hvd_tf
-        import horovod.tensorflow.keras as hvd
-    except ImportError:
-        hvd = hvd_tf = None
-    if hvd is not None:
-        hvd.init()
-        comm = horovod_comm(hvd_tf, tf)
-    else:
-        print("bench worker: horovod is not installed; running as a single process", flush=True)
-        comm = single_process_comm()
-    data_format = "channels_last" if args.channels_last else "channels_first"
-    if data_format == "channels_first" and not on_gpu:
-        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
+    tf, hvd_tf, comm, threads, on_gpu, data_format = start(args)
+    hvd = None
+    if hvd_tf is not None:
+        import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()
 
     tf.random.set_seed(1234)
     model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)

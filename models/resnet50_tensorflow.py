@@ -12,21 +12,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import (  # noqa: E402
-    fail, local_rank_and_size_from_env, measure_windows, parse_args, single_process_comm, threads_for)
+from models.common import fail, measure_windows, parse_args  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["tensorflow"]["version"]
-
-
-def horovod_comm(hvd, tf):
-    from models.common import Comm
-
-    zero = tf.constant(0.0)
-    return Comm(hvd.rank(), hvd.size(), hvd.local_size(),
-                barrier=lambda: hvd.allreduce(zero, name="bench.barrier").numpy(),
-                allgather_object=hvd.allgather_object,
-                broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
 
 
 def optimizer_variables(opt) -> list:
@@ -36,28 +25,11 @@ def optimizer_variables(opt) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv)
-    import tensorflow as tf
-
     from models.envprobe import probe_tensorflow
     from models.resnet_tf import resnet50
-    from models.tf_env import configure
+    from models.tf_env import start
 
-    local_rank, local_size = local_rank_and_size_from_env()
-    threads = threads_for(args, local_size)
-    on_gpu = configure(tf, threads, local_rank, args.precision)  # before Horovod touches TensorFlow
-    try:
-        import horovod.tensorflow as hvd
-    except ImportError:
-        hvd = None
-    if hvd is not None:
-        hvd.init()
-        comm = horovod_comm(hvd, tf)
-    else:
-        print("bench worker: horovod is not installed; running as a single process", flush=True)
-        comm = single_process_comm()
-    data_format = "channels_last" if args.channels_last else "channels_first"
-    if data_format == "channels_first" and not on_gpu:
-        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
+    tf, hvd, comm, threads, on_gpu, data_format = start(args)
 
     tf.random.set_seed(1234)
     model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)

@@ -20,3 +20,41 @@ def configure(tf, threads: int, local_rank: int, precision: str):
     policy = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}[precision]
     tf.keras.mixed_precision.set_global_policy(policy)
     return bool(gpus)
+
+
+def horovod_comm(hvd, tf):
+    from models.common import Comm
+
+    zero = tf.constant(0.0)
+    return Comm(hvd.rank(), hvd.size(), hvd.local_size(),
+                barrier=lambda: hvd.allreduce(zero, name="bench.barrier").numpy(),
+                allgather_object=hvd.allgather_object,
+                broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
+
+
+def start(args):
+    """Set-up shared by the TensorFlow and Keras workloads: threads, GPU and precision first (TensorFlow fixes them
+    at first use, and Horovod's init uses it), then Horovod, or a single process without it.
+
+    Returns (tf, hvd or None, comm, threads, on_gpu, data_format)."""
+    import tensorflow as tf
+
+    from models.common import fail, local_rank_and_size_from_env, single_process_comm, threads_for
+
+    local_rank, local_size = local_rank_and_size_from_env()
+    threads = threads_for(args, local_size)
+    on_gpu = configure(tf, threads, local_rank, args.precision)
+    try:
+        import horovod.tensorflow as hvd
+    except ImportError:
+        hvd = None
+    if hvd is not None:
+        hvd.init()
+        comm = horovod_comm(hvd, tf)
+    else:
+        print("bench worker: horovod is not installed; running as a single process", flush=True)
+        comm = single_process_comm()
+    data_format = "channels_last" if args.channels_last else "channels_first"
+    if data_format == "channels_first" and not on_gpu:
+        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
+    return tf, hvd, comm, threads, on_gpu, data_format
