@@ -34,10 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     tf.random.set_seed(1234)
     model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)
     opt = tf.keras.optimizers.SGD(learning_rate=0.1 * args.batch_size * comm.size / 256, momentum=0.9)
-    if args.precision == "fp16":
-        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     if hvd is not None:
         opt = hvd.DistributedOptimizer(opt)
+    if args.precision == "fp16":
+        # Loss scaling outermost: Horovod re-creates the optimizer it wraps from its config, which a
+        # LossScaleOptimizer (built around an inner optimizer) does not survive; unscaled gradients reach
+        # Horovod's apply_gradients and are averaged there.
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     shape = (args.image_size, args.image_size, 3) if data_format == "channels_last" \

@@ -10,15 +10,17 @@ from bench.backends.local import _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
 from tests.conftest import ROOT
 
-WORKERS = {"pytorch": "average.py", "tensorflow": "average_tf.py", "keras": "average_keras.py"}
+WORKERS = {"pytorch": ("average.py",), "tensorflow": ("average_tf.py",), "keras": ("average_keras.py",),
+           "keras-fp16": ("average_keras.py", "fp16")}
 
 
 @pytest.mark.parametrize("framework", sorted(WORKERS))
 @pytest.mark.parametrize("flavour,controller", [("gloo", "gloo"), ("openmpi", "mpi")])
 def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, controller):
     out = tmp_path / "weights.txt"
-    worker = ROOT / "tests" / "workers" / WORKERS[framework]
-    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(worker), str(out)),
+    worker, *extra = WORKERS[framework]
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),),
+                      program=(sys.executable, str(ROOT / "tests" / "workers" / worker), str(out), *extra),
                       env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
     tool = {"gloo": "horovodrun", "openmpi": "mpirun"}[flavour]
     rendered = LAUNCHERS[flavour].render(spec, _tool_path(tool, sys.executable))

@@ -1,7 +1,8 @@
 """Averaging check for the Keras workload's mechanism (hvd.keras.DistributedOptimizer + model.fit).
 
 Under Keras 3 this very check ends at -1 and -2 instead of -1.5 (FACTS.md): Horovod's Keras optimizer silently
-does not average there. Writes `rank weight controller` to argv[1].
+does not average there. Writes `rank weight controller` to argv[1]. With argv[2] == "fp16", the optimizer is
+wrapped the way the workload wraps it for fp16 (a LossScaleOptimizer around Horovod's) under mixed_float16.
 """
 import os
 import sys
@@ -14,10 +15,16 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 hvd.init()
+fp16 = sys.argv[2:] == ["fp16"]
+if fp16:
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
 model = tf.keras.Sequential([tf.keras.Input(shape=(1,)),
                              tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
-model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=1.0)),
-              loss=lambda y_true, y_pred: tf.reduce_mean(y_pred))  # d loss / d w = x = rank + 1
+opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=1.0))
+if fp16:  # a modest initial scale: the default 2**15 overflows fp16 on this gradient and skips the one step
+    opt = tf.keras.mixed_precision.LossScaleOptimizer(opt, initial_scale=2.0 ** 7)
+model.compile(optimizer=opt, loss=lambda y_true, y_pred: tf.reduce_mean(tf.cast(y_pred, tf.float32)))
+# d loss / d w = x = rank + 1
 x = np.full((1, 1), float(hvd.rank() + 1), dtype="float32")
 model.fit(x, np.zeros((1, 1), dtype="float32"), batch_size=1, epochs=1, verbose=0,
           callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
