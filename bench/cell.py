@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench.catalog import GpuSku, catalog
@@ -34,7 +34,6 @@ class PlannedCell:
     status: str  # planned | skipped
     reason: str | None = None
     nodes: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sku(self) -> GpuSku:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,6 @@ class Handle:
     deadline: float
     log_file: Any
     stopped: str | None = None  # timeout | interrupted
-    extra: dict = field(default_factory=dict)
 
 
 class LocalBackend:
