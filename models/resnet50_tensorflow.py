@@ -52,20 +52,25 @@ def main(argv: list[str] | None = None) -> int:
 
     next_batch = None
     if args.data == "imagenet":
-        from models.data.imagenet_tf import dataset
+        from models.data.imagenet_tf import Counter, dataset
         from models.data.layout import DataError
 
         try:
             it = iter(dataset(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
-                              comm.size, args.channels_last))
+                              comm.size, args.channels_last, numbered=True))
         except DataError as e:
             fail(str(e))
+        counter = Counter()
 
         def next_batch():
             try:
-                return next(it)
+                x, y, numbers = next(it)
+                counter.update(numbers.numpy())
             except StopIteration:
                 fail("the input pipeline ran dry (every image undecodable?)")
+            except DataError as e:
+                fail(str(e))
+            return x, y
 
     @tf.function
     def step(x, y):
@@ -93,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         base["data_layout"] = args.data_layout
     code = measure_windows(args, comm, train_step, float, lambda: None, base, next_batch,
                            batch_samples=lambda batch: int(batch[1].shape[0]))
+    if args.data == "imagenet" and counter.bad:
+        print(f"bench worker: rank {comm.rank} skipped {counter.bad} undecodable images of {counter.consumed}",
+              flush=True)
     if hvd is not None:
         hvd.shutdown()
     return code

@@ -1,5 +1,6 @@
 """Real-data input: the sample maker, the readers, corrupt images, and the input-bound mark."""
 import random
+from pathlib import Path
 import subprocess
 import sys
 
@@ -107,3 +108,33 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
     assert out.loc["r1", "input_bound"] and out.loc["r1", "real_vs_synthetic"] == pytest.approx(0.5)
     assert not out.loc["r2", "input_bound"]
     assert pd.isna(out.loc["r3", "real_vs_synthetic"]) and not out.loc["r3", "input_bound"]  # no twin
+
+
+def test_tf_reader_counts_dropped_images_and_fails_over_one_percent(tmp_path):
+    d = tmp_path / "inet"
+    make_imagenet_sample(d, classes=2, per_class=60, seed=3, tfrecord=False)
+    files = sorted((d / "train").rglob("*.JPEG"))
+    files[5].write_bytes(b"broken")  # 1 of 120: dropped and counted, not fatal
+    code = f"""
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+import tensorflow as tf
+from models.data.imagenet_tf import Counter, dataset
+from models.data.layout import DataError
+counter = Counter()
+try:
+    for x, y, n in dataset(tf, {str(d)!r}, "jpeg", 32, 10, 0, 1, True, numbered=True).take(int(sys.argv[1])):
+        assert x.shape == (10, 32, 32, 3)
+        counter.update(n.numpy())
+    print("ok", counter.bad, counter.consumed)
+except DataError as e:
+    print("error", e)
+"""
+    out = subprocess.run([sys.executable, "-c", code, "24"], capture_output=True, text=True, timeout=300).stdout
+    words = out.split()
+    assert words[0] == "ok" and words[1] == "2" and int(words[2]) >= 240, out  # two epochs: seen twice
+    for path in files[:20]:
+        path.write_bytes(b"broken")
+    out = subprocess.run([sys.executable, "-c", code, "24"], capture_output=True, text=True, timeout=300).stdout
+    assert out.startswith("error") and "could not be decoded (over 1%)" in out, out

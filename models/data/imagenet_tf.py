@@ -1,11 +1,15 @@
 """ImageNet for TensorFlow/Keras via tf.data, in both layouts: the JPEG folder tree and TFRecord shards (the
 field names and 1-based labels of TensorFlow's ImageNet conversion). Random-resized-crop + flip, a shard per rank,
-parallel decoding, prefetch. Undecodable images are dropped (tf.data's ignore_errors)."""
+parallel decoding, prefetch.
+
+Undecodable images are dropped (tf.data's ignore_errors). To count them, every record is numbered in the order it is
+consumed and decoding keeps that order, so a gap in the numbers a batch carries is a dropped image (`Counter`);
+more than 1% dropped is an error, as in the PyTorch reader (`too_many_bad`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from models.data.layout import DataError, list_jpeg_tree
+from models.data.layout import DataError, list_jpeg_tree, too_many_bad
 
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -26,7 +30,8 @@ def _crop_decode(tf, encoded, size: int):
 
 
 def dataset(tf, root: str, layout: str, image_size: int, batch_size: int, rank: int, size: int,
-            channels_last: bool):
+            channels_last: bool, numbered: bool = False):
+    """Batches of (images, labels), or of (images, labels, record numbers) with `numbered` (see Counter)."""
     root_path = Path(root)
     if layout == "jpeg":
         files, _ = list_jpeg_tree(root_path)
@@ -57,10 +62,31 @@ def dataset(tf, root: str, layout: str, image_size: int, batch_size: int, rank: 
         count = None
     else:
         raise DataError(f"unknown data layout {layout!r} (jpeg or tfrecord)")
-    images = records.map(lambda enc, label: (_crop_decode(tf, enc, image_size), label),
-                         num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
+    records = records.enumerate()  # after shuffle and repeat: numbers follow consumption order
+    images = records.map(lambda n, rec: (_crop_decode(tf, rec[0], image_size), rec[1], n),
+                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).ignore_errors()
     if not channels_last:
-        images = images.map(lambda x, y: (tf.transpose(x, [2, 0, 1]), y))
+        images = images.map(lambda x, y, n: (tf.transpose(x, [2, 0, 1]), y, n))
+    if not numbered:
+        images = images.map(lambda x, y, n: (x, y))
     if count is not None and count < batch_size:
         raise DataError(f"rank {rank}'s shard has {count} images, fewer than one batch of {batch_size}")
     return images.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+class Counter:
+    """Counts images dropped as undecodable from the record numbers of delivered batches."""
+
+    def __init__(self):
+        self.delivered = 0
+        self.consumed = 0  # records up to the highest number delivered so far
+
+    @property
+    def bad(self) -> int:
+        return self.consumed - self.delivered
+
+    def update(self, numbers) -> None:
+        self.delivered += len(numbers)
+        self.consumed = max(self.consumed, int(max(numbers)) + 1)
+        if too_many_bad(self.bad, self.consumed):
+            raise DataError(f"{self.bad} of {self.consumed} images could not be decoded (over 1%)")

@@ -8,11 +8,10 @@ import random
 import numpy as np
 import torch
 
-from models.data.layout import DataError, list_jpeg_tree
+from models.data.layout import DataError, list_jpeg_tree, too_many_bad
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
-MAX_BAD_FRACTION = 0.01
 
 
 class JpegTree(torch.utils.data.Dataset):
@@ -74,7 +73,7 @@ class Batches:
                 continue
             self.seen += (0 if labels is None else len(labels)) + bad
             self.bad += bad
-            if self.bad > MAX_BAD_FRACTION * max(self.seen, 100):
+            if too_many_bad(self.bad, self.seen):
                 raise DataError(f"{self.bad} of {self.seen} images could not be decoded (over 1%)")
             if images is None:
                 continue

@@ -4,6 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
+MAX_BAD_FRACTION = 0.01
+
+
+def too_many_bad(bad: int, read: int) -> bool:
+    """More than 1% of the images read could not be decoded. Two are always tolerated: on a small data set the
+    same corrupt file comes round again each epoch, and one file in a hundred is not a broken data set."""
+    return bad > max(MAX_BAD_FRACTION * read, 2)
+
+
 class DataError(RuntimeError):
     """The dataset cannot be used (missing, empty, too corrupt): one clear line for the record."""
 
