@@ -48,22 +48,22 @@ def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, a
     around = {"run_id": run_id, "cell_id": planned.cell_id, "job": job, "cell": planned.cell, "nodes": planned.nodes,
               "command": redact_argv(argv), "launch_env": redact_env(env), "requested_transport": requested_transport}
     records: list[Record] = []
+    problem = None
     for i, raw in enumerate(outcome.records):
         if raw.get("cell_id") != planned.cell_id or raw.get("run_id") != run_id:
-            outcome = Outcome("failed", outcome.records, f"record {i} belongs to another cell or run",
-                              outcome.log_tail, outcome.returncode)
+            problem = f"record {i} belongs to another cell or run"
             break
         try:
             record = parse_record({**raw, **around}, where=f"record {i}")
         except BenchInputError as e:
-            outcome = Outcome("failed", outcome.records, f"invalid record: {e}", outcome.log_tail, outcome.returncode)
+            problem = f"invalid record: {e}"
             break
         if record.world_size != planned.cell["gpus"]:
-            outcome = Outcome("failed", outcome.records,
-                              f"record {i}: {record.world_size} workers ran, the cell asked for {planned.cell['gpus']}",
-                              outcome.log_tail, outcome.returncode)
+            problem = f"record {i}: {record.world_size} workers ran, the cell asked for {planned.cell['gpus']}"
             break
         records.append(record)
+    if problem:
+        outcome = Outcome("failed", outcome.records, problem, outcome.log_tail, outcome.returncode)
     if outcome.status != "ok":
         records.append(Record.model_validate({**around, "repeat": len(records), "status": outcome.status,
                                               "error": redact_text(outcome.reason),

@@ -22,8 +22,8 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
     spec = LaunchSpec(workers=2, hosts=(("localhost", 2),),
                       program=(sys.executable, str(ROOT / "tests" / "workers" / worker), str(out), *extra),
                       env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
-    tool = {"gloo": "horovodrun", "openmpi": "mpirun"}[flavour]
-    rendered = LAUNCHERS[flavour].render(spec, _tool_path(tool, sys.executable))
+    launcher = LAUNCHERS[flavour]
+    rendered = launcher.render(spec, _tool_path(launcher.TOOL, sys.executable))
     env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -143,8 +143,7 @@ class LocalBackend:
             # DDP's processes started by mpirun rendezvous over TCP on this machine.
             spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
         launcher = LAUNCHERS[c["mpi"]]
-        tool = {"openmpi": "mpirun", "gloo": "horovodrun"}[c["mpi"]]
-        return launcher.render(spec, str(_tool_path(tool, self.python)))
+        return launcher.render(spec, _tool_path(launcher.TOOL, self.python))
 
     # --- running ------------------------------------------------------------------------------------------------
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from bench.launch.spec import LaunchSpec, Rendered
 
 NAME = "gloo"
+TOOL = "horovodrun"  # the program that starts the processes
 
 
-def render(spec: LaunchSpec, horovodrun: str = "horovodrun") -> Rendered:
+def render(spec: LaunchSpec, horovodrun: str = TOOL) -> Rendered:
     argv = [horovodrun, "--gloo", "-np", str(spec.workers),
             "-H", ",".join(f"{h}:{n}" for h, n in spec.hosts)]
     if len(spec.hosts) == 1 and spec.hosts[0][0] == "localhost":

@@ -4,9 +4,10 @@ from __future__ import annotations
 from bench.launch.spec import LaunchSpec, Rendered
 
 NAME = "openmpi"
+TOOL = "mpirun"  # the program that starts the processes
 
 
-def render(spec: LaunchSpec, mpirun: str = "mpirun") -> Rendered:
+def render(spec: LaunchSpec, mpirun: str = TOOL) -> Rendered:
     argv = [mpirun, "-np", str(spec.workers), "-H", ",".join(f"{h}:{n}" for h, n in spec.hosts),
             # Each worker sets its own thread count; Open MPI's default core binding would pile threads on one core.
             "--bind-to", "none", "--map-by", "slot"]
