@@ -56,4 +56,7 @@ def shutdown() -> None:
     import torch.distributed as dist
 
     if dist.is_initialized():
+        # Gloo aborts the process ("terminate called without an active exception") when one rank tears its pairs
+        # down while a peer is still inside a collective or has not reached shutdown; meet first, then destroy.
+        dist.barrier()
         dist.destroy_process_group()
