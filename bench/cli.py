@@ -36,11 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("matrix")
     s.add_argument("--format", choices=("table", "json"), default="table")
     s.add_argument("--show-commands", action="store_true", help="add the exact argv and env of each runnable cell")
-    s.add_argument("--backend", choices=("local",), default=None)
+    s.add_argument("--backend", choices=("local", "slurm", "azureml"), default=None)
 
     s = sub.add_parser("run", help="run the matrix's runnable cells; resumes by default")
     s.add_argument("matrix")
-    s.add_argument("--backend", choices=("local",), default=None)
+    s.add_argument("--backend", choices=("local", "slurm", "azureml"), default=None)
     s.add_argument("--store", default="results/bench.db")
     s.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
     s.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds (overrides the matrix)")
@@ -88,14 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _backend(name: str | None, matrix, results_dir: Path, timeout: float | None = None):
-    from bench.backends.local import LocalBackend
+    from bench.backends import make_backend
 
-    name = name or matrix.spec.backend.name
-    if name != "local":
-        raise BenchInputError(f"backend '{name}' is not available in this build")
-    b = matrix.spec.backend
-    return LocalBackend(results_dir, timeout or b.timeout_s, imagenet_dir=b.imagenet_dir,
-                        imagenet_sample=b.imagenet_sample)
+    return make_backend(name or matrix.spec.backend.name, matrix.spec.backend, results_dir, timeout)
 
 
 def cmd_plan(args) -> int:
@@ -112,8 +107,7 @@ def cmd_plan(args) -> int:
         for p in planned:
             row = {"cell_id": p.cell_id, **p.cell, "nodes": p.nodes, "status": p.status, "reason": p.reason}
             if args.show_commands and p.runnable:
-                r = backend.render(p, run_id)
-                row["command"] = {"argv": list(r.argv), "env": r.env}
+                row["command"] = backend.describe(p, run_id)
             rows.append(row)
         json.dump(rows, sys.stdout, indent=1)
         print()
@@ -133,12 +127,20 @@ def cmd_plan(args) -> int:
     if args.show_commands:
         for p in planned:
             if p.runnable:
-                r = backend.render(p, run_id)
                 console.print(f"\n[bold]{p.cell_id}[/] {p.label()}", highlight=False)
-                console.print("  env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(r.env.items())),
-                              highlight=False, soft_wrap=True)
-                console.print("  argv: " + shlex.join(r.argv), highlight=False, soft_wrap=True)
+                for key, value in backend.describe(p, run_id).items():
+                    console.print(_show(key, value), highlight=False, soft_wrap=True, markup=False)
     return EXIT_OK
+
+
+def _show(key: str, value) -> str:
+    """One part of a cell's launch for `plan --show-commands`: argv and env as shell-quoted text, documents
+    (an sbatch script, an Azure ML job YAML) as they are, indented."""
+    if key == "argv":
+        return "  argv: " + shlex.join(value)
+    if key == "env":
+        return "  env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(value.items()))
+    return f"  {key}:\n" + "\n".join("    " + line for line in str(value).splitlines())
 
 
 def cmd_run(args) -> int:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from bench.backends.azureml_config import AzureMLConfig
+from bench.backends.slurm_config import SlurmConfig
 from bench.catalog import catalog
 from bench.errors import BenchInputError
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
@@ -61,7 +63,7 @@ class SampleSpec(BaseModel):
 class Backend(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Literal["local"] = "local"
+    name: Literal["local", "slurm", "azureml"] = "local"
     # Per-cell wall-clock limit; the whole process group is killed past it.
     timeout_s: int = Field(1800, gt=0)
     # Where data=imagenet cells read from (train/<wnid>/*.JPEG and/or tfrecord/train-*); a relative path is taken
@@ -69,6 +71,8 @@ class Backend(BaseModel):
     imagenet_dir: str | None = None
     # If set and imagenet_dir does not exist, `run` makes a generated sample there first (both layouts).
     imagenet_sample: SampleSpec | None = None
+    slurm: SlurmConfig = SlurmConfig()
+    azureml: AzureMLConfig = AzureMLConfig()
 
 
 class MatrixFile(BaseModel):

@@ -35,8 +35,9 @@ apt_install() {
 # 1. System packages: Open MPI (runtime + compiler wrappers Horovod builds against); cmake/g++ for the build.
 apt_install openmpi-bin libopenmpi-dev cmake g++ make
 if [ "$purpose" = test ]; then
-  # Headless browser for the report test.
-  apt_install chromium
+  # Headless browser for the report test; a real single-node Slurm (munge for its authentication) for the Slurm
+  # backend's tests.
+  apt_install chromium slurm-wlm munge
 fi
 
 # 2. The virtual environment with the pinned Python dependencies.
@@ -49,7 +50,7 @@ want=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing pinned dependencies into $venv"
   quiet_pip install -q --upgrade setuptools==80.9.0 wheel==0.45.1
-  quiet_pip install -q -e ".[test,parquet]"
+  quiet_pip install -q -e ".[test,parquet,azureml,lint]"
   quiet_pip install -q --no-deps tf-keras==2.21.0
   echo "$want" > "$stamp"
 fi

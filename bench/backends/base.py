@@ -26,8 +26,19 @@ class Backend(Protocol):
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
         """Why this backend cannot run the cell (None if it can)."""
 
+    @classmethod
+    def from_settings(cls, settings: Any, results_dir: Any, timeout_s: float | None = None) -> "Backend":
+        """Built from the matrix's `backend` section; `timeout_s` (from --timeout) overrides its limit."""
+
+    def prepare(self, planned: list[PlannedCell], say: Any = print) -> None:
+        """One-time work before the first cell (make a sample data set, check the cluster is reachable)."""
+
     def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
         """The exact argv and env the cell's job will be started with."""
+
+    def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:
+        """What `plan --show-commands` shows and its JSON carries: JSON-able parts such as "argv", "env", or a
+        whole document ("sbatch", "job_yaml")."""
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Any:
         """Start one job (of the cell's `jobs`)."""

@@ -81,6 +81,11 @@ class LocalBackend:
         self.imagenet_dir = Path(imagenet_dir).resolve() if imagenet_dir else None
         self.imagenet_sample = imagenet_sample
 
+    @classmethod
+    def from_settings(cls, settings, results_dir: Path, timeout_s: float | None = None) -> "LocalBackend":
+        return cls(results_dir, timeout_s or settings.timeout_s, imagenet_dir=settings.imagenet_dir,
+                   imagenet_sample=settings.imagenet_sample)
+
     def prepare(self, planned: list[PlannedCell], say=print) -> None:
         """Makes the generated ImageNet sample if runnable cells need it and the matrix asked for one."""
         if self.imagenet_sample is None or self.imagenet_dir is None or self.imagenet_dir.exists():
@@ -144,6 +149,10 @@ class LocalBackend:
             spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
         launcher = LAUNCHERS[c["mpi"]]
         return launcher.render(spec, _tool_path(launcher.TOOL, self.python))
+
+    def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:
+        r = self.render(planned, run_id)
+        return {"argv": list(r.argv), "env": r.env}
 
     # --- running ------------------------------------------------------------------------------------------------
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
