@@ -94,8 +94,54 @@ def examine() -> tuple[list[str], list[str]]:
     return lines, missing
 
 
+def flavours(timeout_s: float = 120) -> dict[str, str | None]:
+    """Each MPI flavour (and Gloo) tried for real: a 2-rank Horovod allreduce under its own launcher and runtime.
+    Flavour -> None if it works, else why not (one line)."""
+    from pathlib import Path
+
+    from bench.backends.local import MODELS_DIR, _tool_path
+    from bench.launch import LAUNCHERS, LaunchSpec
+    from bench.runtimes import runtime_for
+
+    result: dict[str, str | None] = {}
+    for name, launcher in LAUNCHERS.items():
+        rt = runtime_for(name)
+        if not Path(rt.python).exists():
+            result[name] = f"no runtime at {rt.python} (run `make run`)"
+            continue
+        tool = rt.tool(launcher.TOOL) or _tool_path(launcher.TOOL, rt.python)
+        if not os.path.exists(tool) and not shutil.which(tool):
+            result[name] = f"{launcher.TOOL} not found"
+            continue
+        spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(rt.python, str(MODELS_DIR / "mpi_probe.py")),
+                          env={"OMP_NUM_THREADS": "1", **rt.env}, as_root=os.geteuid() == 0)
+        rendered = launcher.render(spec, tool)
+        env = {**os.environ, **rendered.env, "PATH": os.pathsep.join((*rt.bin_dirs, os.environ.get("PATH", "")))}
+        try:
+            out = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            result[name] = f"a 2-rank allreduce did not finish in {timeout_s:g} s"
+            continue
+        found = [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if '"sum_ok"' in line]
+        if out.returncode != 0 or not found or not found[0]["sum_ok"] or found[0]["mpi_enabled"] != (name != "gloo"):
+            last = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+            result[name] = f"2-rank allreduce failed (exit {out.returncode}): {last[0][:160]}"
+        else:
+            result[name] = None
+            result[name + ":library"] = "Horovod's Gloo controller, no MPI" if name == "gloo" else found[0]["mpi_library"]
+    return result
+
+
 def report() -> tuple[str, int]:
     lines, missing = examine()
+    works = flavours()
+    for name in ("openmpi", "intelmpi", "mpich", "gloo"):
+        if name in works:
+            why = works[name]
+            lines.append(f"mpi {name:<9} " + (f"works ({works.get(name + ':library') or 'library unknown'})"
+                                              if why is None else f"NOT WORKING: {why}"))
+            if why is not None:
+                missing.append(f"mpi flavour {name} ({why})")
     if missing:
         lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing) + " (run `make run` to install)")
     else:

@@ -104,6 +104,9 @@ class Record(BaseModel):
     launch_env: dict[str, str] = {}
     requested_transport: str | None = None
     effective_transport: str = "unknown"
+    # match | mismatch | unknown (the log did not show the path that matters), and the log line that decided.
+    transport_verdict: str | None = None
+    transport_evidence: str | None = None
     log_tail: str | None = None
 
     @field_validator("images_per_sec", "images_per_sec_per_gpu")

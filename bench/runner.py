@@ -18,6 +18,7 @@ from bench.errors import BenchInputError
 from bench.record import Record, parse_record
 from bench.redact import redact_argv, redact_env, redact_text
 from bench.store import Store
+from bench.transport import parse_transport, verdict
 
 POLL_S = 0.2
 
@@ -40,13 +41,34 @@ class RunSummary:
         return 1 if self.failed else 0
 
 
+def transport_of(planned: PlannedCell, outcome: Outcome) -> dict[str, Any]:
+    """Requested fabric (the `ib` axis) next to the one the job's log shows it used, and their verdict."""
+    requested = "ib" if planned.cell["ib"] else "tcp"
+    found = parse_transport(_read_log_head(outcome.log_path), planned.cell["mpi"], not planned.sku.is_cpu,
+                            planned.nodes)
+    return {"requested_transport": requested, "effective_transport": found.effective,
+            "transport_verdict": verdict(requested, found.effective, nodes=planned.nodes).value,
+            "transport_evidence": redact_text(found.evidence)}
+
+
+def _read_log_head(path, limit: int = 4 * 1024 * 1024) -> str:
+    """Transports are chosen and printed at start-up: the head of the log is where they are."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, argv: list[str],
-                env: dict[str, str], requested_transport: str) -> tuple[list[Record], Outcome]:
+                env: dict[str, str], transport: dict[str, Any] | None = None) -> tuple[list[Record], Outcome]:
     """Worker dicts → validated Records, plus one failure record if the cell did not finish cleanly.
 
     A record that fails validation turns the cell into a failure: a wrong number is worse than none."""
     around = {"run_id": run_id, "cell_id": planned.cell_id, "job": job, "cell": planned.cell, "nodes": planned.nodes,
-              "command": redact_argv(argv), "launch_env": redact_env(env), "requested_transport": requested_transport}
+              "command": redact_argv(argv), "launch_env": redact_env(env), **(transport or {})}
     records: list[Record] = []
     problem = None
     for i, raw in enumerate(outcome.records):
@@ -111,7 +133,11 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
                 summary.ok += 1
                 rate = statistics.median(r.images_per_sec for r in records)
                 console.print(f"[green]ok[/]     {cell.label():<40} {rate:10.1f} img/s  (median of {len(records)}, "
-                              f"{elapsed:.0f} s)  {cell.cell_id}")
+                              f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
+                if any(r.transport_verdict == "mismatch" for r in records):
+                    console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
+                                  f"shows {records[0].effective_transport} ({records[0].transport_evidence})",
+                                  highlight=False)
             else:
                 summary.failed.append((cell, outcome.reason or outcome.status))
                 console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {outcome.reason}  {cell.cell_id}")
@@ -120,9 +146,8 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
 
 
 def _store_outcome(cell: PlannedCell, run_id: str, job: int, outcome: Outcome, handle: Any, store: Store):
-    transport = "ib" if cell.cell["ib"] else "tcp"  # what the ib axis asked for; the effective one is parsed
     records, outcome = records_for(cell, run_id, job, outcome, list(handle.rendered.argv), handle.rendered.env,
-                                   transport)
+                                   transport_of(cell, outcome))
     store.write_many(records)
     return records, outcome
 

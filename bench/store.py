@@ -17,7 +17,7 @@ from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 DEFAULT_STORE = Path("results/bench.db")
 
 _CELL_COLUMNS = {
@@ -29,13 +29,15 @@ _CELL_COLUMNS = {
 }
 assert tuple(_CELL_COLUMNS) == CELL_KEYS, "store columns must follow the cell keys"
 
-_MEASURE_COLUMNS = {
+_MEASURE_COLUMNS_V2 = {
     "nodes": "INTEGER", "images_per_sec": "REAL", "images_per_sec_per_gpu": "REAL", "samples": "INTEGER",
     "window_s": "REAL", "step_time_median_s": "REAL", "slowest_rank": "INTEGER",
     "slowest_rank_images_per_sec": "REAL", "world_size": "INTEGER", "start_unix": "REAL", "end_unix": "REAL",
     "requested_transport": "TEXT", "effective_transport": "TEXT", "workload_version": "TEXT",
     "rank_spread": "REAL", "input_wait_s": "REAL",
 }
+_V3_COLUMNS = {"transport_verdict": "TEXT", "transport_evidence": "TEXT"}
+_MEASURE_COLUMNS = {**_MEASURE_COLUMNS_V2, **_V3_COLUMNS}
 
 # Schema 1's columns, frozen: migration 2 copies from exactly these.
 _V1_COLUMNS = ["run_id", "cell_id", "repeat", "status", "error", "gpu", "framework", "mpi", "ib", "gpus", "model",
@@ -82,7 +84,7 @@ MIGRATIONS: dict[int, str] = {
         repeat INTEGER NOT NULL,
         status TEXT NOT NULL,
         error TEXT,
-        {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS, **_MEASURE_COLUMNS}.items())},
+        {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS, **_MEASURE_COLUMNS_V2}.items())},
         record_json TEXT NOT NULL,
         written_unix REAL NOT NULL,
         PRIMARY KEY (run_id, cell_id, job, repeat)
@@ -93,6 +95,8 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE records_v2 RENAME TO records;
     CREATE INDEX records_cell ON records (cell_id, status);
     """,
+    # 3: the transport verdict (requested vs effective) and the log line it rests on.
+    3: ";\n".join(f"ALTER TABLE records ADD COLUMN {k} {t}" for k, t in _V3_COLUMNS.items()),
 }
 
 
@@ -223,6 +227,7 @@ def _row(record: Record) -> dict[str, Any]:
         "slowest_rank_images_per_sec": slowest.images_per_sec if slowest else None,
         "world_size": record.world_size, "start_unix": record.start_unix, "end_unix": record.end_unix,
         "requested_transport": record.requested_transport, "effective_transport": record.effective_transport,
+        "transport_verdict": record.transport_verdict, "transport_evidence": record.transport_evidence,
         "workload_version": record.workload_version,
         "rank_spread": (max(rates) - min(rates)) / max(rates) if rates else None,
         "input_wait_s": record.input_wait_s,

@@ -32,8 +32,16 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# BENCH_MPI set (container images, one MPI ABI each): the main venv gets that ABI's Horovod and no second venv is
+# made. Unset (this machine): the main venv is Open MPI's and .venv-mpich serves MPICH and Intel MPI cells.
+image_mpi=${BENCH_MPI:-}
+case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or mpich, got '$image_mpi'"; exit 2 ;; esac
+
 # 1. System packages: Open MPI (runtime + compiler wrappers Horovod builds against); cmake/g++ for the build.
-apt_install openmpi-bin libopenmpi-dev cmake g++ make
+# (MPICH and Intel MPI come as wheels, into a venv: step 4.)
+if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
+else apt_install openmpi-bin libopenmpi-dev cmake g++ make
+fi
 if [ "$purpose" = test ]; then
   # Headless browser for the report test; a real single-node Slurm (munge for its authentication) for the Slurm
   # backend's tests.
@@ -52,8 +60,48 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   quiet_pip install -q --upgrade setuptools==80.9.0 wheel==0.45.1
   quiet_pip install -q -e ".[test,parquet,azureml,lint]"
   quiet_pip install -q --no-deps tf-keras==2.21.0
+  if [ -n "${BENCH_TF_DIST:-}" ]; then
+    # GPU images: TensorFlow's GPU distribution (e.g. tensorflow[and-cuda]) at setup.cfg's tensorflow-cpu version.
+    tf=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')
+    quiet_pip uninstall -q -y tensorflow-cpu
+    quiet_pip install -q "${BENCH_TF_DIST}==$tf"
+  fi
   echo "$want" > "$stamp"
 fi
 
+# The MPICH-ABI runtime in a venv: the MPICH wheel (libmpi.so.12, mpicxx, hydra) in the venv itself, and Intel MPI's
+# runtime wheel in a prefix of its own (same soname: the local backend and the intelmpi image put it first on
+# LD_LIBRARY_PATH for intelmpi cells); then Horovod built against the MPICH wheel's mpicxx.
+mpich_abi() {
+  local v=$1
+  local stamp="$v/.bench-mpi" want="mpich==5.0.2 impi_rt==2021.18.1"  # impi_rt 2021.19 needs a newer libfabric
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "installing the MPICH and Intel MPI runtimes into $v"
+    "$v/bin/python" -m pip install -q --no-deps mpich==5.0.2 2> >(grep -v "is ignored: it is neither" >&2)
+    "$v/bin/python" -m pip install -q --no-deps --prefix "$v/opt/impi" impi_rt==2021.18.1 \
+      2> >(grep -v "is ignored: it is neither" >&2)
+    echo "$want" > "$stamp"
+  fi
+  PATH="$v/bin:$PATH" BENCH_MPI=mpich PYTHON="$v/bin/python" scripts/build_horovod.sh
+}
+
 # 3. Horovod 0.28.1, built from source with the C++17 fix, cached by what it was built against.
-PYTHON="$venv/bin/python" scripts/build_horovod.sh
+if [ "$image_mpi" = mpich ]; then
+  mpich_abi "$venv"
+  exit 0
+fi
+BENCH_MPI=openmpi PYTHON="$venv/bin/python" scripts/build_horovod.sh
+[ -n "$image_mpi" ] && exit 0
+
+# 4. The MPICH-ABI environment for `mpi: mpich` and `mpi: intelmpi` cells. Horovod links one MPI ABI, so these cells
+# need a Horovod of their own: a venv that sees the main venv's packages (a .pth line, so torch/TF are not installed
+# twice) but has its own Horovod and MPI runtimes.
+mpich_venv=${BENCH_MPICH_VENV:-$here/.venv-mpich}
+if [ ! -x "$mpich_venv/bin/python" ]; then
+  say "creating $mpich_venv (MPICH ABI: MPICH and Intel MPI cells)"
+  "$py" -m venv "$mpich_venv"
+fi
+mpich_site=$("$mpich_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+main_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+echo "import site; site.addsitedir('$main_site')" > "$mpich_site/_bench_main_venv.pth"
+mpich_abi "$mpich_venv"

@@ -3,6 +3,7 @@ start, which is the launcher's job."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from bench.cell import PlannedCell
@@ -18,6 +19,8 @@ class Outcome:
     reason: str | None = None
     log_tail: str | None = None
     returncode: int | None = None
+    # The job's combined log, where the backend kept it: the runner reads the transport actually used from it.
+    log_path: Path | None = None
 
 
 class Backend(Protocol):

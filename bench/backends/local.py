@@ -23,6 +23,9 @@ from bench.backends.base import Outcome
 from bench.catalog import catalog
 from bench.cell import PlannedCell
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
+from bench.launch.fabric import nccl_env
+from bench.runtimes import runtime_for
+from bench.transport import debug_env
 from models.registry import WORKLOADS
 
 MODELS_DIR = Path(models.__file__).resolve().parent
@@ -137,18 +140,21 @@ class LocalBackend:
         c = planned.cell
         threads = self.threads_for(planned)
         out = self.cell_dir(planned, run_id, job) / "records.jsonl"
-        env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+        rt = runtime_for(c["mpi"], self.python)
+        gpu = not planned.sku.is_cpu
+        env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **rt.env, **debug_env(c["mpi"], gpu)}
         spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
-                          program=worker_program(planned, run_id, out, threads, self.python, self.imagenet_dir),
-                          env=env,
-                          ib=c["ib"], as_root=os.geteuid() == 0)
+                          program=worker_program(planned, run_id, out, threads, rt.python, self.imagenet_dir),
+                          env=env, ib=c["ib"], as_root=os.geteuid() == 0, sriov=planned.sku.sriov)
+        if gpu:
+            spec = replace(spec, env={**nccl_env(spec), **env})
         if c["engine"] == "native":
             if c["mpi"] == "gloo":
-                return TORCHRUN.render(spec, self.python)
+                return TORCHRUN.render(spec, rt.python)
             # DDP's processes started by mpirun rendezvous over TCP on this machine.
-            spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
+            spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
         launcher = LAUNCHERS[c["mpi"]]
-        return launcher.render(spec, _tool_path(launcher.TOOL, self.python))
+        return launcher.render(spec, rt.tool(launcher.TOOL) or _tool_path(launcher.TOOL, rt.python))
 
     def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:
         r = self.render(planned, run_id)
@@ -162,7 +168,9 @@ class LocalBackend:
         (cell_dir / "records.jsonl").unlink(missing_ok=True)
         token = uuid.uuid4().hex
         env = {**os.environ, **rendered.env, TOKEN_VAR: token}
-        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
+        # The cell's runtime first on PATH: Hydra's proxies and horovodrun find their helpers there.
+        bins = runtime_for(planned.cell["mpi"], self.python).bin_dirs
+        env["PATH"] = os.pathsep.join((*bins, env.get("PATH", "")))
         log = open(cell_dir / "log.txt", "wb")
         now = time.monotonic()
         proc = subprocess.Popen(rendered.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -189,6 +197,12 @@ class LocalBackend:
         records, bad = _read_records(handle.cell_dir / "records.jsonl")
         log = _read_end(handle.cell_dir / "log.txt")
         tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+        outcome = self._outcome(handle, rc, records, bad, log, tail)
+        outcome.log_path = handle.cell_dir / "log.txt"
+        return outcome
+
+    def _outcome(self, handle: Handle, rc: int, records: list[dict], bad: str | None, log: str,
+                 tail: str) -> Outcome:
         repeats = handle.planned.cell["repeats"]
         if handle.stopped == "timeout":
             return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; the process group was killed",

@@ -12,6 +12,9 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)  # set for every worker
     ib: bool = False
     as_root: bool = False
+    # The fabric's details where a flavour needs them: old RDMA SKUs without SR-IOV, and the TCP interface name.
+    sriov: bool = True
+    iface: str | None = None
 
     @property
     def workers_per_node(self) -> int:

@@ -1,0 +1,271 @@
+"""Container images for cluster backends: one per framework set x MPI flavour x CUDA generation, all rendered from
+the one template docker/Dockerfile.j2 into docker/rendered/Dockerfile.<variant> (committed, so `docker build` needs
+no Python; tests/test_images.py checks they equal a fresh render).
+
+Image names are `bench-<frameworks>-<mpi>:<generation>`, e.g. `bench-pt-tf-openmpi:current`. The scheme is a
+contract (the Azure ML backend calls `image_for_cell`): change it only with a migration note.
+
+Versions: the current and cpu generations install exactly setup.cfg's pins through scripts/install.sh (the `make run`
+recipe); nothing here repeats those version strings. The legacy generation cannot use them (torch 2.13 / TF 2.21 have
+no Kepler/Pascal kernels, and setup.cfg needs Python >= 3.11), so its framework pins live in LEGACY_PINS below, each
+with its source.
+"""
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER_DIR = ROOT / "docker"
+TEMPLATE = "Dockerfile.j2"
+RENDERED_DIR = DOCKER_DIR / "rendered"
+
+# --- vocabulary --------------------------------------------------------------------------------------------------
+# One framework set for now: "pt-tf" (PyTorch + TensorFlow + Keras), what `make run` installs. scripts/install.sh and
+# scripts/build_horovod.sh install and build both frameworks unconditionally; a PyTorch-only image would need a second
+# recipe. Adding a set is a row here plus a framework switch in the scripts.
+FRAMEWORK_SETS: dict[str, tuple[str, ...]] = {"pt-tf": ("pytorch", "tensorflow", "keras")}
+
+# Image MPI flavour per matrix `mpi` value. Gloo is Horovod's own controller: it needs no MPI, and the Open MPI image
+# has Gloo built in (build_horovod.sh builds Gloo and MPI controllers), so gloo cells run on the openmpi image.
+IMAGE_MPI: dict[str, str] = {"openmpi": "openmpi", "gloo": "openmpi", "mpich": "mpich", "intelmpi": "intelmpi"}
+MPI_FLAVOURS: tuple[str, ...] = ("openmpi", "mpich", "intelmpi")
+# The MPI ABI Horovod links (BENCH_MPI for scripts/build_horovod.sh): Intel MPI shares MPICH's libmpi.so.12, so the
+# intelmpi image builds against Debian/Ubuntu MPICH and runs with Intel MPI's runtime (FACTS.md, bench/runtimes.py).
+BUILD_ABI: dict[str, str] = {"openmpi": "openmpi", "mpich": "mpich", "intelmpi": "mpich"}
+# Intel MPI from the registry: 2021.19 needs a libfabric that is not there (FACTS.md).
+IMPI_RT = "impi_rt==2021.18.1"
+
+
+@dataclass(frozen=True)
+class Generation:
+    name: str
+    base: str                      # pinned base image tag
+    python: str                    # interpreter that makes the venv
+    cuda: str | None               # CUDA toolkit of the base image (and of the torch build required)
+    horovod_cc: str | None         # HOROVOD_BUILD_CUDA_CC_LIST: Horovod's own CUDA kernels
+    torch_index: str | None        # extra index for the torch build matching `cuda`
+    uses_install_sh: bool          # True: setup.cfg pins via scripts/install.sh; False: LEGACY_PINS
+    summary: str
+
+
+# GPUs below this compute capability get the legacy generation. Kepler (3.7) has no CUDA 12 support at all (dropped
+# in CUDA 12.0); Pascal (6.x) is kept with it so the 2018-19 study's K80/P40/P100 run one software stack, and the
+# current generation's Horovod kernels (HOROVOD_BUILD_CUDA_CC_LIST) start at 7.0.
+LEGACY_BELOW_CC = 7.0
+
+GENERATIONS: dict[str, Generation] = {
+    "legacy": Generation(
+        name="legacy",
+        # CUDA 11.8 is the last toolkit that still compiles for sm_37 (dropped in 12.0); Ubuntu 22.04 ships Python 3.10,
+        # which both torch 2.3 and TensorFlow 2.14 support. cudnn8: what TF 2.14 was built against (build_info below).
+        base="nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04",
+        python="python3",
+        cuda="11.8",
+        # K80 = 3.7, P100 = 6.0, P40 = 6.1 (catalog.yaml); 7.0 too, so a V100 can run the legacy image for comparison.
+        horovod_cc="37,60,61,70",
+        torch_index="https://download.pytorch.org/whl/cu118",
+        uses_install_sh=False,
+        summary="K80/P40/P100-era GPUs (compute capability < 7.0): CUDA 11.8, torch 2.3.1+cu118, TensorFlow 2.14.1",
+    ),
+    "current": Generation(
+        name="current",
+        base="nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04",
+        python="python3",
+        cuda="12.6",
+        horovod_cc="70,75,80,86,90",
+        # setup.cfg pins torch==2.13.0; PyPI's wheel of it is the CUDA 13.0 build (requires cuda-toolkit==13.0.3), and
+        # CUDA 13 has no sm_70, so V100 needs the cu126 build of the same version from PyTorch's index.
+        torch_index="https://download.pytorch.org/whl/cu126",
+        uses_install_sh=True,
+        summary="V100/T4/A100/H100/H200 (compute capability >= 7.0): CUDA 12.6, setup.cfg's pins (torch +cu126)",
+    ),
+    "cpu": Generation(
+        name="cpu",
+        base="python:3.11.7-slim-bookworm",
+        python="python3",
+        cuda=None,
+        horovod_cc=None,
+        # The CPU build of the pinned torch (PyPI's is a CUDA build that pulls ~2.8 GiB of nvidia packages).
+        torch_index="https://download.pytorch.org/whl/cpu",
+        uses_install_sh=True,
+        summary="CPU fallback workers: Debian 12, Python 3.11, setup.cfg's pins (torch +cpu)",
+    ),
+}
+
+# Legacy framework pins, the one place they are written. Everything not listed (Horovod's build/runtime helpers:
+# cloudpickle, psutil, PyYAML, packaging, cffi) comes from setup.cfg, whose pins all support Python 3.10.
+#  - torch 2.3.1+cu118: PyTorch's wheel builds for CUDA 11.8 add sm_37 to the arch list (pytorch/builder
+#    manywheel/build_cuda.sh: `11.8) TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST};3.7;9.0"`, base list
+#    5.0;6.0;7.0;7.5;8.0;8.6; pytorch/pytorch#95648 shows such a build reporting sm_37...sm_90). 2.3 is the first
+#    release with torch.amp.GradScaler(device), which models/resnet50_pytorch.py uses, and the last whose cu118 build
+#    links cuDNN 8 (2.4 moved to cuDNN 9).
+#  - tensorflow 2.14.1: the last TF release built with CUDA 11 (2.15 moved to CUDA 12.2). Its wheel's
+#    tensorflow/python/platform/build_info.py (read from the PyPI wheel here) says cuda_version 11.8, cudnn 8,
+#    cuda_compute_capabilities sm_35, sm_50, sm_60, sm_70, sm_75, compute_80; sm_35 code runs on sm_37 (same major).
+#    Keras 2.14 is built in (Horovod's Keras averaging needs Keras 2).
+#  - numpy 1.26.4: TF 2.14 requires numpy < 2 and torch 2.3 wheels are built against numpy 1.x.
+#  - pillow: not pinned by setup.cfg (matplotlib pulls it); the real-data reader needs it.
+#  - setuptools/wheel: the versions scripts/install.sh installs.
+LEGACY_PINS: dict[str, str] = {
+    "torch": "2.3.1+cu118",
+    "tensorflow": "2.14.1",
+    "numpy": "1.26.4",
+    "pillow": "11.3.0",
+    "setuptools": "80.9.0",
+    "wheel": "0.45.1",
+}
+LEGACY_FROM_SETUP_CFG: tuple[str, ...] = ("cloudpickle", "psutil", "PyYAML", "packaging", "cffi")
+
+# apt packages. InfiniBand user space for GPU generations (NCCL and UCX dlopen libibverbs); NCCL from the NVIDIA
+# repository the nvidia/cuda base images configure (devel images already carry it: the install is then a no-op).
+BUILD_PACKAGES = ("ca-certificates", "cmake", "g++", "make")
+PYTHON_PACKAGES = ("python3", "python3-dev", "python3-venv")
+MPI_PACKAGES = {"openmpi": ("openmpi-bin", "libopenmpi-dev", "libucx0"),
+                "mpich": ("mpich", "libmpich-dev"),
+                "intelmpi": ("mpich", "libmpich-dev")}
+IB_PACKAGES = ("rdma-core", "ibverbs-providers", "libibverbs1", "librdmacm1")
+NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
+
+
+@dataclass(frozen=True)
+class Variant:
+    frameworks: str
+    mpi: str
+    generation: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.frameworks}-{self.mpi}-{self.generation}"
+
+    @property
+    def image(self) -> str:
+        return f"bench-{self.frameworks}-{self.mpi}:{self.generation}"
+
+    @property
+    def dockerfile(self) -> str:
+        return f"Dockerfile.{self.id}"
+
+
+def variants() -> list[Variant]:
+    """Every image that exists: the full product (no combination is left out)."""
+    return [Variant(f, m, g) for f in FRAMEWORK_SETS for m in MPI_FLAVOURS for g in GENERATIONS]
+
+
+def variant(variant_id: str) -> Variant:
+    for v in variants():
+        if v.id == variant_id:
+            return v
+    raise KeyError(f"no image variant {variant_id!r}; known: {', '.join(v.id for v in variants())}")
+
+
+# --- which image runs a cell -------------------------------------------------------------------------------------
+def cuda_generation(sku: Any) -> str:
+    """legacy / current / cpu for a catalogue key or GpuSku, from its compute capability."""
+    from bench.catalog import catalog
+
+    entry = catalog()[sku] if isinstance(sku, str) else sku
+    if entry.compute_capability is None:
+        return "cpu"
+    return "legacy" if float(entry.compute_capability) < LEGACY_BELOW_CC else "current"
+
+
+def framework_set(framework: str) -> str:
+    for name, members in FRAMEWORK_SETS.items():
+        if framework in members:
+            return name
+    raise KeyError(f"no image has framework {framework!r}")
+
+
+def variant_for_cell(cell: dict[str, Any]) -> Variant:
+    return Variant(framework_set(cell["framework"]), IMAGE_MPI[cell["mpi"]], cuda_generation(cell["gpu"]))
+
+
+def image_for_cell(cell: dict[str, Any]) -> str:
+    """The image name:tag (no registry) that runs this cell, e.g. "bench-pt-tf-openmpi:current"."""
+    return variant_for_cell(cell).image
+
+
+# --- rendering -----------------------------------------------------------------------------------------------------
+def setup_cfg_pins(path: Path = ROOT / "setup.cfg") -> dict[str, str]:
+    """name (lower case) -> version for every `name==version` in install_requires and the extras."""
+    cfg = configparser.ConfigParser()
+    cfg.read(path)
+    text = cfg.get("options", "install_requires") + "\n" + "\n".join(cfg["options.extras_require"].values())
+    pins = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)", line)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def _context(v: Variant) -> dict[str, Any]:
+    gen = GENERATIONS[v.generation]
+    gpu = gen.cuda is not None
+    packages = list(BUILD_PACKAGES) + list(MPI_PACKAGES[v.mpi])
+    if gen.name != "cpu":
+        packages += PYTHON_PACKAGES
+    if gpu:
+        packages += IB_PACKAGES + NCCL_PACKAGES
+    pins = setup_cfg_pins()
+    legacy = [] if gen.uses_install_sh else (
+        [f"{n}=={ver}" for n, ver in LEGACY_PINS.items()] + [f"{n}=={pins[n.lower()]}" for n in LEGACY_FROM_SETUP_CFG])
+    return {
+        "v": v, "gen": gen, "gpu": gpu,
+        "packages": sorted(set(packages)),
+        "build_abi": BUILD_ABI[v.mpi],
+        "frameworks": FRAMEWORK_SETS[v.frameworks],
+        "legacy_pins": legacy,
+        "impi_rt": IMPI_RT,
+    }
+
+
+def render(v: Variant | str) -> str:
+    import jinja2
+
+    v = variant(v) if isinstance(v, str) else v
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(DOCKER_DIR), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(TEMPLATE).render(**_context(v))
+
+
+def render_all(out_dir: str | Path = RENDERED_DIR) -> list[Path]:
+    """Writes Dockerfile.<variant> for every variant into out_dir; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for v in variants():
+        path = out / v.dockerfile
+        path.write_text(render(v))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.images", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", required=True)
+    r = sub.add_parser("render", help="write docker/rendered/Dockerfile.<variant> for every variant")
+    r.add_argument("out_dir", nargs="?", default=str(RENDERED_DIR))
+    sub.add_parser("list", help="variant, image and the GPU keys that map to it")
+    args = parser.parse_args(argv)
+    if args.verb == "render":
+        for path in render_all(args.out_dir):
+            print(path)
+        return 0
+    from bench.catalog import catalog
+
+    for v in variants():
+        gpus = [k for k in catalog() if cuda_generation(k) == v.generation]
+        print(f"{v.id:28} {v.image:34} {' '.join(gpus)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

