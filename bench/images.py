@@ -39,6 +39,7 @@ MPI_FLAVOURS: tuple[str, ...] = ("openmpi", "mpich", "intelmpi")
 BUILD_ABI: dict[str, str] = {"openmpi": "openmpi", "mpich": "mpich", "intelmpi": "mpich"}
 # Intel MPI from the registry: 2021.19 needs a libfabric that is not there (FACTS.md).
 IMPI_RT = "impi_rt==2021.18.1"
+MPICH_WHEEL = "mpich==5.0.2"
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,10 @@ LEGACY_FROM_SETUP_CFG: tuple[str, ...] = ("cloudpickle", "psutil", "PyYAML", "pa
 # repository the nvidia/cuda base images configure (devel images already carry it: the install is then a no-op).
 BUILD_PACKAGES = ("ca-certificates", "cmake", "g++", "make")
 PYTHON_PACKAGES = ("python3", "python3-dev", "python3-venv")
+# MPICH and Intel MPI come as wheels (scripts/install.sh), not from apt.
 MPI_PACKAGES = {"openmpi": ("openmpi-bin", "libopenmpi-dev", "libucx0"),
-                "mpich": ("mpich", "libmpich-dev"),
-                "intelmpi": ("mpich", "libmpich-dev")}
+                "mpich": (),
+                "intelmpi": ()}
 IB_PACKAGES = ("rdma-core", "ibverbs-providers", "libibverbs1", "librdmacm1")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
 
@@ -222,6 +224,7 @@ def _context(v: Variant) -> dict[str, Any]:
         "frameworks": FRAMEWORK_SETS[v.frameworks],
         "legacy_pins": legacy,
         "impi_rt": IMPI_RT,
+        "mpich_wheel": MPICH_WHEEL,
     }
 
 

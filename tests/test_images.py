@@ -119,9 +119,16 @@ def test_gpu_variants_carry_nccl_and_infiniband(rendered, vid):
     assert ("HOROVOD_GPU_OPERATIONS=NCCL" in text) == gpu
     if v.mpi == "openmpi":
         assert "libucx0" in text and "openmpi-bin" in text and "mpich" not in text
-    else:
-        assert "libmpich-dev" in text and "openmpi" not in text
-    assert (images.IMPI_RT in text) == (v.mpi == "intelmpi")
+    else:  # MPICH ABI: runtimes from wheels (install.sh, or the legacy block), none from apt
+        assert "BENCH_MPI=mpich" in text and "openmpi" not in text and "libmpich-dev" not in text
+    assert ("/opt/bench/.venv/opt/impi/lib" in text) == (v.mpi == "intelmpi")
+    legacy_mpich = v.generation == "legacy" and v.mpi != "openmpi"
+    assert (images.IMPI_RT in text) == (images.MPICH_WHEEL in text) == legacy_mpich
+
+
+def test_mpi_wheel_pins_match_the_install_script():
+    install = (ROOT / "scripts" / "install.sh").read_text()
+    assert images.IMPI_RT in install and images.MPICH_WHEEL in install
 
 
 def test_cuda_generation_from_compute_capability():
