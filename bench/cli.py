@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("doctor", help="what this machine can run")
 
+    s = sub.add_parser("images", help="container images for cluster backends (docker/rendered)")
+    s.add_argument("action", choices=("render", "list"))
+    s.add_argument("out_dir", nargs="?", help="where `render` writes (default docker/rendered)")
+
     s = sub.add_parser("data", help="data sets for real-data cells")
     data = s.add_subparsers(dest="data_verb", required=True, parser_class=_Parser)
     d = data.add_parser("make-imagenet-sample", help="write a small, valid ImageNet sample in both layouts")
@@ -244,6 +248,12 @@ def cmd_data(args) -> int:
     return EXIT_OK
 
 
-VERBS = {"data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
+def cmd_images(args) -> int:
+    from bench import images
+
+    return images.main([args.action] + ([args.out_dir] if args.out_dir else []))
+
+
+VERBS = {"images": cmd_images, "data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
          "export": cmd_export,
          "doctor": cmd_doctor}
