@@ -40,3 +40,30 @@ def median_ci(values: list[float], level: float = 0.95) -> MedianCI:
     if k == 0:  # too few values for the requested level: widest interval, honest coverage
         return MedianCI(med, xs[0], xs[-1], 1 - 2 * _binom_cdf(0, n), n)
     return MedianCI(med, xs[k - 1], xs[n - k], 1 - 2 * _binom_cdf(k - 1, n), n)
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    estimate: float
+    low: float
+    high: float
+    n: int
+
+
+def bootstrap_ci(values, *, stat=statistics.median, level: float = 0.95, n_boot: int = 2000,
+                 seed: int = 0) -> BootstrapCI:
+    """Percentile bootstrap interval of `stat` over `values` (job-level repeats). Seeded: the same data gives the
+    same interval every time. One value gives a zero-width interval at that value; callers decide if that's enough."""
+    import numpy as np
+
+    xs = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if xs.size == 0:
+        raise ValueError("no values")
+    est = float(stat(xs))
+    if xs.size == 1:
+        return BootstrapCI(est, est, est, 1)
+    rng = np.random.default_rng(seed)
+    samples = xs[rng.integers(0, xs.size, size=(n_boot, xs.size))]
+    stats = np.median(samples, axis=1) if stat is statistics.median else np.apply_along_axis(stat, 1, samples)
+    lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return BootstrapCI(est, float(lo), float(hi), int(xs.size))
