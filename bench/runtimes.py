@@ -41,14 +41,16 @@ def runtime_for(mpi: str, python: str = sys.executable) -> Runtime:
     if ABI[mpi] == "openmpi":
         return Runtime(python, (str(Path(python).parent),), {})
     bins = (str(venv / "bin"),)
-    env: dict[str, str] = {}
+    # libmpi.so.12 by search path, not by the build's RUNPATH (a cached Horovod build may come from another checkout):
+    # MPICH's from the venv, or Intel MPI's from its prefix for intelmpi cells.
+    libs = [str(venv / "lib")]
     if mpi == "intelmpi":
         impi = venv / IMPI_PREFIX
         bins = (str(impi / "bin"),) + bins
-        lib = str(impi / "lib")
-        env["LD_LIBRARY_PATH"] = lib + (os.pathsep + os.environ["LD_LIBRARY_PATH"]
-                                       if os.environ.get("LD_LIBRARY_PATH") else "")
-    return Runtime(str(venv / "bin" / "python"), bins, env)
+        libs = [str(impi / "lib")]
+    if os.environ.get("LD_LIBRARY_PATH"):
+        libs.append(os.environ["LD_LIBRARY_PATH"])
+    return Runtime(str(venv / "bin" / "python"), bins, {"LD_LIBRARY_PATH": os.pathsep.join(libs)})
 
 
 def python_for(mpi: str, python: str = sys.executable) -> str:

@@ -49,7 +49,11 @@ for dist in ("tensorflow-cpu", "tensorflow"):  # GPU images carry the tensorflow
     except m.PackageNotFoundError:
         pass')
 py_version=$("$py" -c 'import sys; print(sys.version.split()[0])')
-mpi_version="$mpi $(mpicxx -show 2>&1 | head -1) $(mpirun --version 2>&1 | head -1)"
+# The MPI identity, without install paths: the MPICH-ABI wheel is found at run time through LD_LIBRARY_PATH (set by
+# bench for those cells), so one build serves every checkout.
+if [ "$mpi" = mpich ]; then mpi_version="mpich $(mpichversion 2>&1 | head -1)"
+else mpi_version="openmpi $(mpicxx -show 2>&1 | head -1) $(mpirun --version 2>&1 | head -1)"
+fi
 cxx_version=$(g++ --version | head -1)
 key=$(printf '%s\n' "$HOROVOD_VERSION" "$torch_version" "$tf_version" "$py_version" "$mpi_version" "$cxx_version" "$build_flags" \
       "$(sha256sum "$0" | cut -d' ' -f1)" | sha256sum | cut -c1-16)

@@ -82,7 +82,9 @@ mpich_abi() {
       2> >(grep -v "is ignored: it is neither" >&2)
     echo "$want" > "$stamp"
   fi
-  PATH="$v/bin:$PATH" BENCH_MPI=mpich PYTHON="$v/bin/python" scripts/build_horovod.sh
+  # LD_LIBRARY_PATH: a cached build's RUNPATH names the venv it was built in; this venv's libmpi.so.12 comes first.
+  PATH="$v/bin:$PATH" LD_LIBRARY_PATH="$v/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" BENCH_MPI=mpich \
+    PYTHON="$v/bin/python" scripts/build_horovod.sh
 }
 
 # 3. Horovod 0.28.1, built from source with the C++17 fix, cached by what it was built against.

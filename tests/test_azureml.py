@@ -184,7 +184,8 @@ def _cell(**kw):
     ("K80", "intelmpi", True, {"I_MPI_FABRICS": "shm:dapl"}),
     ("A100", "openmpi", True, {"OMPI_MCA_pml": "ucx", "UCX_IB_PCI_RELAXED_ORDERING": "on"}),
     ("T4", "openmpi", False, {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader,tcp"}),
-    ("H100", "mpich", False, {"FI_PROVIDER": "tcp"}),
+    ("H100", "mpich", False, {"MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,sm,self"}),
+    ("H100", "mpich", True, {"UCX_TLS": "rc,sm,self", "NCCL_IB_DISABLE": "0"}),
 ])
 def test_fabric_settings_travel_as_env(gpu, mpi, ib, expected, image_for, tmp_path):
     env = fabric_env(mpi, ib, catalog()[gpu])

@@ -42,7 +42,8 @@ from bench.backends.local import (
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
-from bench.launch import LAUNCHERS, LaunchSpec, Rendered
+from bench.launch import LAUNCHERS, LaunchSpec, Rendered, openmpi
+from bench.launch.fabric import nccl_env
 from bench.redact import SENSITIVE_NAME
 from bench.transport import debug_env
 from models.registry import WORKLOADS
@@ -164,27 +165,24 @@ def _sdk():
 # --- what each cell's job is -------------------------------------------------------------------------------------
 def fabric_env(mpi: str, ib: bool, sku: GpuSku) -> dict[str, str]:
     """The fabric and launcher settings the local launchers pass as flags, as environment variables: Azure ML
-    writes the mpirun line, so this is the only way they reach the workers."""
-    env = {"NCCL_SOCKET_IFNAME": "eth0"}  # Azure VMs' Ethernet; NCCL's bootstrap (and ib=false traffic) uses it
+    writes the mpirun line, so this is the only way they reach the workers. Taken from the launcher modules, so the
+    ib axis means the same thing on every backend."""
+    spec = LaunchSpec(workers=1, hosts=(), program=(), ib=ib, sriov=sku.sriov, iface="eth0")  # Azure VMs: eth0
+    env = nccl_env(spec)
     if ib:
         # Azure's SR-IOV InfiniBand sizes (ND A100/H100/H200) need relaxed PCI ordering for full bandwidth.
-        env.update(NCCL_IB_DISABLE="0", NCCL_IB_PCI_RELAXED_ORDERING="1")
-    else:
-        env["NCCL_IB_DISABLE"] = "1"  # ib=false must not use InfiniBand even where the VM has it
+        env["NCCL_IB_PCI_RELAXED_ORDERING"] = "1"
+    launcher = LAUNCHERS.get(mpi)
+    if launcher is not None and hasattr(launcher, "fabric_env"):
+        env.update(launcher.fabric_env(spec))
     if mpi == "openmpi":
-        # As bench.launch.openmpi: no core binding (each worker sets its threads), slot mapping.
+        # As bench.launch.openmpi: no core binding (each worker sets its threads), slot mapping, and its --mca flags
+        # as OMPI_MCA_* variables.
         env.update(OMPI_MCA_hwloc_base_binding_policy="none", OMPI_MCA_rmaps_base_mapping_policy="slot")
         if ib:
-            env.update(OMPI_MCA_pml="ucx", UCX_IB_PCI_RELAXED_ORDERING="on")
-        else:
-            env.update(OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,vader,tcp", OMPI_MCA_btl_tcp_if_include="eth0")
-    elif mpi == "intelmpi":
-        if ib and not sku.sriov:
-            env["I_MPI_FABRICS"] = "shm:dapl"  # the old RDMA sizes: only DAPL reaches their InfiniBand
-        else:
-            env.update(I_MPI_FABRICS="shm:ofi", FI_PROVIDER="mlx" if ib else "tcp")
-    elif mpi == "mpich":
-        env["FI_PROVIDER"] = "verbs;ofi_rxm" if ib else "tcp"
+            env["UCX_IB_PCI_RELAXED_ORDERING"] = "on"
+        args = openmpi.fabric_args(spec)
+        env.update({f"OMPI_MCA_{args[i + 1]}": args[i + 2] for i, a in enumerate(args) if a == "--mca"})
     return env
 
 

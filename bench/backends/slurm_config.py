@@ -5,20 +5,31 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Partition and account names go into #SBATCH lines, which sbatch parses itself (not bash): plain names only, so a
+# value can never end the line and smuggle shell into the script.
+_SLURM_NAME = r"^[A-Za-z0-9_.+-]+$"
+
 
 class SlurmConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    partition: str | None = None
-    account: str | None = None
+    partition: str | None = Field(None, pattern=_SLURM_NAME)
+    account: str | None = Field(None, pattern=_SLURM_NAME)
     # How workers are started inside the allocation: the cell's MPI launcher (mpirun/mpiexec/horovodrun), or srun
-    # with a PMI plugin.
+    # with a PMI plugin. Gloo cells always use horovodrun.
     launch: Literal["launcher", "srun"] = "launcher"
     srun_mpi: Literal["pmix", "pmi2"] = "pmix"
     # CPU cores per task; null = all of the node's cores split among its workers.
     cpus_per_task: int | None = Field(None, gt=0, le=1024)
-    # Cluster CPU nodes' core count, for the reach rule of cpu cells (null = no limit known).
+    # Cluster CPU nodes' core count, for the reach rule of cpu cells and the default cpus_per_task.
+    # null = ask the cluster (`sinfo`, smallest node of the partition); no limit if it does not answer.
     cores_per_node: int | None = Field(None, gt=0, le=4096)
+    # GPUs per node in the partition, for the reach rule of GPU cells (0 = a CPU-only partition).
+    # null = ask the cluster (`sinfo` GRES gpu count, smallest node); no limit if it does not answer.
+    gpus_per_node: int | None = Field(None, ge=0, le=64)
     max_nodes: int = Field(64, gt=0, le=100_000)
-    # Directory shared by the submit host and the compute nodes (records and logs are written there).
+    # Whole nodes per job: a throughput benchmark must not share its nodes with other jobs.
+    exclusive: bool = True
+    # Directory shared by the submit host and the compute nodes (records and logs are written there);
+    # null = the results directory, which then must itself be shared.
     shared_dir: str | None = None

@@ -1,0 +1,395 @@
+"""Slurm backend: each job of a cell is one sbatch script; inside the allocation the cell's MPI launcher (or srun)
+starts the workers, which write their records into the job directory (on a directory the nodes share)."""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.backends.base import Outcome
+from bench.backends.local import (
+    LOG_TAIL_LINES,
+    _last_error,
+    _read_end,
+    _read_records,
+    _tool_path,
+    worker_program,
+)
+from bench.backends.slurm_config import SlurmConfig
+from bench.cell import PlannedCell
+from bench.errors import BenchInputError
+from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
+from bench.launch.cellenv import cell_env
+from bench.runtimes import runtime_for
+
+# Job states in which the job has not finished yet (everything else is final).
+ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
+                 "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
+POLL_EVERY_S = 0.5  # the runner polls every 0.2 s; slurmctld need not answer that often
+CANCEL_WAIT_S = 120  # scancel → job gone: KillWait (30 s by default) plus slack
+CLI_TIMEOUT_S = 30
+# Nodes of a multi-node job are known only inside the allocation: the launcher's host list names these
+# placeholders, which the script replaces with the allocation's hosts (`scontrol show hostnames`).
+NODE_MARK = "__BENCH_NODE_{}__"
+# Values the script computes itself at run time (trusted text, written unquoted).
+RUNTIME_ENV = {"MASTER_PORT": "$((20000 + SLURM_JOB_ID % 20000))"}
+
+
+@dataclass
+class Handle:
+    planned: PlannedCell
+    rendered: Rendered
+    job_dir: Path
+    job_id: str | None = None
+    submit_error: str | None = None
+    state: str = "PENDING"
+    info: dict[str, str] | None = None  # the last `scontrol show job` fields
+    deadline: float | None = None  # set when the job starts running: queue time does not count
+    last_check: float = 0.0
+    stopped: str | None = None  # timeout | interrupted
+    lost: str | None = None  # why we stopped being able to ask about the job
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, config: SlurmConfig, results_dir: Path, timeout_s: float, python: str = sys.executable,
+                 imagenet_dir: str | None = None, imagenet_sample=None):
+        self.config = config
+        # Job directories must be visible to the nodes: the shared directory if given, else the results directory.
+        self.jobs_root = Path(config.shared_dir or results_dir).resolve()
+        self.timeout_s = timeout_s
+        self.python = python
+        self.imagenet_dir = Path(imagenet_dir).resolve() if imagenet_dir else None
+        self.imagenet_sample = imagenet_sample
+
+    @classmethod
+    def from_settings(cls, settings, results_dir: Path, timeout_s: float | None = None) -> SlurmBackend:
+        return cls(settings.slurm, results_dir, timeout_s or settings.timeout_s, imagenet_dir=settings.imagenet_dir,
+                   imagenet_sample=settings.imagenet_sample)
+
+    # --- what the cluster has -------------------------------------------------------------------------------------
+    @functools.cached_property
+    def _cluster(self) -> tuple[int | None, int | None]:
+        """(cores, GPUs) of the partition's smallest node, from sinfo; (None, None) when the cluster does not answer
+        (plan on a laptop): the explicit settings, if any, still apply."""
+        argv = ["sinfo", "-h", "-o", "%c|%G"] + (["-p", self.config.partition] if self.config.partition else [])
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None, None
+        rows = [line.split("|", 1) for line in out.stdout.splitlines() if "|" in line]
+        if out.returncode != 0 or not rows:
+            return None, None
+        cores = min((int(c.rstrip("+")) for c, _ in rows if c.rstrip("+").isdigit()), default=None)
+        return cores, min(_gres_gpus(g) for _, g in rows)
+
+    @property
+    def cores_per_node(self) -> int | None:
+        return self.config.cores_per_node or self._cluster[0]
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        return self.config.gpus_per_node if self.config.gpus_per_node is not None else self._cluster[1]
+
+    def prepare(self, planned: list[PlannedCell], say=print) -> None:
+        """Checks the Slurm tools are here and the cluster answers; makes the ImageNet sample if asked for."""
+        if not any(p.runnable for p in planned):
+            return
+        missing = [t for t in ("sbatch", "squeue", "scontrol", "scancel", "sinfo") if not shutil.which(t)]
+        if missing:
+            raise BenchInputError(f"slurm backend: {', '.join(missing)} not found on PATH (is this a Slurm "
+                                  f"submit host?)")
+        argv = ["sinfo", "-h", "-o", "%P"]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise BenchInputError(f"slurm backend: the cluster does not answer (sinfo took over {CLI_TIMEOUT_S} s)")
+        if out.returncode != 0:
+            raise BenchInputError(f"slurm backend: the cluster does not answer: {_last_line(out.stderr)}")
+        partitions = {p.rstrip("*") for p in out.stdout.split()}
+        if self.config.partition and self.config.partition not in partitions:
+            raise BenchInputError(f"slurm backend: no partition '{self.config.partition}' "
+                                  f"(the cluster has: {', '.join(sorted(partitions)) or 'none'})")
+        if self.imagenet_sample is not None and self.imagenet_dir is not None and not self.imagenet_dir.exists() \
+                and any(p.runnable and p.cell["data"] == "imagenet" for p in planned):
+            from bench.datasets import make_imagenet_sample
+
+            made = make_imagenet_sample(self.imagenet_dir, self.imagenet_sample.classes,
+                                        self.imagenet_sample.per_class)
+            say(f"made an ImageNet sample for the real-data cells: {made['images']} images in {made['dir']}")
+
+    # --- planning -------------------------------------------------------------------------------------------------
+    def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
+        from bench.catalog import catalog
+
+        if cell["data"] == "imagenet":
+            if self.imagenet_dir is None:
+                return "data=imagenet: no dataset configured (set backend.imagenet_dir)"
+            if not self.imagenet_dir.exists() and self.imagenet_sample is None:
+                return f"data=imagenet: no dataset at {self.imagenet_dir}"
+        if nodes > self.config.max_nodes:
+            return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
+        if cell["engine"] == "native" and nodes > 1:
+            return f"engine=native on {nodes} nodes: the slurm backend starts DDP on one node only"
+        sku = catalog()[cell["gpu"]]
+        per_node = math.ceil(cell["gpus"] / nodes)
+        if sku.is_cpu:
+            cores = self.cores_per_node
+            if cores is not None and per_node > cores:
+                return f"{per_node} CPU workers per node would oversubscribe the Slurm nodes' {cores} cores"
+            return None
+        gpus = self.gpus_per_node
+        if gpus == 0:
+            return f"{cell['gpu']} cell needs GPUs; the Slurm partition has none (sinfo shows no gpu GRES)"
+        if gpus is not None and per_node > gpus:
+            return f"{cell['gpu']} cell needs {per_node} GPUs per node; the Slurm partition's nodes have {gpus}"
+        return None
+
+    def job_dir(self, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
+        return self.jobs_root / "runs" / run_id / planned.cell_id / f"job{job}"
+
+    def _cpus_per_task(self, planned: PlannedCell) -> int:
+        if self.config.cpus_per_task:
+            return self.config.cpus_per_task
+        cores = self.cores_per_node
+        per_node = math.ceil(planned.cell["gpus"] / planned.nodes)
+        return max(1, cores // per_node) if cores else 1
+
+    def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
+        """The line that starts the workers inside the allocation. Multi-node host lists hold NODE_MARK
+        placeholders, which the script fills from the allocation."""
+        c = planned.cell
+        nodes, workers = planned.nodes, c["gpus"]
+        per_node = math.ceil(workers / nodes)
+        threads = c["threads"] or self._cpus_per_task(planned)
+        rt = runtime_for(c["mpi"], self.python)
+        python = rt.python
+        out = self.job_dir(planned, run_id, job) / "records.jsonl"
+        program = worker_program(planned, run_id, out, threads, python, self.imagenet_dir)
+        env = cell_env(planned, threads, rt)
+        # One node: everything runs where the batch script runs, as on the local backend.
+        hosts = (("localhost", workers),) if nodes == 1 else \
+            tuple((NODE_MARK.format(i), per_node) for i in range(nodes))
+        spec = LaunchSpec(workers=workers, hosts=hosts, program=program, env=env, ib=c["ib"],
+                          as_root=_is_root(), sriov=planned.sku.sriov)
+        if c["engine"] == "native":
+            if c["mpi"] == "gloo":
+                return TORCHRUN.render(spec, python)
+            # DDP under mpirun rendezvouses over TCP on the node; the port is picked from the job id at run time.
+            spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", **RUNTIME_ENV})
+        elif self.config.launch == "srun" and c["mpi"] != "gloo":
+            argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={workers}",
+                    f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
+                    "--kill-on-bad-exit=1", *program)
+            return Rendered(argv, env)
+        launcher = LAUNCHERS[c["mpi"]]
+        return launcher.render(spec, rt.tool(launcher.TOOL) or _tool_path(launcher.TOOL, python))
+
+    def script(self, planned: PlannedCell, run_id: str, job: int = 0) -> str:
+        """The sbatch script. Every value that comes from the matrix or a path is shlex-quoted; the #SBATCH lines
+        are read by sbatch's own parser, which honours the same quotes."""
+        c, cfg = planned.cell, self.config
+        nodes, workers = planned.nodes, c["gpus"]
+        per_node = math.ceil(workers / nodes)
+        job_dir = self.job_dir(planned, run_id, job)
+        rendered = self.render(planned, run_id, job)
+        q = shlex.quote
+        options = [f"--job-name=bench-{planned.cell_id}", f"--nodes={nodes}", f"--ntasks={workers}",
+                   f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}"]
+        if not planned.sku.is_cpu:
+            options.append(f"--gpus-per-node={per_node}")
+        # Slurm's own limit is a backstop for when bench itself is gone; bench cancels at timeout_s of run time.
+        options.append(f"--time={math.ceil(self.timeout_s / 60) + 1}")
+        if cfg.partition:
+            options.append(f"--partition={cfg.partition}")
+        if cfg.account:
+            options.append(f"--account={cfg.account}")
+        if cfg.exclusive:
+            options.append("--exclusive")
+        # sbatch expands %j and friends in these paths: %% keeps a literal '%'.
+        options += [f"--output={_no_newline(job_dir / 'log.txt')}".replace("%", "%%"),
+                    f"--chdir={_no_newline(job_dir)}"]
+        lines = ["#!/bin/bash", *(f"#SBATCH {q(o)}" for o in options),
+                 f"# bench cell {planned.cell_id} ({planned.label()}), run {q(run_id)}, job {job}",
+                 "set -eu",
+                 # The workers' environment: its launcher and Python first on PATH, then the cell's settings.
+                 f"export PATH={':'.join(q(d) for d in runtime_for(c['mpi'], self.python).bin_dirs)}:\"$PATH\""]
+        for name, value in sorted(rendered.env.items()):
+            lines.append(f"export {name}={RUNTIME_ENV[name] if name in RUNTIME_ENV else q(value)}")
+        if nodes > 1:
+            lines.append('BENCH_NODES=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))')
+        lines.append("exec " + " ".join(_shell_word(a) for a in rendered.argv))
+        return "\n".join(lines) + "\n"
+
+    def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:
+        return {"sbatch": self.script(planned, run_id),
+                "argv": ["sbatch", "--parsable", str(self.job_dir(planned, run_id) / "job.sbatch")]}
+
+    # --- running --------------------------------------------------------------------------------------------------
+    def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
+        job_dir = self.job_dir(planned, run_id, job)
+        handle = Handle(planned, self.render(planned, run_id, job), job_dir)
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+            (job_dir / "records.jsonl").unlink(missing_ok=True)
+            path = job_dir / "job.sbatch"
+            path.write_text(self.script(planned, run_id, job), encoding="utf-8")
+            out = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True,
+                                 timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.TimeoutExpired, BenchInputError) as e:
+            handle.submit_error = f"could not submit: {e}"
+            return handle
+        if out.returncode != 0 or not out.stdout.strip():
+            handle.submit_error = f"sbatch failed: {_last_line(out.stderr) or f'exit code {out.returncode}'}"
+        else:
+            handle.job_id = out.stdout.strip().split(";")[0]  # "<id>" or "<id>;<cluster>"
+        return handle
+
+    def poll(self, handle: Handle) -> bool:
+        if handle.job_id is None or handle.stopped or handle.lost:
+            return True
+        now = time.monotonic()
+        if now - handle.last_check < POLL_EVERY_S:
+            return False
+        handle.last_check = now
+        self._refresh(handle)
+        if handle.lost:
+            self._scancel(handle)  # best effort: we can no longer watch it
+            return True
+        if handle.state not in ACTIVE_STATES:
+            return True
+        if handle.state == "RUNNING" and handle.deadline is None:
+            handle.deadline = now + self.timeout_s
+        if handle.deadline is not None and now > handle.deadline:
+            handle.stopped = "timeout"
+            self._stop(handle)
+            return True
+        return False
+
+    def cancel(self, handle: Handle) -> None:
+        handle.stopped = handle.stopped or "interrupted"
+        self._stop(handle)
+
+    def collect(self, handle: Handle) -> Outcome:
+        outcome = self._collect(handle)
+        outcome.log_path = handle.job_dir / "log.txt"  # the runner reads the effective transport from it
+        return outcome
+
+    def _collect(self, handle: Handle) -> Outcome:
+        if handle.submit_error:
+            return Outcome("failed", [], handle.submit_error)
+        if not handle.stopped and not handle.lost:
+            self._wait_gone(handle, CLI_TIMEOUT_S)  # the runner may collect without a final poll
+        records, bad = _read_records(handle.job_dir / "records.jsonl")
+        log = _read_end(handle.job_dir / "log.txt")
+        tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+        info = handle.info or {}
+        rc, sig = _exit_code(info.get("ExitCode", ""))
+        job = f"Slurm job {handle.job_id}"
+        if handle.stopped == "timeout":
+            return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; {job} was cancelled", tail, rc)
+        if handle.stopped == "interrupted":
+            return Outcome("interrupted", records, f"interrupted; {job} was cancelled", tail, rc)
+        if handle.lost:
+            return Outcome("failed", records, f"{job}: {handle.lost}", tail, rc)
+        if handle.state == "TIMEOUT":
+            return Outcome("timeout", records, f"{job} reached its Slurm time limit", tail, rc)
+        if handle.state != "COMPLETED" or rc != 0:
+            why = _last_error(log) or _slurm_reason(info) or "see log.txt"
+            signal = f", signal {sig}" if sig else ""
+            return Outcome("failed", records, f"{job} {handle.state}, exit code {rc}{signal}: {why}", tail, rc)
+        if bad:
+            return Outcome("failed", records, bad, tail, rc)
+        repeats = handle.planned.cell["repeats"]
+        if len(records) != repeats:
+            return Outcome("failed", records, f"expected {repeats} records, got {len(records)}", tail, rc)
+        return Outcome("ok", records, None, tail, rc)
+
+    # --- talking to Slurm -----------------------------------------------------------------------------------------
+    def _refresh(self, handle: Handle) -> None:
+        try:
+            out = subprocess.run(["scontrol", "show", "job", "-o", handle.job_id], capture_output=True, text=True,
+                                 timeout=CLI_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            handle.lost = f"scontrol failed: {e}"
+            return
+        if out.returncode != 0:
+            # A job purged from slurmctld's memory (older than MinJobAge) is reported as invalid.
+            handle.lost = f"Slurm no longer knows the job ({_last_line(out.stderr)})"
+            return
+        handle.info = _fields(out.stdout)
+        handle.state = handle.info.get("JobState", "UNKNOWN")
+
+    def _scancel(self, handle: Handle) -> None:
+        if handle.job_id:
+            subprocess.run(["scancel", handle.job_id], capture_output=True, timeout=CLI_TIMEOUT_S, check=False)
+
+    def _stop(self, handle: Handle) -> None:
+        """Cancels the job and waits until Slurm has ended it, so no worker outlives the cell."""
+        if handle.job_id is None:
+            return
+        self._scancel(handle)
+        self._wait_gone(handle, CANCEL_WAIT_S)
+
+    def _wait_gone(self, handle: Handle, limit_s: float) -> None:
+        end = time.monotonic() + limit_s
+        while True:
+            self._refresh(handle)
+            if handle.lost or handle.state not in ACTIVE_STATES or time.monotonic() > end:
+                return
+            time.sleep(POLL_EVERY_S)
+
+
+def _shell_word(arg: str) -> str:
+    """One argv element for the script: quoted, except that node placeholders become the allocation's hosts."""
+    if "__BENCH_NODE_" not in arg:
+        return shlex.quote(arg)
+    if not re.fullmatch(r"[A-Za-z0-9_:,.=-]+", arg):
+        raise ValueError(f"unexpected host argument {arg!r}")
+    return '"' + re.sub(r"__BENCH_NODE_(\d+)__", r"${BENCH_NODES[\1]}", arg) + '"'
+
+
+def _no_newline(path: Path) -> str:
+    # A newline would end an #SBATCH line and start a line that bash runs.
+    if "\n" in str(path) or "\r" in str(path):
+        raise BenchInputError(f"slurm backend: path {str(path)!r} contains a line break")
+    return str(path)
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`scontrol show job -o` prints Key=Value pairs on one line; values do not contain ' Key='."""
+    return dict(m.groups() for m in re.finditer(r"(?:^|\s)([A-Za-z/:]+)=(.*?)(?=\s+[A-Za-z/:]+=|\s*$)", text))
+
+
+def _exit_code(text: str) -> tuple[int | None, int]:
+    m = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else (None, 0)
+
+
+def _slurm_reason(info: dict[str, str]) -> str | None:
+    reason = info.get("Reason")
+    return None if reason in (None, "None", "(null)") else f"Slurm reason {reason}"
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs per node from sinfo's %G, e.g. 'gpu:8', 'gpu:a100:4(S:0-1),nic:1', '(null)'."""
+    return sum(int(m.group(1)) for m in re.finditer(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

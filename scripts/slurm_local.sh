@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A real single-node Slurm on this machine, for the slurm backend's tests and for trying the backend by hand.
+# Idempotent: a second call with everything up returns at once. Silent on success; one line on stderr and a non-zero
+# exit when it cannot. Needs root, slurm-wlm and munge (Debian packages). No systemd, no cgroups: it runs in a
+# container. Everything lives under $BENCH_SLURM_DIR (default /var/lib/bench-slurm), with its own munge socket and
+# ports, so it does not fight with another Slurm or munge on the machine.
+#
+# Clients find this cluster through SLURM_CONF=$BENCH_SLURM_DIR/slurm.conf (also linked to /etc/slurm/slurm.conf
+# when that file does not exist yet).
+set -euo pipefail
+
+DIR=${BENCH_SLURM_DIR:-/var/lib/bench-slurm}
+CTLD_PORT=${BENCH_SLURM_CTLD_PORT:-6917}
+SLURMD_PORT=${BENCH_SLURM_SLURMD_PORT:-6918}
+PARTITION=${BENCH_SLURM_PARTITION:-bench}
+CONF=$DIR/slurm.conf
+export SLURM_CONF=$CONF
+
+die() { echo "slurm_local: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (slurmd starts jobs as their users)"
+for tool in munged munge slurmctld slurmd sinfo scontrol sbatch; do
+  command -v "$tool" >/dev/null || die "$tool not found; install the Debian packages slurm-wlm and munge"
+done
+
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+mkdir -p "$DIR"/{munge,state,spool,log}
+chmod 755 "$DIR"
+chmod 700 "$DIR/munge"
+
+# --- munge: our own key and socket -----------------------------------------------------------------------------
+SOCKET=$DIR/munge/munge.socket
+if [ ! -s "$DIR/munge/munge.key" ]; then
+  dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1 count=1024 status=none
+  chmod 400 "$DIR/munge/munge.key"
+fi
+if ! alive "$DIR/munge/munged.pid"; then
+  rm -f "$SOCKET" "$SOCKET.lock"
+  munged --force --socket="$SOCKET" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/munge/munged.pid" \
+    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" \
+    || die "munged did not start (see $DIR/log/munged.log)"
+fi
+munge -n -S "$SOCKET" | unmunge -S "$SOCKET" >/dev/null 2>&1 || die "munge does not answer on $SOCKET"
+
+# --- slurm.conf from what slurmd sees on this machine ------------------------------------------------------------
+HOST=$(hostname -s)
+# `slurmd -C` prints the node line (CPUs, sockets, cores, threads, RealMemory); keep a little memory for the OS.
+NODE=$(slurmd -C | head -1)
+MEM=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$NODE")
+NODE=$(sed "s/RealMemory=[0-9]*/RealMemory=$((MEM * 9 / 10))/; s/^NodeName=[^ ]*/NodeName=$HOST/" <<<"$NODE")
+NEW=$(cat <<EOF
+# Written by scripts/slurm_local.sh: a single-node cluster for bench's slurm backend.
+ClusterName=bench
+SlurmctldHost=$HOST
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SOCKET
+CredType=cred/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/slurmd-%n
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+# No cgroups in a container: track job processes through /proc, no task binding, no accounting.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
+MpiDefault=none
+ReturnToService=2
+# Finished jobs stay visible to 'scontrol show job' for an hour (their state and exit code are read from there).
+MinJobAge=3600
+# Reject at submission a job the partition can never run (instead of leaving it pending for ever).
+EnforcePartLimits=ALL
+KillWait=5
+SchedulerType=sched/backfill
+$NODE State=UNKNOWN
+PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+EOF
+)
+CHANGED=0
+if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$NEW" ]; then
+  printf '%s\n' "$NEW" >"$CONF"
+  CHANGED=1
+fi
+[ -e /etc/slurm/slurm.conf ] || { mkdir -p /etc/slurm; ln -s "$CONF" /etc/slurm/slurm.conf; }
+
+# --- daemons ------------------------------------------------------------------------------------------------------
+stop() { if alive "$1"; then kill "$(cat "$1")"; for _ in $(seq 50); do alive "$1" || break; sleep 0.1; done; fi; }
+if [ "$CHANGED" = 1 ]; then
+  stop "$DIR/slurmd.pid"
+  stop "$DIR/slurmctld.pid"
+fi
+if ! alive "$DIR/slurmctld.pid"; then
+  slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
+fi
+if ! alive "$DIR/slurmd.pid"; then
+  slurmd -f "$CONF" >>"$DIR/log/slurmd.out" 2>&1 || die "slurmd did not start (see $DIR/log/slurmd.log)"
+fi
+
+# --- wait for the node to be usable -------------------------------------------------------------------------------
+for _ in $(seq 300); do
+  state=$(sinfo -h -n "$HOST" -o %T 2>/dev/null | head -1 || true)
+  case "$state" in
+    idle|mixed|allocated|completing) exit 0 ;;
+    down*|drain*|drained*) scontrol update NodeName="$HOST" State=RESUME >/dev/null 2>&1 || true ;;
+  esac
+  sleep 0.1
+done
+die "node $HOST is not idle after 30 s (sinfo says '${state:-nothing}'; see $DIR/log/)"
