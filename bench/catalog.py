@@ -24,6 +24,9 @@ class GpuSku(BaseModel):
     fp16: bool
     bf16: bool
     retired: str | None = None
+    # Pay-as-you-go list price of one VM of this size (USD per hour) and the date it was read; null = unknown.
+    price_per_hour_usd: float | None = None
+    price_read: str | None = None
 
     @property
     def is_cpu(self) -> bool:

@@ -1,58 +1,207 @@
-"""Scaling charts: throughput vs workers with the ideal line, and efficiency vs workers; one figure per GPU."""
+"""Charts (matplotlib, PNG): scaling per GPU, GPU at a fixed scale, axis comparisons, real vs synthetic data, cost,
+and predicted vs measured efficiency. Every chart caps its series so the legend stays readable; what is left out is
+named on the chart and stays in the tables."""
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display on workers or CI
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys  # noqa: E402
 
 MAX_SERIES_PER_CHART = 12  # past this a legend is unreadable; the rest stay in the table
+MAX_BARS = 25
+MAX_POINTS_WITH_BARS = 300  # past this, per-pair error bars are a grey smear: points and a median line instead
+DPI = 90
 
 
-def scaling_charts(table: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path]]:
-    """Writes one PNG per GPU; returns (title, path) pairs."""
+def _yerr(df: pd.DataFrame, mid: str = "images_per_sec", low: str = "boot_low", high: str = "boot_high"):
+    lo = (df[mid] - df[low]).clip(lower=0) if low in df else 0 * df[mid]
+    hi = (df[high] - df[mid]).clip(lower=0) if high in df else 0 * df[mid]
+    return [lo.to_numpy(dtype=float), hi.to_numpy(dtype=float)]
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": 1})  # fast zlib: a report has a dozen charts
+    plt.close(fig)
+    return path
+
+
+def _x(values) -> np.ndarray:
+    """Worker counts on a log2 axis, placed by hand (a linear axis of log2(N) draws far faster than a log scale
+    when a chart has thousands of points)."""
+    return np.log2(np.asarray(values, dtype=float))
+
+
+def _log2_ticks(ax, values) -> None:
+    ticks = sorted({int(v) for v in values})
+    ax.set_xticks(_x(ticks), labels=[str(t) for t in ticks])
+    ax.minorticks_off()
+    lo, hi = _x([min(ticks)])[0], _x([max(ticks)])[0]
+    ax.set_xlim(lo - 0.4, hi + 0.4)
+
+
+def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame | None = None
+                   ) -> list[tuple[str, Path]]:
+    """One PNG per GPU: throughput vs workers (bars: bootstrap 95% CI; dashed: ideal linear scaling from the named
+    baseline) and efficiency vs workers. Published references (imported) are drawn dotted with hollow markers.
+    With several GPUs the figures are drawn in parallel processes (each is independent)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     varying = varying_workload_keys(table)
-    charts = []
-    for gpu, by_gpu in table.groupby("gpu", sort=True):
-        groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
-        shown = groups[:MAX_SERIES_PER_CHART]
-        fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 4.2 + 0.22 * len(shown)), constrained_layout=True)
-        for _, s in shown:
-            s = s.sort_values("gpus")
-            label = series_label(s.iloc[0], varying).removeprefix(f"{gpu} · ")
-            yerr = [s["images_per_sec"] - s["min"], s["max"] - s["images_per_sec"]]
-            line = ax_t.errorbar(s["gpus"], s["images_per_sec"], yerr=yerr, marker="o", capsize=3, label=label)
-            base_n, base_x = s["baseline_gpus"].iloc[0], s["baseline_images_per_sec"].iloc[0]
-            ax_t.plot(s["gpus"], s["gpus"] / base_n * base_x, linestyle="--", color=line[0].get_color(), alpha=0.5)
-            if len(s) > 1:  # a lone cell has nothing to scale against
-                ax_e.plot(s["gpus"], 100 * s["efficiency"], marker="o", color=line[0].get_color(), label=label)
-        ax_t.set(title=f"{gpu}: throughput (dashed: ideal linear scaling)", xlabel="workers (GPUs)",
-                 ylabel="images/sec (global, median; bars: min-max)")
-        ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="workers (GPUs)",
-                 ylabel="efficiency % vs smallest run of the series")
-        ax_e.axhline(100, color="grey", linewidth=0.8)
-        ax_e.set_ylim(0, max(110, 100 * by_gpu["efficiency"].max() * 1.05))
-        for ax in (ax_t, ax_e):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(by_gpu["gpus"].unique()), labels=[str(n) for n in sorted(by_gpu["gpus"].unique())])
-            ax.grid(alpha=0.3)
-        ax_t.set_ylim(bottom=0)
-        fig.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8,
-                   frameon=False)
-        if len(groups) > MAX_SERIES_PER_CHART:
-            ax_t.text(0.99, 0.01, f"{len(groups) - MAX_SERIES_PER_CHART} more series in the table",
-                      transform=ax_t.transAxes, ha="right", fontsize=8)
-        path = out_dir / f"scaling_{_slug(gpu)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        charts.append((f"{gpu}: throughput and scaling efficiency", path))
-    return charts
+    refs = references if references is not None else pd.DataFrame(columns=["gpu"])
+    jobs = [(gpu, by_gpu, refs[refs["gpu"] == gpu] if not refs.empty else refs, varying, out_dir)
+            for gpu, by_gpu in table.groupby("gpu", sort=True)]
+    if len(jobs) >= 4 and (os.cpu_count() or 1) > 1:
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
+                return list(pool.map(_scaling_figure, jobs))
+        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
+            pass
+    return [_scaling_figure(job) for job in jobs]
+
+
+def _scaling_figure(job) -> tuple[str, Path]:
+    gpu, by_gpu, ref_gpu, varying, out_dir = job
+    groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
+    # Longest series first (they say the most about scaling), then the fastest.
+    groups.sort(key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+    shown = groups[:MAX_SERIES_PER_CHART]
+    ref_groups = list(ref_gpu.groupby("ref_label", sort=True))[:4] if not ref_gpu.empty else []
+    legend_rows = (len(shown) + len(ref_groups) + 1) // 2
+    height = 4.4 + 0.19 * legend_rows
+    fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, height))
+    # Fixed margins instead of constrained layout (a third of the drawing time): legend below both plots.
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.45 / height, bottom=(0.75 + 0.19 * legend_rows) / height,
+                        wspace=0.22)
+    for _, s in shown:
+        s = s.sort_values("gpus")
+        label = series_label(s.iloc[0], varying).removeprefix(f"{gpu} · ")
+        line = ax_t.errorbar(_x(s["gpus"]), s["images_per_sec"], yerr=_yerr(s), marker="o", capsize=3,
+                             label=label)
+        colour = line[0].get_color()
+        base_n, base_x = s["baseline_gpus"].iloc[0], s["baseline_images_per_sec"].iloc[0]
+        ax_t.plot(_x(s["gpus"]), s["gpus"] / base_n * base_x, linestyle="--", color=colour, alpha=0.5)
+        if len(s) > 1:  # a lone cell has nothing to scale against
+            ax_e.plot(_x(s["gpus"]), 100 * s["efficiency"], marker="o", color=colour, label=label)
+    for label, r in ref_groups:
+        r = r.sort_values("gpus")
+        line = ax_t.plot(_x(r["gpus"]), r["images_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
+                         color="black", alpha=0.7, label=f"published: {label}")
+        if len(r) > 1:
+            base = r.iloc[0]
+            ax_e.plot(_x(r["gpus"]), 100 * r["images_per_sec"] / (r["gpus"] / base["gpus"] * base["images_per_sec"]),
+                      linestyle=":", marker="D", markerfacecolor="none", color=line[0].get_color(), alpha=0.7)
+    ax_t.set(title=f"{gpu}: throughput (dashed: ideal linear scaling)", xlabel="workers (GPUs)",
+             ylabel="images/sec (global, median; bars: 95% CI)")
+    ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="workers (GPUs)",
+             ylabel="efficiency % vs smallest run of the series")
+    ax_e.axhline(100, color="grey", linewidth=0.8)
+    top = by_gpu["efficiency"].max()
+    ax_e.set_ylim(0, max(110, 100 * (top if pd.notna(top) else 1) * 1.05))
+    xs = list(by_gpu["gpus"]) + (list(ref_gpu["gpus"]) if not ref_gpu.empty else [])
+    for ax in (ax_t, ax_e):
+        _log2_ticks(ax, xs)
+        ax.grid(alpha=0.3)
+    ax_t.set_ylim(bottom=0)
+    fig.legend(*ax_t.get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=8, frameon=False)
+    if len(groups) > MAX_SERIES_PER_CHART:
+        ax_t.text(0.99, 0.01, f"{len(groups) - MAX_SERIES_PER_CHART} more series in the table",
+                  transform=ax_t.transAxes, ha="right", fontsize=8)
+    path = _save(fig, out_dir / f"scaling_{_slug(gpu)}.png")
+    return f"{gpu}: throughput and scaling efficiency", path
+
+
+def bar_chart(rows: pd.DataFrame, label_col: str, title: str, path: Path, *, xlabel: str = "images/sec (global, "
+              "median; bars: 95% CI)", value: str = "images_per_sec", low: str = "boot_low",
+              high: str = "boot_high", note: str | None = None, fmt: str = "{:,.0f}") -> Path:
+    """Horizontal bars, best (first row) on top, capped at MAX_BARS."""
+    shown = rows.head(MAX_BARS).iloc[::-1]
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(shown)), constrained_layout=True)
+    xerr = _yerr(shown, value, low, high) if low in shown and high in shown else None
+    ax.barh([str(v) for v in shown[label_col]], shown[value], xerr=xerr, capsize=3, color="#4c72b0")
+    for y, v in enumerate(shown[value]):
+        ax.text(v, y, " " + fmt.format(v), va="center", fontsize=8)
+    ax.set(title=title, xlabel=xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.tick_params(axis="y", labelsize=8)
+    if len(rows) > MAX_BARS or note:
+        ax.text(0.99, 0.01, note or f"top {MAX_BARS} of {len(rows)}; all in the table", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8)
+    return _save(fig, path)
+
+
+def ratio_chart(pairs: pd.DataFrame, title: str, ylabel: str, path: Path, *, colour_by: str = "value",
+                mismatch: pd.Series | None = None) -> Path:
+    """One point per matched pair: x = workers, y = ratio (bars: bootstrap 95% CI); a line at 1 (no difference).
+    Colour = the compared value (a handful at most); `mismatch` marks pairs whose transport was not the one asked
+    for with a red cross."""
+    fig, ax = plt.subplots(figsize=(9, 4.5), constrained_layout=True)
+    values = sorted(pairs[colour_by].astype(str).unique())
+    rng = np.random.default_rng(0)
+    many = len(pairs) > MAX_POINTS_WITH_BARS
+    for i, v in enumerate(values[:MAX_SERIES_PER_CHART]):
+        p = pairs[pairs[colour_by].astype(str) == v]
+        x = _x(p["gpus"]) + (rng.uniform(-0.15, 0.15, len(p)) if len(p) > 1 else 0.0)
+        if many:  # thousands of pairs: points only, and the median ratio per worker count as a line
+            dots = ax.scatter(x, p["ratio"], s=6, alpha=0.25, label=f"{v} (each pair)")
+            med = p.groupby("gpus")["ratio"].median()
+            ax.plot(_x(med.index), med.to_numpy(), marker="s", color=dots.get_facecolor()[0][:3], linewidth=2,
+                    label=f"{v}: median ratio")
+        else:
+            ax.errorbar(x, p["ratio"], yerr=_yerr(p, "ratio", "ratio_low", "ratio_high"), fmt="o", capsize=2,
+                        alpha=0.8, markersize=4, label=v)
+    if mismatch is not None and mismatch.any():
+        m = pairs[mismatch.to_numpy()]
+        ax.scatter(_x(m["gpus"]), m["ratio"], marker="x", s=90, color="red", linewidths=2, zorder=5,
+                   label="transport mismatch (requested ≠ effective)")
+    if many:
+        ax.text(0.01, 0.01, f"{len(pairs)} pairs: 95% CI bars only up to {MAX_POINTS_WITH_BARS} (see the table)",
+                transform=ax.transAxes, fontsize=8)
+    ax.axhline(1.0, color="grey", linewidth=1)
+    ax.set(title=title, xlabel="workers (GPUs)", ylabel=ylabel)
+    _log2_ticks(ax, pairs["gpus"])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    if len(values) > MAX_SERIES_PER_CHART:
+        ax.text(0.99, 0.01, f"{len(values) - MAX_SERIES_PER_CHART} more values in the table",
+                transform=ax.transAxes, ha="right", fontsize=8)
+    return _save(fig, path)
+
+
+def real_vs_synthetic_chart(rows: pd.DataFrame, bound_below: float, path: Path) -> Path:
+    shown = rows.head(MAX_BARS).iloc[::-1]
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(shown)), constrained_layout=True)
+    colours = ["#c44e52" if r < bound_below else "#4c72b0" for r in shown["real_vs_synthetic"]]
+    ax.barh(shown["label"], 100 * shown["real_vs_synthetic"], color=colours)
+    ax.axvline(100 * bound_below, color="#c44e52", linestyle="--", linewidth=1)
+    ax.axvline(100, color="grey", linewidth=1)
+    ax.set(title="Real data as % of synthetic (red: input-bound, below the dashed line)",
+           xlabel="real-data images/sec as % of the synthetic twin")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    if len(rows) > MAX_BARS:
+        ax.text(0.99, 0.01, f"worst {MAX_BARS} of {len(rows)}", transform=ax.transAxes, ha="right", fontsize=8)
+    return _save(fig, path)
+
+
+def prediction_chart(rows: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 5.5), constrained_layout=True)
+    ax.scatter(100 * rows["efficiency"], 100 * rows["predicted_efficiency"], s=14, alpha=0.7)
+    ax.plot([0, 110], [0, 110], color="grey", linewidth=1)
+    ax.set(xlim=(0, 110), ylim=(0, 110), xlabel="measured efficiency %", ylabel="predicted efficiency %",
+           title="What-if model vs measurement (grey: perfect prediction)")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
 
 
 def _slug(text: str) -> str:

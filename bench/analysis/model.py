@@ -1,0 +1,281 @@
+"""What-if scaling model: α-β ring allreduce under data-parallel ResNet-50 training (pure functions, no I/O but
+`validate`'s read of the packaged reference CSV).
+
+    step(N) = compute + max(0, allreduce(N) − overlap · backward)        compute = batch / X(1)
+    backward = BACKWARD_FRACTION · compute                              X(N) = N · batch / step(N)
+    E(N) = X(N) / (N · X(1)) = compute / step(N)
+
+Allreduce of G gradient bytes over p ranks on one link kind (ring): 2(p−1)/p · G / β + 2(p−1) · α.
+Across nodes it is hierarchical: a ring inside each VM over its intra-node link, then a ring between the VMs over the
+inter-node link (the bytes the NIC must carry, 2(n−1)/n · G, are what bound it). Two allreduce paths:
+- `nccl`: GPU buffers; intra-node ring over PCIe/NVLink, inter-node ring over IB or TCP;
+- `host`: Horovod without NCCL over an MPI that is not CUDA-aware (the 2018 Intel MPI runs): the gradients are copied
+  to host memory and back (2 · G over PCIe), the ranks of a VM reduce in host memory through shared memory, and the
+  VMs exchange over the fabric.
+
+`overlap` is the fraction of the backward pass that communication can hide behind. Default 0.75, from ResNet-50's
+shape, not from a fit: backprop produces the last stage's gradients first, and conv5_x + fc hold 67% of the 25.6 M
+parameters while taking about a fifth of the FLOPs, so the bulk of the bytes can be on the wire for the remaining
+~75-80% of the backward pass. 0 means no overlap (communication after backprop), 1 the whole backward pass.
+
+Link figures (α latency, β achievable bandwidth) and their sources are in LINKS; the fabric of each catalogue key is
+in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays descriptive).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+RESNET50_PARAMS = 25_557_032  # torchvision resnet50 (v1.5); tf_cnn_benchmarks' resnet50 has the same tensor sizes
+BYTES_PER_GRADIENT = {"fp32": 4, "fp16": 2, "bf16": 2}
+BACKWARD_FRACTION = 2 / 3  # backward ≈ 2× the forward FLOPs: 2/3 of a training step's compute
+DEFAULT_OVERLAP = 0.75
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    alpha_s: float  # per-message latency
+    beta_Bps: float  # achievable bandwidth, bytes/s, one direction
+    source: str
+
+
+GB = 1e9
+LINKS: dict[str, Link] = {
+    "pcie3": Link("PCIe gen3 x16 (pinned copies)", 10e-6, 12 * GB,
+                  "PCIe 3.0 x16 = 15.75 GB/s raw; ~12 GB/s is what CUDA's bandwidthTest reaches with pinned memory"),
+    "pcie3-pageable": Link("PCIe gen3 x16 (pageable copies)", 10e-6, 6 * GB,
+                           "pageable cudaMemcpy goes through a driver staging buffer: about half the pinned rate "
+                           "(NVIDIA, 'How to Optimize Data Transfers in CUDA C/C++')"),
+    "host-shm": Link("host memory, MPI shared-memory reduce", 1e-6, 5 * GB,
+                     "one core per rank streams through DRAM: ~5 GB/s single-thread copy+reduce on a 2016 Xeon "
+                     "E5-2690 v3/v4 (STREAM-class single-core figure)"),
+    "nvlink2": Link("NVLink 2 (V100 SXM2, hybrid cube mesh)", 5e-6, 130 * GB, "NVIDIA V100 data sheet: 300 GB/s total"),
+    "nvlink3": Link("NVLink 3 (A100 SXM4 via NVSwitch)", 5e-6, 230 * GB, "NVIDIA A100 data sheet: 600 GB/s total"),
+    "nvlink4": Link("NVLink 4 (H100/H200 SXM via NVSwitch)", 5e-6, 360 * GB, "NVIDIA H100 data sheet: 900 GB/s total"),
+    "fdr-ib": Link("FDR InfiniBand 4x", 1.5e-6, 6.0 * GB,
+                   "56 Gb/s signalling, 54.5 Gb/s data (64b/66b) = 6.8 GB/s; MPI point-to-point ~6.0 GB/s"),
+    "edr-ib": Link("EDR InfiniBand 4x", 1.2e-6, 11.5 * GB, "100 Gb/s = 12.5 GB/s; ~11.5 GB/s achievable"),
+    "hdr-ib-8": Link("8× HDR InfiniBand (one per GPU)", 1.2e-6, 8 * 23 * GB, "8 × 200 Gb/s, ~23 GB/s each achievable"),
+    "ndr-ib-8": Link("8× NDR InfiniBand (one per GPU)", 1.2e-6, 8 * 46 * GB, "8 × 400 Gb/s, ~46 GB/s each achievable"),
+    # The 2018 Batch AI TCP runs: the NC/ND RDMA sizes had no Accelerated Networking, so eth0 traffic went through
+    # the Hyper-V software switch; Azure published no bandwidth for these sizes (NCv3 page: no network column).
+    # ASSUMPTION, a global parameter: 4 Gb/s for one NCCL socket stream through the software switch.
+    "azure-tcp-2018": Link("Azure Ethernet without Accelerated Networking (2018)", 50e-6, 0.5 * GB,
+                           "assumption: 4 Gb/s single-stream TCP via the Hyper-V vSwitch; no published figure"),
+    "azure-tcp-an": Link("Azure Ethernet with Accelerated Networking", 30e-6, 25 / 8 * GB,
+                         "Azure documents up to ~25-40 Gb/s for large sizes with Accelerated Networking; 25 Gb/s"),
+    "loopback": Link("shared memory (CPU workers)", 1e-6, 5 * GB, "single-core memory streaming"),
+}
+
+# Catalogue key → intra-node link, inter-node links for IB and TCP (None: that fabric is absent).
+FABRICS: dict[str, dict[str, str | None]] = {
+    "K80": {"intra": "pcie3", "ib": "fdr-ib", "tcp": "azure-tcp-2018"},
+    "P40": {"intra": "pcie3", "ib": "fdr-ib", "tcp": "azure-tcp-2018"},
+    "P100": {"intra": "pcie3", "ib": "fdr-ib", "tcp": "azure-tcp-2018"},
+    "V100": {"intra": "pcie3", "ib": "fdr-ib", "tcp": "azure-tcp-2018"},
+    "V100-ND40": {"intra": "nvlink2", "ib": "edr-ib", "tcp": "azure-tcp-an"},
+    "T4": {"intra": "pcie3", "ib": None, "tcp": "azure-tcp-an"},
+    "A100-PCIe": {"intra": "pcie3", "ib": None, "tcp": "azure-tcp-an"},
+    "A100": {"intra": "nvlink3", "ib": "hdr-ib-8", "tcp": "azure-tcp-an"},
+    "H100-NVL": {"intra": "pcie3", "ib": None, "tcp": "azure-tcp-an"},
+    "H100": {"intra": "nvlink4", "ib": "ndr-ib-8", "tcp": "azure-tcp-an"},
+    "H200": {"intra": "nvlink4", "ib": "ndr-ib-8", "tcp": "azure-tcp-an"},
+    "cpu": {"intra": "loopback", "ib": None, "tcp": "loopback"},
+}
+
+
+def gradient_bytes(precision: str = "fp32", params: int = RESNET50_PARAMS) -> int:
+    return params * BYTES_PER_GRADIENT[precision]
+
+
+def ring_allreduce_s(ranks: int, nbytes: float, link: Link) -> float:
+    """Ring allreduce (reduce-scatter + allgather) of nbytes over `ranks` ranks on one link kind."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * nbytes / link.beta_Bps + 2 * (ranks - 1) * link.alpha_s
+
+
+def allreduce_s(gpus: int, gpus_per_node: int, nbytes: float, intra: Link, inter: Link | None,
+                path: str = "nccl", stage: Link | None = None) -> float:
+    """Seconds for one step's gradient allreduce: intra-node ring, then inter-node ring between the VMs.
+    `host` path adds the copies to and from host memory and reduces inside the VM through shared memory."""
+    per_node = min(gpus, gpus_per_node)
+    nodes = math.ceil(gpus / gpus_per_node)
+    if gpus <= 1:
+        return 0.0
+    if nodes > 1 and inter is None:
+        raise ValueError("more than one node but no inter-node link")
+    if path == "host":
+        stage = stage or LINKS["pcie3-pageable"]
+        t = 2 * (nbytes / stage.beta_Bps + stage.alpha_s) + ring_allreduce_s(per_node, nbytes, LINKS["host-shm"])
+    elif path == "nccl":
+        t = ring_allreduce_s(per_node, nbytes, intra)
+    else:
+        raise ValueError(f"unknown allreduce path {path!r} (nccl or host)")
+    return t + (ring_allreduce_s(nodes, nbytes, inter) if nodes > 1 else 0.0)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    gpus: int
+    nodes: int
+    fabric: str
+    path: str
+    compute_s: float
+    comm_s: float
+    exposed_s: float
+    step_s: float
+    images_per_sec: float
+    efficiency: float  # against the 1-GPU throughput given
+
+
+def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
+            path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
+            gpus_per_node: int | None = None, links: dict[str, Link] | None = None) -> Prediction:
+    """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput."""
+    from bench.catalog import catalog
+
+    if not 0 <= overlap <= 1:
+        raise ValueError(f"overlap must be within [0, 1], got {overlap}")
+    if images_per_sec_1gpu <= 0 or batch_per_gpu <= 0 or gpus < 1:
+        raise ValueError("need a positive 1-GPU throughput, batch and worker count")
+    links = links or LINKS
+    if fabric not in ("ib", "tcp"):
+        raise ValueError(f"fabric must be ib or tcp, got {fabric!r}")
+    fab = FABRICS[gpu]
+    per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
+    inter = links[fab[fabric]] if fab[fabric] else None
+    compute = batch_per_gpu / images_per_sec_1gpu
+    comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
+                       links["pcie3-pageable"])
+    exposed = max(0.0, comm - overlap * BACKWARD_FRACTION * compute)
+    step = compute + exposed
+    return Prediction(gpus, math.ceil(gpus / per_node), fabric, path, compute, comm, exposed, step,
+                      gpus * batch_per_gpu / step, compute / step)
+
+
+# --- validation against the 2018 Batch AI charts -----------------------------------------------------------------
+
+REFERENCE_CSV = Path(__file__).resolve().parent.parent / "data" / "reference" / \
+    "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"
+# The published runs: Intel MPI over IB with Horovod built without NCCL (host path), Open MPI + NCCL over TCP.
+PUBLISHED_RUNS = {"ib": ("IntelMPI", "host"), "tcp": ("OpenMPI+NCCL", "nccl")}
+
+
+def reference_efficiencies(path: Path = REFERENCE_CSV, gpus: int = 32, model: str = "resnet50",
+                           baseline: str = "single") -> dict[str, dict]:
+    """Published E(gpus) per GPU type from the `final` charts. baseline `single`: the single-GPU bar without MPI;
+    `same-mpi`: the 1-GPU bar of the same MPI."""
+    bars: dict[tuple, float] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if row["model_arg"] == model and row["status"].startswith("final"):
+                bars[(row["gpu_type"], row["mpi"], int(row["total_gpus"]))] = float(row["images_per_sec_total"])
+    out = {}
+    for gpu in sorted({k[0] for k in bars}):
+        single = bars[(gpu, "none (local)", 1)]
+        entry = {"single_gpu": single, "batch": 64}
+        for fabric, (mpi, _) in PUBLISHED_RUNS.items():
+            base = single if baseline == "single" else bars[(gpu, mpi, 1)]
+            entry[fabric] = bars[(gpu, mpi, gpus)] / (gpus * base)
+        out[gpu] = entry
+    return out
+
+
+def validate(path: Path = REFERENCE_CSV, gpus: int = 32, overlap: float = DEFAULT_OVERLAP,
+             links: dict[str, Link] | None = None) -> list[dict]:
+    """Predicted vs published E(gpus) for every GPU × fabric, the 1-GPU figure being the single-GPU bar."""
+    rows = []
+    for gpu, ref in reference_efficiencies(path, gpus).items():
+        for fabric, (_, route) in PUBLISHED_RUNS.items():
+            p = predict(gpu, gpus, ref["single_gpu"], ref["batch"], fabric=fabric, path=route, overlap=overlap,
+                        links=links)
+            rows.append({"gpu": gpu, "fabric": fabric, "path": route, "single_gpu": ref["single_gpu"],
+                         "published": ref[fabric], "predicted": p.efficiency,
+                         "error_points": 100 * (p.efficiency - ref[fabric]), "comm_s": p.comm_s,
+                         "exposed_s": p.exposed_s, "compute_s": p.compute_s})
+    return rows
+
+
+def with_tcp(gbit_s: float) -> dict[str, Link]:
+    """LINKS with the 2018 Azure TCP figure replaced (for sensitivity tables)."""
+    return {**LINKS, "azure-tcp-2018": replace(LINKS["azure-tcp-2018"], beta_Bps=gbit_s / 8 * GB)}
+
+
+# --- for the report: prediction next to measurement ---------------------------------------------------------------
+
+def predict_table(scaled):
+    """Adds predicted_images_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
+    a 1-worker baseline on a GPU the model knows. Intel MPI on a SKU without SR-IOV uses the host path (as in 2018),
+    everything else NCCL. Rows it cannot predict get NaN."""
+    import pandas as pd
+
+    from bench.catalog import catalog
+
+    out = scaled.copy()
+    pred_x, pred_e = [], []
+    for _, r in out.iterrows():
+        x = e = float("nan")
+        known = r["gpu"] in FABRICS and r["gpu"] != "cpu"
+        if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_images_per_sec")):
+            fabric = "ib" if r["ib"] else "tcp"
+            route = "host" if r["mpi"] == "intelmpi" and not catalog()[r["gpu"]].sriov else "nccl"
+            try:
+                p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),
+                            fabric=fabric, path=route, precision=r.get("precision") or "fp32")
+                x, e = p.images_per_sec, p.efficiency
+            except (ValueError, KeyError):
+                pass
+        pred_x.append(x)
+        pred_e.append(e)
+    out["predicted_images_per_sec"] = pred_x
+    out["predicted_efficiency"] = pred_e
+    return out
+
+
+def _markdown(rows: list[dict]) -> str:
+    header = ("| GPU | fabric (run) | 1-GPU img/s | compute s | allreduce s | exposed s | predicted E(32) | "
+              "published E(32) | error (points) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        run = "IB (Intel MPI, host path)" if r["fabric"] == "ib" else "TCP (Open MPI + NCCL)"
+        lines.append(f"| {r['gpu']} | {run} | {r['single_gpu']:.2f} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | "
+                     f"{r['exposed_s']:.3f} | {100 * r['predicted']:.1f}% | {100 * r['published']:.1f}% | "
+                     f"{r['error_points']:+.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.analysis.model", description=__doc__.splitlines()[0])
+    ap.add_argument("--validate", action="store_true", help="predicted vs published 32-GPU efficiency (Batch AI)")
+    ap.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP)
+    ap.add_argument("--sensitivity", action="store_true", help="also vary overlap and the TCP figure")
+    args = ap.parse_args(argv)
+    if not args.validate:
+        ap.print_help()
+        return 2
+    rows = validate(overlap=args.overlap)
+    print(f"overlap = {args.overlap}, gradient = {gradient_bytes() / 1e6:.1f} MB fp32, baseline = single-GPU bar "
+          f"without MPI, reference = {REFERENCE_CSV.name} (final charts, resnet50)\n")
+    print(_markdown(rows))
+    worst = max(abs(r["error_points"]) for r in rows)
+    print(f"\nlargest error: {worst:.1f} points; within ±10: "
+          f"{sum(abs(r['error_points']) <= 10 for r in rows)}/{len(rows)}")
+    if args.sensitivity:
+        print("\nsensitivity (error in points, IB/TCP per GPU):")
+        for ov in (0.0, 0.5, DEFAULT_OVERLAP, 1.0):
+            for tcp in (2.0, 4.0, 10.0):
+                rs = validate(overlap=ov, links=with_tcp(tcp))
+                cells = " ".join(f"{a['gpu']} {a['error_points']:+.0f}/{b['error_points']:+.0f}"
+                                 for a, b in zip(rs[::2], rs[1::2]))
+                print(f"  overlap {ov:.2f}, TCP {tcp:4.1f} Gb/s: {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

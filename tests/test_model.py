@@ -1,0 +1,127 @@
+"""The α-β what-if model: its properties, and its error against the published Batch AI efficiencies."""
+import csv
+import itertools
+import math
+
+import pandas as pd
+import pytest
+
+from bench.analysis import model as m
+
+REF = m.REFERENCE_CSV
+
+
+def test_efficiency_is_one_at_one_gpu_and_falls_with_workers():
+    for fabric in ("ib", "tcp"):
+        p1 = m.predict("V100", 1, 357.0, 64, fabric=fabric)
+        assert p1.efficiency == 1 and p1.comm_s == 0 and p1.images_per_sec == pytest.approx(357.0)
+        effs = [m.predict("V100", n, 357.0, 64, fabric=fabric, overlap=0).efficiency for n in (2, 4, 8, 16, 32, 64)]
+        assert all(a >= b for a, b in itertools.pairwise(effs)) and effs[-1] < effs[0] < 1
+
+
+def test_ib_is_never_slower_than_tcp_and_overlap_only_helps():
+    for gpu in ("K80", "P100", "V100", "V100-ND40", "A100", "H100"):
+        for n in (8, 16, 64):
+            for ov in (0, 0.5, 1):
+                ib = m.predict(gpu, n, 400.0, 64, fabric="ib", overlap=ov)
+                tcp = m.predict(gpu, n, 400.0, 64, fabric="tcp", overlap=ov)
+                assert ib.efficiency >= tcp.efficiency
+        lo, hi = (m.predict(gpu, 32, 400.0, 64, fabric="tcp", overlap=o).efficiency for o in (0, 1))
+        assert hi >= lo
+
+
+def test_ring_has_the_bandwidth_and_latency_limits():
+    link = m.Link("x", alpha_s=1e-5, beta_Bps=1e9, source="test")
+    g = m.gradient_bytes()
+    assert g == 25_557_032 * 4 and m.gradient_bytes("fp16") == g // 2
+    # Bandwidth term tends to 2·G/β; latency term grows as 2(p−1)α.
+    big = m.ring_allreduce_s(10_000, g, link)
+    assert big == pytest.approx(2 * g / 1e9 * (9999 / 10_000) + 2 * 9999 * 1e-5)
+    assert m.ring_allreduce_s(2, g, link) == pytest.approx(g / 1e9 + 2e-5)
+    tiny = m.ring_allreduce_s(64, 8, link)  # 8 bytes: pure latency
+    assert tiny == pytest.approx(2 * 63 * 1e-5, rel=1e-3)
+    # A very fast network makes the inter-node part vanish; a slow one dominates.
+    fast = {**m.LINKS, "azure-tcp-2018": m.Link("fast", 0, 1e15, "t")}
+    intra_only = m.allreduce_s(4, 4, g, m.LINKS["pcie3"], None)
+    assert m.predict("V100", 32, 357.0, 64, fabric="tcp", links=fast, overlap=0).comm_s == \
+        pytest.approx(intra_only, rel=1e-4)
+    assert m.predict("V100", 32, 357.0, 64, fabric="tcp", links=m.with_tcp(0.1), overlap=0).efficiency < 0.1
+
+
+def test_fp16_gradients_halve_the_bandwidth_time():
+    a = m.predict("V100", 32, 357.0, 64, fabric="tcp", precision="fp32")
+    b = m.predict("V100", 32, 357.0, 64, fabric="tcp", precision="fp16")
+    assert b.comm_s < a.comm_s and b.efficiency >= a.efficiency
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError):
+        m.predict("T4", 8, 300.0, 64, fabric="ib")  # no InfiniBand on that SKU
+    with pytest.raises(ValueError):
+        m.predict("V100", 8, 300.0, 64, overlap=1.5)
+
+
+def _published_from_csv():
+    """Published E(32) recomputed here, straight from the CSV (single-GPU bar baseline)."""
+    bars = {}
+    with open(REF, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["model_arg"] == "resnet50" and r["status"].startswith("final"):
+                bars[(r["gpu_type"], r["mpi"], int(r["total_gpus"]))] = float(r["images_per_sec_total"])
+    out = {}
+    for gpu in ("K80", "P40", "P100", "V100"):
+        single = bars[(gpu, "none (local)", 1)]
+        out[(gpu, "ib")] = bars[(gpu, "IntelMPI", 32)] / (32 * single)
+        out[(gpu, "tcp")] = bars[(gpu, "OpenMPI+NCCL", 32)] / (32 * single)
+    return out
+
+
+def test_published_efficiencies_match_the_reference_readme_rounding():
+    pub = _published_from_csv()
+    readme = {("K80", "ib"): 97, ("K80", "tcp"): 58, ("P40", "ib"): 94, ("P40", "tcp"): 66,
+              ("P100", "ib"): 78, ("P100", "tcp"): 53, ("V100", "ib"): 57, ("V100", "tcp"): 37}
+    for key, pct in readme.items():
+        assert abs(100 * pub[key] - pct) <= 0.6, key
+    same = m.reference_efficiencies(baseline="same-mpi")
+    assert round(100 * same["V100"]["ib"]) == 61 and round(100 * same["V100"]["tcp"]) == 38
+
+
+def test_validation_table_against_the_reference():
+    pub = _published_from_csv()
+    rows = m.validate()
+    assert len(rows) == 8
+    for r in rows:
+        # Each prediction, recomputed independently from the model's own pieces.
+        single = r["single_gpu"]
+        p = m.predict(r["gpu"], 32, single, 64, fabric=r["fabric"], path=r["path"])
+        assert r["predicted"] == pytest.approx(p.efficiency)
+        assert r["published"] == pytest.approx(pub[(r["gpu"], r["fabric"])])
+        assert r["error_points"] == pytest.approx(100 * (p.efficiency - pub[(r["gpu"], r["fabric"])]))
+    errors = {(r["gpu"], r["fabric"]): r["error_points"] for r in rows}
+    within = {k for k, e in errors.items() if abs(e) <= 10}
+    # What the model achieves today (docs/scaling-model.md): TCP within ±10 on P40/P100/V100, IB on K80/P40;
+    # K80-TCP and the Intel MPI host path on P100/V100 are over-predicted (explained there).
+    assert within == {("K80", "ib"), ("P40", "ib"), ("P40", "tcp"), ("P100", "tcp"), ("V100", "tcp")}
+    assert all(e > 10 for k, e in errors.items() if k not in within)  # misses are optimistic, never pessimistic
+
+
+def test_prediction_next_to_measurement_for_the_report():
+    scaled = pd.DataFrame([
+        {"gpu": "V100", "mpi": "openmpi", "ib": False, "gpus": 1, "batch_per_gpu": 64, "precision": "fp32",
+         "baseline_gpus": 1, "baseline_images_per_sec": 357.25, "images_per_sec": 357.25},
+        {"gpu": "V100", "mpi": "openmpi", "ib": False, "gpus": 32, "batch_per_gpu": 64, "precision": "fp32",
+         "baseline_gpus": 1, "baseline_images_per_sec": 357.25, "images_per_sec": 4268.86},
+        {"gpu": "cpu", "mpi": "gloo", "ib": False, "gpus": 2, "batch_per_gpu": 8, "precision": "fp32",
+         "baseline_gpus": 1, "baseline_images_per_sec": 9.0, "images_per_sec": 17.0},
+    ])
+    out = m.predict_table(scaled)
+    assert out.loc[0, "predicted_efficiency"] == pytest.approx(1.0)
+    expect = m.predict("V100", 32, 357.25, 64, fabric="tcp")
+    assert out.loc[1, "predicted_images_per_sec"] == pytest.approx(expect.images_per_sec)
+    assert math.isnan(out.loc[2, "predicted_efficiency"])
+
+
+def test_validate_cli_prints_the_table(capsys):
+    assert m.main(["--validate"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("| V100 |") == 2 and "largest error" in text

@@ -1,0 +1,341 @@
+"""The report people act on: each analysis function alone on small frames (values worked out by hand), then
+`bench report` end to end from a real store: hand-recomputed efficiencies, filters, empty store, 5,000 cells,
+and the page in headless chromium."""
+import csv
+import datetime as dt
+import math
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.analysis.compare import at_fixed_scale, compare, precision_table, ratio_ci, ratio_ci_many
+from bench.analysis.cost import Price, cost_table, merge_prices
+from bench.analysis.scaling import bootstrap_many, cell_summary, scaling, split_imported
+from bench.analysis.stats import bootstrap_ci
+from bench.errors import BenchInputError
+from bench.record import parse_record
+from bench.report.filters import apply_where, load_prices, parse_where
+from bench.store import Store
+from tests.conftest import bench_cli
+from tests.factories import record
+
+BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1,
+        "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
+        "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
+        "jobs": 1, "channels_last": True, "threads": None, "nodes": 1}
+
+
+def summary(*cells):
+    """A cell summary from (overrides, [window rates]) pairs, through the real cell_summary."""
+    rows = []
+    for i, (over, rates) in enumerate(cells):
+        for j, v in enumerate(rates):
+            rows.append({**BASE, "cell_id": f"c{i}", **over, "images_per_sec": v, "job": j, "repeat": 0,
+                         "slowest_rank": 0, "rank_spread": 0.0})
+    return cell_summary(pd.DataFrame(rows))
+
+
+# --- analysis, alone ---------------------------------------------------------------------------------------------
+def test_compare_divides_matched_cells_only():
+    s = summary(({"mpi": "intelmpi"}, [300, 310, 290]), ({"mpi": "openmpi"}, [200, 205, 195]),
+                ({"mpi": "intelmpi", "gpus": 2}, [500]),  # no openmpi twin at 2 workers: not compared
+                ({"mpi": "openmpi", "batch_per_gpu": 128}, [999]))  # other batch: not a match either
+    pairs = compare(s, "mpi", "intelmpi", "openmpi")
+    assert len(pairs) == 1
+    p = pairs.iloc[0]
+    assert p.ratio == pytest.approx(300 / 200)  # medians of the job medians: 300 and 200
+    assert p.ratio_low <= 1.5 <= p.ratio_high and p.ratio_low > 1
+    assert p.verdict == "a faster"
+    assert pd.isna(p.threads)  # unset settings match each other
+
+
+def test_compare_says_no_clear_difference_when_the_interval_contains_one():
+    s = summary(({"ib": True}, [100, 130, 90]), ({"ib": False}, [110, 95, 120]))
+    p = compare(s, "ib", True, False).iloc[0]
+    assert p.ratio == pytest.approx(100 / 110)
+    assert p.ratio_low < 1 < p.ratio_high and p.verdict == "no clear difference"
+
+
+def test_vectorised_intervals_equal_the_reference_functions():
+    rng = np.random.default_rng(3)
+    samples = [tuple(rng.normal(100, 8, k)) for k in (1, 2, 2, 3, 4, 5, 6, 9, 14)]
+    many = bootstrap_many(samples)
+    for v, (lo, hi) in zip(samples, many):
+        ref = bootstrap_ci(v)
+        assert (lo, hi) == (ref.low, ref.high)
+    other = samples[::-1]
+    for a, b, got in zip(samples, other, ratio_ci_many(samples, other)):
+        assert tuple(got) == ratio_ci(a, b)
+
+
+def test_bootstrap_error_bars_are_over_job_medians():
+    s = summary(({}, [100, 90, 110, 104]))  # four jobs, one window each
+    row = s.iloc[0]
+    ref = bootstrap_ci([100, 90, 110, 104])
+    assert (row.boot_low, row.boot_high) == (ref.low, ref.high) and row.ci_over == "4 jobs"
+
+
+def test_cost_per_million_images_by_hand():
+    s = summary(({"gpu": "A100", "nodes": 2, "gpus": 16}, [1000.0]), ({"gpu": "cpu"}, [10.0]),
+                ({"gpu": "V100"}, [500.0]))
+    prices = {"A100": Price(10.0, "2025-01-01", "test"), "V100": Price(1.0, "2025-01-01", "test")}
+    c = cost_table(s, prices).set_index("gpu")
+    # A100: 2 VMs × $10/h = $20/h for 3.6M images/h → $5.5556 per million, 180,000 images per $.
+    assert c.loc["A100", "usd_per_hour"] == 20.0
+    assert c.loc["A100", "usd_per_million_images"] == pytest.approx(20 / 3.6)
+    assert c.loc["A100", "images_per_usd"] == pytest.approx(180_000)
+    # V100: $1/h for 1.8M images/h → $0.5556 per million: ranked first.
+    assert list(c.index) == ["V100", "A100", "cpu"]
+    assert math.isnan(c.loc["cpu", "usd_per_million_images"]) and c.loc["cpu", "price_source"] == "no price"
+    merged = merge_prices({"V100": Price(1.0, "a", "catalogue"), "T4": Price(2.0, "b", "catalogue")},
+                          {"V100": Price(3.0, "c", "mine.yaml")})
+    assert merged["V100"].usd_per_hour == 3.0 and merged["T4"].usd_per_hour == 2.0
+
+
+def test_catalogue_prices_are_dated_and_cpu_has_none():
+    from bench.catalog import catalog
+
+    skus = catalog()
+    assert skus["cpu"].price_per_hour_usd is None
+    for sku in skus.values():
+        if sku.price_per_hour_usd is not None:
+            assert sku.price_per_hour_usd > 0 and dt.date.fromisoformat(sku.price_read)
+
+
+def test_fixed_scale_picks_the_setting_most_gpus_share():
+    s = summary(({"gpu": "V100", "gpus": 8}, [800]), ({"gpu": "A100", "gpus": 8}, [2000]),
+                ({"gpu": "H100", "gpus": 8}, [4000]), ({"gpu": "H100", "gpus": 8, "precision": "bf16"}, [9000]),
+                ({"gpu": "V100", "gpus": 1}, [100]), ({"gpu": "A100", "gpus": 1}, [250]))
+    rows, setting = at_fixed_scale(s, "gpu")
+    assert setting["gpus"] == 8 and setting["precision"] == "fp32"
+    assert list(rows["gpu"]) == ["H100", "A100", "V100"]  # fastest first; the bf16 cell is not comparable
+
+
+def test_precision_table_mixed_speedup_and_scaling():
+    s = scaling(summary(({"gpus": 1}, [100]), ({"gpus": 2}, [180]), ({"gpus": 1, "precision": "fp16"}, [300]),
+                        ({"gpus": 2, "precision": "fp16"}, [500])))
+    t = precision_table(s).set_index("gpus")
+    assert t.loc[1, "fp16_over_fp32"] == pytest.approx(3.0)
+    assert t.loc[2, "fp16_over_fp32"] == pytest.approx(500 / 180)
+    assert t.loc[2, "efficiency_fp32"] == pytest.approx(0.9) and t.loc[2, "efficiency_fp16"] == pytest.approx(500 / 600)
+
+
+def test_imported_records_are_split_off():
+    df = pd.DataFrame({"run_id": ["r1", "import:batchai:abc", "r2"], "x": [1, 2, 3]})
+    measured, imported = split_imported(df)
+    assert list(measured["x"]) == [1, 3] and list(imported["x"]) == [2]
+
+
+# --- filters and prices --------------------------------------------------------------------------------------------
+def test_where_parses_typed_alternatives():
+    terms = parse_where("gpu=V100|A100, ib=on,gpus=8|16")
+    assert terms == {"gpu": ["V100", "A100"], "ib": [True], "gpus": [8, 16]}
+    df = pd.DataFrame({"gpu": ["V100", "A100", "H100", "V100"], "ib": pd.array([True, True, True, False]),
+                       "gpus": [8, 16, 8, 8]})
+    assert list(apply_where(df, terms).index) == [0, 1]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("colour=red", "unknown key 'colour'"), ("gpu", "not key=value"), ("gpus=eight", "whole number"),
+    ("ib=maybe", "true/false"), ("gpus>=8", "only key=value"), ("gpu=V100,gpu=A100", "given twice"),
+    ("gpu=", "empty value"), ("__import__('os')=1", "unknown key"),
+])
+def test_bad_where_terms_are_rejected(text, says):
+    with pytest.raises(BenchInputError, match=re.escape(says)):
+        parse_where(text)
+
+
+def test_prices_file(tmp_path):
+    good = tmp_path / "p.yaml"
+    good.write_text("V100: {price_per_hour_usd: 3.5, price_read: 2026-01-02}\n")
+    assert load_prices(good)["V100"] == Price(3.5, "2026-01-02", "p.yaml")
+    for text, says in (("Z80: {price_per_hour_usd: 1, price_read: 2026-01-01}", "unknown gpu 'Z80'"),
+                       ("V100: {price_per_hour_usd: 1}", "price_read"),
+                       ("V100: {price_per_hour_usd: -1, price_read: 2026-01-01}", "non-negative"),
+                       ("- 1", "expected a mapping")):
+        good.write_text(text)
+        with pytest.raises(BenchInputError, match=re.escape(says)):
+            load_prices(good)
+
+
+# --- the report from a real store ----------------------------------------------------------------------------------
+SMALL = [  # (cell overrides, window rate scales): five measured cells
+    (dict(gpu="cpu", mpi="gloo", gpus=1), [1.0, 1.1, 0.9]),
+    (dict(gpu="cpu", mpi="gloo", gpus=2), [0.9, 0.95, 0.85]),
+    (dict(gpu="cpu", mpi="openmpi", gpus=1), [1.2, 1.25, 1.15]),
+    (dict(gpu="cpu", mpi="openmpi", gpus=2), [1.0, 1.05, 0.98]),
+    (dict(gpu="V100", mpi="openmpi", gpus=2), [3.0, 3.1, 2.9]),
+]
+
+
+def write_small_store(path: Path, extra: list | None = None) -> None:
+    with Store(path) as store:
+        for over, scales in SMALL + (extra or []):
+            store.write_many(parse_record(record(run_id="r1", repeat=i, rate_scale=s, repeats=len(scales), **over))
+                             for i, s in enumerate(scales))
+
+
+@pytest.fixture
+def small_store(tmp_path):
+    write_small_store(tmp_path / "bench.db")
+    return tmp_path
+
+
+def test_efficiencies_in_the_report_equal_a_hand_computation_from_the_stored_records(small_store):
+    result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=small_store)
+    assert result.returncode == 0, result.stderr
+    with Store(small_store / "bench.db") as store:
+        recs = store.records()
+    # Median of each cell's windows, then E(N) = X(N) / ((N / N0) · X(N0)) within (gpu, mpi).
+    median = {}
+    for r in recs:
+        median.setdefault((r["gpu"], r["mpi"], r["gpus"]), []).append(r["images_per_sec"])
+    median = {k: statistics.median(v) for k, v in median.items()}
+    expected = {}
+    for (gpu, mpi, n), x in median.items():
+        n0 = min(m for (g, f, m) in median if (g, f) == (gpu, mpi))
+        expected[(gpu, mpi, n)] = x / ((n / n0) * median[(gpu, mpi, n0)])
+    with open(small_store / "out" / "cells.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 5
+    for row in rows:
+        assert float(row["efficiency"]) == pytest.approx(expected[(row["gpu"], row["mpi"], int(row["gpus"]))])
+    html = (small_store / "out" / "index.html").read_text()
+    e = expected[("cpu", "gloo", 2)]
+    assert f"{100 * e:.0f}%" in html and f"{e * 2:.2f}×" in html  # speedup = 2 · E at N = 2, N0 = 1
+    assert 'id="mpi"' in html and 'id="gpus"' in html and 'id="cost"' in html
+    assert "no price" in html  # the CPU fallback has none
+    assert 'class="omitted" id="framework"' in html  # one framework only: omitted with a line, no empty chart
+
+
+def test_where_selects_cells_and_a_bad_filter_exits_2(small_store):
+    ok = bench_cli("report", "--store", "bench.db", "--out", "sel", "--where", "mpi=gloo,gpus=1|2", cwd=small_store)
+    assert ok.returncode == 0, ok.stderr
+    with open(small_store / "sel" / "cells.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["mpi"], r["gpus"]) for r in rows} == {("gloo", "1"), ("gloo", "2")}
+    assert "mpi=gloo,gpus=1|2" in (small_store / "sel" / "index.html").read_text()
+    for bad in ("gpu=V100,colour=red", "gpus=two", "mpi=nonesuch"):
+        r = bench_cli("report", "--store", "bench.db", "--out", "bad", "--where", bad, cwd=small_store)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
+        assert not (small_store / "bad").exists()
+
+
+def test_prices_override_reaches_the_cost_table(small_store):
+    (small_store / "prices.yaml").write_text("cpu: {price_per_hour_usd: 0.5, price_read: 2026-11-01}\n")
+    r = bench_cli("report", "--store", "bench.db", "--out", "out", "--prices", "prices.yaml", cwd=small_store)
+    assert r.returncode == 0, r.stderr
+    with open(small_store / "out" / "cost.csv") as f:
+        cpu = [row for row in csv.DictReader(f) if row["gpu"] == "cpu"]
+    for row in cpu:
+        expect = 0.5 * int(row["nodes"]) / (float(row["images_per_sec"]) * 3600) * 1e6
+        assert float(row["usd_per_million_images"]) == pytest.approx(expect)
+        assert row["price_read"] == "2026-11-01" and row["price_source"] == "prices.yaml"
+    bad = bench_cli("report", "--store", "bench.db", "--prices", "nope.yaml", cwd=small_store)
+    assert bad.returncode == 2 and "nope.yaml" in bad.stderr
+
+
+def test_empty_store_exits_2(tmp_path):
+    Store(tmp_path / "bench.db").close()
+    r = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 2 and "no records" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_ib_mismatch_is_marked_and_imports_stay_out_of_measured_tables(tmp_path):
+    mismatch = {"requested_transport": "ib", "effective_transport": "tcp", "transport_verdict": "mismatch"}
+    extra = [(dict(gpu="cpu", mpi="openmpi", gpus=2, ib=True), [1.3, 1.35, 1.25])]
+    write_small_store(tmp_path / "bench.db", extra)
+    with Store(tmp_path / "bench.db") as store:
+        over, scales = extra[0]
+        store.write_many(parse_record({**record(run_id="r2", repeat=i, rate_scale=s, repeats=3, **over), **mismatch})
+                         for i, s in enumerate(scales))
+        ref = record(run_id="import:batchai:0123456789ab", repeat=0, rate_scale=50.0, gpu="cpu", mpi="gloo", gpus=2)
+        store.write(parse_record({**ref, "cell_id": "refcell00001"}))
+    r = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "⚠ MISMATCH: tcp (asked ib)" in html and 'id="ib"' in html
+    with open(tmp_path / "out" / "cells.csv") as f:
+        cells = {row["cell_id"] for row in csv.DictReader(f)}
+    assert "refcell00001" not in cells and len(cells) == 6
+    assert 'id="references"' in html and "batchai" in html
+
+
+# --- 5,000 cells and the browser -----------------------------------------------------------------------------------
+def write_many_cells(path: Path, n: int) -> None:
+    import itertools
+
+    grid = itertools.product([224, 128], [16, 32, 64, 128], ["fp32", "bf16"], [False, True],
+                             ["openmpi", "gloo", "mpich"], ["pytorch", "tensorflow", "keras"],
+                             ["cpu", "V100", "A100", "H100", "T4"], [1, 2, 4, 8, 16, 32])  # 8,640 cells
+    with Store(path) as store:
+        batch = []
+        for i, (size, b, p, ib, mpi, fw, gpu, g) in enumerate(itertools.islice(grid, n)):
+            first = parse_record(record(run_id="big", repeats=1, rate_scale=1 + (i % 7) / 10, gpu=gpu, framework=fw,
+                                        mpi=mpi, ib=ib, precision=p, batch_per_gpu=b, gpus=g, image_size=size))
+            batch.append(first)
+            if len(batch) >= 2000:
+                store.write_many(batch)
+                batch = []
+        store.write_many(batch)
+
+
+@pytest.fixture(scope="module")
+def reports():
+    d = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    write_small_store(d / "small.db")
+    write_many_cells(d / "big.db", 5000)
+    for name in ("small", "big"):
+        r = bench_cli("report", "--store", f"{name}.db", "--out", name, cwd=d)
+        assert r.returncode == 0, r.stderr
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_5000_cells_stay_readable(reports):
+    html = (reports / "big" / "index.html").read_text()
+    assert "5000 measured cells" in html
+    assert html.count("<details>") == 5 and "<details open>" not in html  # one collapsed block per GPU
+    assert html.count("Showing 200 of") >= 5  # every big table is cut, with the CSV named
+    assert html.count("<tr>") < 5000  # not every row on the page
+    with open(reports / "big" / "cells.csv") as f:
+        assert sum(1 for _ in csv.DictReader(f)) == 5000
+    assert len(html) < 8_000_000
+    small = (reports / "small" / "index.html").read_text()
+    assert "<details open>" in small and "Showing" not in small
+
+
+SECTIONS = {"small": ["scaling", "gpus", "mpi", "cost", "environment"],
+            "big": ["scaling", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
+
+
+@pytest.mark.parametrize("name", ["small", "big"])
+def test_page_renders_in_headless_chromium(reports, name):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed (make test installs it)")
+    profile = tempfile.mkdtemp()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--window-size=1200,2400"]
+    url = (reports / name / "index.html").as_uri()
+    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+    for section in SECTIONS[name]:
+        assert f'id="{section}"' in dom, section
+    assert 'src="data:image/png;base64,' in dom and 'src="http' not in dom
+    shot = reports / f"{name}.png"
+    subprocess.run([chromium, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=180)
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[0] >= 2000
+    colourful = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.3).sum())
+    assert colourful > 300, "the page shows no chart colours"
