@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="write the HTML/Markdown/PNG report from the store")
     s.add_argument("--store", default="results/bench.db")
     s.add_argument("--out", default="reports")
+    s.add_argument("--where", default=None, help="cells to report: key=value[,key=v1|v2...], e.g. gpu=V100,mpi=gloo")
+    s.add_argument("--prices", default=None, help="YAML: gpu → {price_per_hour_usd, price_read}; overrides catalogue")
+
+    s = sub.add_parser("import", help="load published or exported results into the store, marked with their source")
+    s.add_argument("file", help="a `bench export --format csv` file, or a reference CSV (bench/data/reference/)")
+    s.add_argument("--store", default="results/bench.db")
+    s.add_argument("--source", default=None, help="name the imported records carry (run id import:<source>:...)")
 
     s = sub.add_parser("export", help="export the store's records")
     s.add_argument("--store", default="results/bench.db")
@@ -70,6 +77,26 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--classes", type=int, default=10)
     d.add_argument("--per-class", type=int, default=20)
     d.add_argument("--seed", type=int, default=0)
+
+    # Regression check (bench/baseline.py runs these; bench/analysis/regress.py decides).
+    s = sub.add_parser("check", help="regression verdicts: a candidate run against a baseline; exit 1 on regression")
+    s.add_argument("--baseline", required=True, help="baseline name/file, run id, run:ID, baseline:NAME or latest")
+    s.add_argument("--candidate", default="latest", help="the same forms (default: latest run in the store)")
+    s.add_argument("--store", default="results/bench.db")
+    s.add_argument("--baselines-dir", default="baselines")
+    s.add_argument("--min-effect", type=float, default=0.05, help="smallest |ratio - 1| called a change (0.05 = 5%%)")
+    s.add_argument("--normalize", default="none", help="none, or ratio-to:<key=value,...> (a cell of the same run)")
+    s.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
+    s = sub.add_parser("baseline", help="save or list baselines (baselines/NAME.json)")
+    bl = s.add_subparsers(dest="baseline_verb", required=True, parser_class=_Parser)
+    b = bl.add_parser("save", help="save run(s) from the store as a baseline file")
+    b.add_argument("name")
+    b.add_argument("--run", action="append", default=[], help="run id or latest (repeat to pool runs; default latest)")
+    b.add_argument("--store", default="results/bench.db")
+    b.add_argument("--baselines-dir", default="baselines")
+    b.add_argument("-o", "--output", help="write here instead of <baselines-dir>/NAME.json")
+    b = bl.add_parser("list", help="the saved baselines")
+    b.add_argument("--baselines-dir", default="baselines")
     return p
 
 
@@ -148,13 +175,9 @@ def _show(key: str, value) -> str:
 
 
 def cmd_run(args) -> int:
-    from rich.console import Console
-
-    import bench
     from bench.matrix import load_matrix
     from bench.plan import plan_cells
-    from bench.runner import new_run_id, run_plan
-    from bench.store import Store
+    from bench.store import Store, check_writable
 
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
@@ -162,26 +185,56 @@ def cmd_run(args) -> int:
     store_path = Path(args.store)
     backend = _backend(args.backend, matrix, store_path.parent, args.timeout)
     planned = plan_cells(matrix.cells(), backend)
+    # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
+    # one from a newer bench is one line and exit 2 before anything is printed, made or run.
+    check = getattr(backend, "check", None)
+    if check is not None:  # the backend's own preconditions (a cluster that answers, a workspace), nothing written
+        check(planned)
+    check_writable(store_path)
+    store = Store(store_path)
+    try:
+        return _run_on(args, matrix, backend, planned, store, store_path)
+    finally:
+        store.close()
+
+
+def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
+    import sqlite3
+
+    from rich.console import Console
+
+    import bench
+    from bench.redact import redact_text
+    from bench.runner import StoreWriteFailed, new_run_id, run_plan
+
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     skipped = [p for p in planned if not p.runnable]
     console.print(f"{matrix.name}: {len(planned)} cells, {len(planned) - len(skipped)} runnable on "
                   f"{backend.name}, {len(skipped)} skipped")
     reasons: dict[str, int] = {}
     for p in skipped:
-        reasons[p.reason] = reasons.get(p.reason, 0) + 1
+        reason = redact_text(p.reason)  # a reason may quote a path or URL from the matrix
+        reasons[reason] = reasons.get(reason, 0) + 1
     for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:8]:
         console.print(f"  skipped {n:5d}: {reason}", highlight=False)
     if len(reasons) > 8:
         console.print(f"  ... {len(reasons) - 8} more reasons (`bench plan {args.matrix}` lists every cell)")
 
     run_id = new_run_id()
-    backend.prepare(planned, say=console.print)
-    with Store(store_path) as store:
+    backend.prepare(planned, say=lambda text: console.print(redact_text(text), highlight=False))
+    try:
         store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
                         host=socket.gethostname(), bench_version=bench.__version__,
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
         store.finish_run(run_id)
+    except StoreWriteFailed as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except sqlite3.Error as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
+        print(f"bench: error: {store_path}: the store refused a write ({e}); cells already recorded are kept",
+              file=sys.stderr)
+        return EXIT_FAILED
     console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
                   f"store, {summary.skipped} skipped; store: {store_path}")
     return summary.exit_code
@@ -203,12 +256,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from bench.report.render import write_report
-    from bench.store import Store
+    from bench.report.render import report_from_store
 
-    with Store(args.store, create=False) as store:
-        df = store.dataframe()
-    paths = write_report(df, Path(args.out), store_path=args.store)
+    paths = report_from_store(args.store, Path(args.out), where=args.where, prices_file=args.prices)
     for path in paths:
         print(path)
     return EXIT_OK
@@ -254,6 +304,18 @@ def cmd_images(args) -> int:
     return images.main([args.action] + ([args.out_dir] if args.out_dir else []))
 
 
-VERBS = {"images": cmd_images, "data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
+def cmd_import(args) -> int:
+    from bench.importer import import_file
+
+    batch, n = import_file(args.file, args.store, args.source)
+    left = "".join(f"; {k}: {v} row(s) left out" for k, v in batch.left_out.items())
+    print(f"{n} records imported from {args.file} ({batch.fmt}) as source '{batch.source}', run(s) "
+          f"{', '.join(batch.runs) if len(batch.runs) <= 3 else f'{len(batch.runs)} runs'}{left} → {args.store}")
+    return EXIT_OK
+
+
+VERBS = {"import": cmd_import, "images": cmd_images, "data": cmd_data, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
          "export": cmd_export,
-         "doctor": cmd_doctor}
+         "doctor": cmd_doctor,
+         "check": lambda args: __import__("bench.baseline", fromlist=["cmd_check"]).cmd_check(args),
+         "baseline": lambda args: __import__("bench.baseline", fromlist=["cmd_baseline"]).cmd_baseline(args)}

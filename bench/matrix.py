@@ -17,6 +17,7 @@ from bench.backends.azureml_config import AzureMLConfig
 from bench.backends.slurm_config import SlurmConfig
 from bench.catalog import catalog
 from bench.errors import BenchInputError
+from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
 
 MAX_CELLS = 1_000_000
@@ -128,7 +129,7 @@ def _check_value(key: str, value: Any) -> Any:
 def _short(e: ValidationError) -> str:
     err = e.errors()[0]
     msg = err["msg"].replace("Input should be", "must be")
-    return f"{msg}, got {err.get('input')!r}"
+    return redact_text(f"{msg}, got {err.get('input')!r}")  # a bad value may be a secret pasted in the wrong place
 
 
 class Matrix:

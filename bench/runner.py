@@ -1,14 +1,17 @@
 """Run a plan on a backend: one cell at a time, records into the store as each cell ends, failures kept too."""
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import sys
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
 
@@ -93,8 +96,19 @@ def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, a
     return records, outcome
 
 
+class StoreWriteFailed(Exception):
+    """The store refused a cell's records (disk full, read-only, I/O error): the cell is not recorded as done."""
+
+
+HEARTBEAT_S = 5.0  # well inside the claim lease (store.CLAIM_LEASE_S)
+BUSY_WAIT_S = 1.0  # every remaining cell is claimed by another live run: look again after this
+
+
 def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_id: str, rerun: bool = False,
              console: Console | None = None) -> RunSummary:
+    """Each cell is claimed in the store before it runs, so two runs on one store never measure the same cell at
+    once: a cell another live run holds is put back in the queue and looked at again later (measured by then:
+    counted as resumed; abandoned by a dead run: claimed, its leftover processes swept, and run here)."""
     console = console or Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     summary = RunSummary(run_id)
     done = set() if rerun else store.completed_cells()
@@ -107,47 +121,104 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
                       f"(use --rerun to measure again)")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    queue = deque(todo)
+    told_busy: set[str] = set()
+    idle = 0  # cells looked at since the last one that could be claimed
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("running", total=len(todo))
-        for i, cell in enumerate(todo, 1):
-            progress.update(task, description=f"cell {i}/{len(todo)} {cell.label()}")
-            started = time.monotonic()
-            records: list[Record] = []
-            for job in range(cell.cell["jobs"]):
-                handle = backend.submit(cell, run_id, job)
+        while queue:
+            cell = queue.popleft()
+            claim = store.claim(cell.cell_id, run_id, skip_done=not rerun)
+            if claim.status == "busy":
+                if cell.cell_id not in told_busy:
+                    told_busy.add(cell.cell_id)
+                    console.print(f"wait   {cell.label():<40} being measured by run {claim.holder}; back to it "
+                                  f"later  {cell.cell_id}", highlight=False)
+                queue.append(cell)
+                idle += 1
+                if idle >= len(queue):
+                    time.sleep(BUSY_WAIT_S)
+                    idle = 0
+                continue
+            idle = 0
+            if claim.status == "done":
+                summary.resumed += 1
+                console.print(f"resume {cell.label():<40} measured meanwhile by another run  {cell.cell_id}",
+                              highlight=False)
+                progress.advance(task)
+                continue
+            if claim.stale_token and hasattr(backend, "sweep"):
+                swept = backend.sweep(claim.stale_token)
+                if swept:
+                    console.print(f"swept {swept} leftover process(es) of a dead run's claim on {cell.cell_id}")
+            progress.update(task, description=f"cell {len(todo) - len(queue)}/{len(todo)} {cell.label()}")
+            try:
+                _run_cell(cell, backend, store, run_id, summary, console)
+            finally:
                 try:
-                    while not backend.poll(handle):
-                        time.sleep(POLL_S)
-                    outcome = backend.collect(handle)
-                except KeyboardInterrupt:
-                    backend.cancel(handle)
-                    _store_outcome(cell, run_id, job, backend.collect(handle), handle, store)
-                    raise
-                job_records, outcome = _store_outcome(cell, run_id, job, outcome, handle, store)
-                records += job_records
-                if outcome.status != "ok":
-                    break  # the cell has failed; its remaining jobs would not change that
-            summary.ran += 1
-            elapsed = time.monotonic() - started
-            if outcome.status == "ok":
-                summary.ok += 1
-                rate = statistics.median(r.images_per_sec for r in records)
-                console.print(f"[green]ok[/]     {cell.label():<40} {rate:10.1f} img/s  (median of {len(records)}, "
-                              f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
-                if any(r.transport_verdict == "mismatch" for r in records):
-                    console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
-                                  f"shows {records[0].effective_transport} ({records[0].transport_evidence})",
-                                  highlight=False)
-            else:
-                summary.failed.append((cell, outcome.reason or outcome.status))
-                console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {outcome.reason}  {cell.cell_id}")
+                    store.release(cell.cell_id, run_id)
+                except sqlite3.Error:
+                    pass  # the claim's owner is this process: once it exits, the claim is free anyway
             progress.advance(task)
     return summary
+
+
+def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, summary: RunSummary,
+              console: Console) -> None:
+    started = time.monotonic()
+    records: list[Record] = []
+    for job in range(cell.cell["jobs"]):
+        handle = backend.submit(cell, run_id, job)
+        token = getattr(handle, "token", None)
+        _heartbeat(store, cell, run_id, token)
+        beat = time.monotonic()
+        try:
+            while not backend.poll(handle):
+                time.sleep(POLL_S)
+                if time.monotonic() - beat > HEARTBEAT_S:
+                    _heartbeat(store, cell, run_id, token)
+                    beat = time.monotonic()
+            outcome = backend.collect(handle)
+        except KeyboardInterrupt:
+            backend.cancel(handle)
+            _store_outcome(cell, run_id, job, backend.collect(handle), handle, store)
+            raise
+        job_records, outcome = _store_outcome(cell, run_id, job, outcome, handle, store)
+        records += job_records
+        if outcome.status != "ok":
+            break  # the cell has failed; its remaining jobs would not change that
+    summary.ran += 1
+    elapsed = time.monotonic() - started
+    if outcome.status == "ok":
+        summary.ok += 1
+        rate = statistics.median(r.images_per_sec for r in records)
+        console.print(f"[green]ok[/]     {cell.label():<40} {rate:10.1f} img/s  (median of {len(records)}, "
+                      f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
+        if any(r.transport_verdict == "mismatch" for r in records):
+            console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
+                          f"shows {records[0].effective_transport} ({records[0].transport_evidence})",
+                          highlight=False)
+    else:
+        reason = redact_text(outcome.reason) or outcome.status
+        summary.failed.append((cell, reason))
+        console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {escape(reason)}  {cell.cell_id}",
+                      highlight=False)
+
+
+def _heartbeat(store: Store, cell: PlannedCell, run_id: str, token: str | None) -> None:
+    try:
+        store.heartbeat(cell.cell_id, run_id, token)
+    except sqlite3.Error:
+        pass  # a missed beat only shortens the claim; the records' own write reports a broken store
 
 
 def _store_outcome(cell: PlannedCell, run_id: str, job: int, outcome: Outcome, handle: Any, store: Store):
     records, outcome = records_for(cell, run_id, job, outcome, list(handle.rendered.argv), handle.rendered.env,
                                    transport_of(cell, outcome))
-    store.write_many(records)
+    try:
+        store.write_many(records)
+    except (sqlite3.Error, OSError) as e:
+        raise StoreWriteFailed(f"{cell.label()} ({cell.cell_id}): the store refused its records ({e}); the cell is "
+                               f"not recorded as done and runs again next time") from None
     return records, outcome
 

@@ -7,9 +7,13 @@ one tidy row per record; the full record is kept as JSON beside the columns.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
 import sqlite3
 import time
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,7 +21,7 @@ from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 DEFAULT_STORE = Path("results/bench.db")
 
 _CELL_COLUMNS = {
@@ -97,7 +101,72 @@ MIGRATIONS: dict[int, str] = {
     """,
     # 3: the transport verdict (requested vs effective) and the log line it rests on.
     3: ";\n".join(f"ALTER TABLE records ADD COLUMN {k} {t}" for k, t in _V3_COLUMNS.items()),
+    # 4: claims, so two runs on one store never measure a cell at the same time. A claim names its owner (run,
+    # host, pid and the pid's start time, so a reused pid is not mistaken for it) and is kept alive by heartbeats;
+    # a claim whose owner is gone (same host) or whose heartbeat is older than the lease may be taken over, and
+    # the job token lets the new owner sweep the dead owner's processes.
+    4: """
+    CREATE TABLE claims (
+        cell_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_started REAL,
+        token TEXT,
+        claimed_unix REAL NOT NULL,
+        heartbeat_unix REAL NOT NULL
+    )
+    """,
 }
+
+CLAIM_LEASE_S = 60.0  # a claim not heartbeaten for this long is abandoned (owner on another host, say)
+WRITE_RETRY_S = 120.0  # beyond SQLite's own busy timeout: how long a write keeps trying on a locked store
+
+
+@dataclass
+class Claim:
+    status: str  # claimed | busy (another live run has it) | done (complete in the store meanwhile)
+    holder: str | None = None  # busy: the run holding it
+    stale_token: str | None = None  # claimed over an abandoned claim: its job token, to sweep leftovers
+
+
+def _process_started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+MIN_FREE_BYTES = 16 << 20  # logs and records of a few cells; less is a full disk waiting to happen mid-run
+
+
+def check_writable(store_path: str | Path) -> None:
+    """Before any cell runs: the store's directory exists (or can be made), takes a real write, and has room. A
+    read-only or full results directory is bad input (one line, exit 2), not a failure found after an hour."""
+    d = Path(store_path).parent
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BenchInputError(f"cannot create the results directory: {e.strerror}", str(d)) from None
+    probe = d / f".bench-write-probe-{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * (1 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise BenchInputError(f"the results directory is not writable: {e.strerror}", str(d)) from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    free = shutil.disk_usage(d).free
+    if free < MIN_FREE_BYTES:
+        raise BenchInputError(f"the results directory has {free / 2**20:.1f} MiB free, less than the "
+                              f"{MIN_FREE_BYTES >> 20} MiB a run needs", str(d))
 
 
 class Store:
@@ -111,14 +180,21 @@ class Store:
             _check_sqlite_header(self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as e:
+            raise BenchInputError(f"cannot open the store: {e}", str(self.path)) from None
         self.conn.execute("PRAGMA busy_timeout = 30000")
         try:
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
+            self._refuse_newer()  # before anything is written: a store this bench cannot read stays untouched
+            _retry(lambda: self.conn.execute("PRAGMA journal_mode = WAL"))
+            _retry(self._migrate)
         except sqlite3.DatabaseError as e:
             self.conn.close()
             raise BenchInputError(f"not a usable SQLite store: {e}", str(self.path)) from None
+        except BaseException:
+            self.conn.close()
+            raise
 
     def close(self) -> None:
         self.conn.close()
@@ -130,6 +206,13 @@ class Store:
         self.close()
 
     # --- schema -------------------------------------------------------------------------------------------------
+    def _refuse_newer(self) -> None:
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone():
+            current = self.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+            if current > STORE_SCHEMA_VERSION:
+                raise BenchInputError(f"store schema {current} is newer than this bench understands "
+                                      f"({STORE_SCHEMA_VERSION}); upgrade bench", str(self.path))
+
     def _migrate(self) -> None:
         c = self.conn
         c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -169,24 +252,82 @@ class Store:
 
     def write(self, record: Record) -> None:
         """One record, one transaction. Same (run, cell, job, repeat) again replaces the row: idempotent."""
-        row = _row(record)
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        self.conn.execute(f"INSERT OR REPLACE INTO records ({cols}) VALUES ({marks})", tuple(row.values()))
+        self.write_many([record])
 
     def write_many(self, records: Iterable[Record]) -> int:
-        n = 0
-        for record in records:
-            self.write(record)
-            n += 1
-        return n
+        """A job's records in one transaction: all of them or none (a controller killed mid-write never leaves
+        half a job that could pass for a measured cell). Retried while another writer holds the store."""
+        rows = [_row(r) for r in records]
+        if rows:
+            _retry(lambda: self._insert(rows))
+        return len(rows)
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                c.execute(f"INSERT OR REPLACE INTO records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                          tuple(row.values()))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    # --- claims: one run measures a cell at a time -------------------------------------------------------------
+    def claim(self, cell_id: str, run_id: str, *, skip_done: bool = True, lease_s: float = CLAIM_LEASE_S) -> Claim:
+        return _retry(lambda: self._claim(cell_id, run_id, skip_done, lease_s))
+
+    def _claim(self, cell_id: str, run_id: str, skip_done: bool, lease_s: float) -> Claim:
+        c = self.conn
+        now, host, pid = time.time(), socket.gethostname(), os.getpid()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            if skip_done and cell_id in self.completed_cells(cell_id):
+                c.execute("COMMIT")
+                return Claim("done")
+            row = c.execute("SELECT run_id, host, pid, pid_started, token, heartbeat_unix FROM claims "
+                            "WHERE cell_id = ?", (cell_id,)).fetchone()
+            stale = None
+            if row is not None and row[0] != run_id:
+                holder, holder_host, holder_pid, holder_started, token, beat = row
+                gone = holder_host == host and _process_started(holder_pid) != holder_started
+                if not gone and now - beat < lease_s:
+                    c.execute("COMMIT")
+                    return Claim("busy", holder=holder)
+                stale = token
+            c.execute("INSERT OR REPLACE INTO claims (cell_id, run_id, host, pid, pid_started, token, claimed_unix,"
+                      " heartbeat_unix) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
+                      (cell_id, run_id, host, pid, _process_started(pid), now, now))
+            c.execute("COMMIT")
+            return Claim("claimed", stale_token=stale)
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+    def heartbeat(self, cell_id: str, run_id: str, token: str | None = None) -> None:
+        _retry(lambda: self.conn.execute(
+            "UPDATE claims SET heartbeat_unix = ?, token = COALESCE(?, token) WHERE cell_id = ? AND run_id = ?",
+            (time.time(), token, cell_id, run_id)))
+
+    def release(self, cell_id: str, run_id: str) -> None:
+        _retry(lambda: self.conn.execute("DELETE FROM claims WHERE cell_id = ? AND run_id = ?", (cell_id, run_id)))
+
+    def claims(self) -> list[dict[str, Any]]:
+        cur = self.conn.execute("SELECT * FROM claims")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
 
     # --- reading ------------------------------------------------------------------------------------------------
-    def completed_cells(self) -> set[str]:
+    def completed_cells(self, cell_id: str | None = None) -> set[str]:
         """Cells with a run that measured every repeat of every job and failed none: what resume skips."""
+        # Imported results (run ids "import:...") are references, not measurements: they never satisfy resume.
+        where, params = ("AND cell_id = ? ", (cell_id,)) if cell_id is not None else ("", ())
         rows = self.conn.execute(
-            "SELECT cell_id FROM records GROUP BY run_id, cell_id "
-            "HAVING SUM(status = 'ok') >= MAX(repeats * jobs) AND SUM(status != 'ok') = 0").fetchall()
+            f"SELECT cell_id FROM records WHERE run_id NOT LIKE 'import:%' {where}GROUP BY run_id, cell_id "
+            "HAVING SUM(status = 'ok') >= MAX(repeats * jobs) AND SUM(status != 'ok') = 0", params).fetchall()
         return {r[0] for r in rows}
 
     def records(self, where: str = "", params: tuple = ()) -> list[dict[str, Any]]:
@@ -206,6 +347,21 @@ class Store:
         for col in ("ib", "channels_last"):
             df[col] = df[col].astype("boolean")
         return df
+
+
+def _retry(operation, budget_s: float = WRITE_RETRY_S):
+    """Run `operation`, again while SQLite says the store is locked or busy (another writer, a checkpoint)."""
+    deadline = time.monotonic() + budget_s
+    delay = 0.05
+    while True:
+        try:
+            return operation()
+        except sqlite3.OperationalError as e:
+            text = str(e).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _row(record: Record) -> dict[str, Any]:

@@ -31,14 +31,23 @@ class Located:
         return f"{self.path}:{line}" if line else self.path
 
 
+MAX_VALUES = 100_000  # far above any real matrix; aliases that expand past it are a "billion laughs" bomb
+
+
 def _convert(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: str) -> Any:
     lines.setdefault(loc, node.start_mark.line + 1)
+    if len(lines) > MAX_VALUES or len(loc) > 50:
+        raise BenchInputError(f"more than {MAX_VALUES:,} values or nested over 50 deep (YAML aliases expanding?)",
+                              f"{path}:{node.start_mark.line + 1}")
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise BenchInputError("mapping keys must be plain scalars", f"{path}:{key_node.start_mark.line + 1}")
-            key = yaml.safe_load(key_node.value) if key_node.tag != "tag:yaml.org,2002:str" else key_node.value
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                key = "<<"
+            else:
+                key = _scalar(key_node) if key_node.tag != "tag:yaml.org,2002:str" else key_node.value
             if key == "<<":
                 raise BenchInputError("YAML merge keys (<<) are not supported", f"{path}:{key_node.start_mark.line + 1}")
             if not isinstance(key, str):
@@ -85,6 +94,8 @@ def load_yaml_file(path: str | Path) -> Located:
 def load_yaml_text(text: str, path: str = "<string>") -> Located:
     try:
         docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except RecursionError:
+        raise BenchInputError("invalid YAML: nested too deeply", path) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{path}:{mark.line + 1}" if mark else path

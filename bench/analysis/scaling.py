@@ -5,7 +5,6 @@ images/sec and N0 the smallest worker count measured in the same series: normall
 """
 from __future__ import annotations
 
-import statistics
 
 import numpy as np
 import pandas as pd

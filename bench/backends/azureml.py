@@ -342,14 +342,18 @@ class AzureMLBackend:
                                   "resource_group and workspace, or config_file, or " + ", ".join(WORKSPACE_ENV) + ")")
         return ws
 
-    def prepare(self, planned: list[PlannedCell], say=print) -> None:
-        """Checks, before anything is submitted, what `run` needs and `plan` does not: a workspace and an image
-        source. No network yet: the client and its credential are made at the first submit."""
+    def check(self, planned: list[PlannedCell]) -> None:
+        """Before anything is written, what `run` needs and `plan` does not: a workspace and an image source.
+        No network yet: the client and its credential are made at the first submit."""
         _sdk()
-        ws = self.workspace()
+        self.workspace()
         if not (self.config.environment or self.config.image_registry):
             raise BenchInputError("backend.azureml: set image_registry (where bench's images are pushed) or "
                                   "environment; an image without a registry cannot be pulled by the cluster")
+
+    def prepare(self, planned: list[PlannedCell], say=print) -> None:
+        self.check(planned)
+        ws = self.workspace()
         say(f"Azure ML workspace {ws.name} (resource group {ws.resource_group}, from {ws.source}); "
             f"experiment {self.config.experiment}")
 

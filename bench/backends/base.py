@@ -33,6 +33,10 @@ class Backend(Protocol):
     def from_settings(cls, settings: Any, results_dir: Any, timeout_s: float | None = None) -> "Backend":
         """Built from the matrix's `backend` section; `timeout_s` (from --timeout) overrides its limit."""
 
+    def check(self, planned: list[PlannedCell]) -> None:
+        """Optional: the backend's preconditions for `run` (tools, a cluster that answers, a workspace), checked
+        before anything is written; raises BenchInputError with one line."""
+
     def prepare(self, planned: list[PlannedCell], say: Any = print) -> None:
         """One-time work before the first cell (make a sample data set, check the cluster is reachable)."""
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -23,9 +24,9 @@ from bench.backends.base import Outcome
 from bench.catalog import catalog
 from bench.cell import PlannedCell
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
-from bench.launch.fabric import nccl_env
+from bench.launch.cellenv import cell_env
+from bench.redact import redact_text
 from bench.runtimes import runtime_for
-from bench.transport import debug_env
 from models.registry import WORKLOADS
 
 MODELS_DIR = Path(models.__file__).resolve().parent
@@ -69,7 +70,8 @@ class Handle:
     token: str
     started: float
     deadline: float
-    log_file: Any
+    log_file: Any  # the _LogPump writing the job's redacted log
+    reaper: subprocess.Popen | None = None
     stopped: str | None = None  # timeout | interrupted
 
 
@@ -141,13 +143,10 @@ class LocalBackend:
         threads = self.threads_for(planned)
         out = self.cell_dir(planned, run_id, job) / "records.jsonl"
         rt = runtime_for(c["mpi"], self.python)
-        gpu = not planned.sku.is_cpu
-        env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **rt.env, **debug_env(c["mpi"], gpu)}
         spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
                           program=worker_program(planned, run_id, out, threads, rt.python, self.imagenet_dir),
-                          env=env, ib=c["ib"], as_root=os.geteuid() == 0, sriov=planned.sku.sriov)
-        if gpu:
-            spec = replace(spec, env={**nccl_env(spec), **env})
+                          env=cell_env(planned, threads, rt), ib=c["ib"], as_root=os.geteuid() == 0,
+                          sriov=planned.sku.sriov)
         if c["engine"] == "native":
             if c["mpi"] == "gloo":
                 return TORCHRUN.render(spec, rt.python)
@@ -171,11 +170,16 @@ class LocalBackend:
         # The cell's runtime first on PATH: Hydra's proxies and horovodrun find their helpers there.
         bins = runtime_for(planned.cell["mpi"], self.python).bin_dirs
         env["PATH"] = os.pathsep.join((*bins, env.get("PATH", "")))
-        log = open(cell_dir / "log.txt", "wb")
         now = time.monotonic()
-        proc = subprocess.Popen(rendered.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+        # The launcher's output goes through a pipe into a redacting writer: a secret a worker prints never
+        # reaches the disk (log.txt is what bench keeps). And if this controller dies, the launcher loses its
+        # reader: a worker that writes again gets EPIPE.
+        proc = subprocess.Popen(rendered.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        return Handle(planned, rendered, proc, cell_dir, token, now, now + self.timeout_s, log)
+        pump = _LogPump(proc.stdout, cell_dir / "log.txt")
+        pump.start()
+        return Handle(planned, rendered, proc, cell_dir, token, now, now + self.timeout_s, pump,
+                      _start_reaper(proc.pid, token))
 
     def poll(self, handle: Handle) -> bool:
         if handle.proc.poll() is not None:
@@ -192,8 +196,14 @@ class LocalBackend:
 
     def collect(self, handle: Handle) -> Outcome:
         rc = handle.proc.wait()
-        handle.log_file.close()
         self._kill(handle)  # reap anything the launcher left behind, even after a clean exit
+        handle.log_file.join(timeout=10)  # every writer of the pipe is gone: the pump reaches EOF
+        if handle.reaper is not None:
+            handle.reaper.terminate()  # the job ended under this controller's eyes: no watch needed
+            try:
+                handle.reaper.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                handle.reaper.kill()
         records, bad = _read_records(handle.cell_dir / "records.jsonl")
         log = _read_end(handle.cell_dir / "log.txt")
         tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
@@ -220,24 +230,114 @@ class LocalBackend:
     def _kill(self, handle: Handle) -> None:
         """End the whole cell: the launcher's tree, its process group, and anything carrying the cell's token
         (horovodrun starts workers in sessions of their own, out of reach of a process-group kill)."""
-        procs = _family(handle.proc.pid, handle.token)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in procs:
-                try:
-                    p.send_signal(sig)
-                except psutil.Error:
-                    pass
-            try:
-                os.killpg(handle.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-            _, procs = psutil.wait_procs(procs, timeout=5)
-            if not procs:
-                break
+        kill_family(handle.proc.pid, handle.token)
         try:
             handle.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+    def sweep(self, token: str) -> int:
+        """Kill whatever still carries a cell token: the jobs of a controller that died (a stale claim)."""
+        return kill_family(None, token)
+
+
+def kill_family(pid: int | None, token: str) -> int:
+    """SIGTERM, then SIGKILL, to a launcher's tree and process group and to every process carrying `token`."""
+    procs = _family(pid, token)
+    found = len(procs)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in procs:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        if pid is not None:
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _, procs = psutil.wait_procs(procs, timeout=5)
+        if not procs:
+            break
+    return found
+
+
+class _LogPump(threading.Thread):
+    """Copies a job's combined output into log.txt line by line, redacted. A full disk stops the writing, not
+    the draining (a launcher blocked on a full pipe would hang the cell)."""
+
+    MAX_LINE = 1 << 20
+
+    def __init__(self, pipe, path: Path):
+        super().__init__(daemon=True, name=f"log-pump {path}")
+        self.pipe = pipe
+        self.file = open(path, "wb")
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        pending = b""
+        fd = self.pipe.fileno()
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1
+                if not cut and len(pending) > self.MAX_LINE:
+                    cut = len(pending)
+                if cut:
+                    self._write(pending[:cut])
+                    pending = pending[cut:]
+            if pending:
+                self._write(pending)
+        finally:
+            self.pipe.close()
+            try:
+                self.file.close()
+            except OSError as e:
+                self.error = self.error or e
+
+    def _write(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        text = redact_text(data.decode("utf-8", errors="surrogateescape"))
+        try:
+            self.file.write(text.encode("utf-8", errors="surrogateescape"))
+            self.file.flush()
+        except OSError as e:
+            self.error = e
+
+
+def _start_reaper(launcher_pid: int, token: str) -> subprocess.Popen | None:
+    """A small watchdog in a session of its own: if this controller dies (even SIGKILL, which nothing can catch),
+    it kills the job's launcher group and every process carrying the cell token, then exits. The controller
+    stops it when it collects the job."""
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(MODELS_DIR.parent), env.get("PYTHONPATH"))))
+    try:
+        return subprocess.Popen([sys.executable, "-m", "bench.backends.local", "--reap", str(os.getpid()),
+                                 str(launcher_pid), token], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+
+
+def _reap_when_orphaned(controller_pid: int, launcher_pid: int, token: str) -> None:
+    try:
+        controller = psutil.Process(controller_pid)
+        born = controller.create_time()
+    except psutil.Error:
+        born = None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while born is not None:
+        try:
+            if controller.create_time() != born or controller.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.Error:
+            break
+        time.sleep(0.5)
+    kill_family(launcher_pid, token)
 
 
 def _free_port() -> int:
@@ -251,12 +351,13 @@ def _tool_path(tool: str, python: str) -> str:
     return str(venv_tool) if venv_tool.exists() else (shutil.which(tool) or tool)
 
 
-def _family(pid: int, token: str) -> list[psutil.Process]:
+def _family(pid: int | None, token: str) -> list[psutil.Process]:
     found: dict[int, psutil.Process] = {}
     try:
-        root = psutil.Process(pid)
-        for p in [root, *root.children(recursive=True)]:
-            found[p.pid] = p
+        if pid is not None:
+            root = psutil.Process(pid)
+            for p in [root, *root.children(recursive=True)]:
+                found[p.pid] = p
     except psutil.Error:
         pass
     me = os.getpid()
@@ -296,13 +397,14 @@ def _read_end(path: Path, limit: int = 256 * 1024) -> str:
 
 
 # Most telling first: the worker's own words, then a Python exception or an MPI error report, then launcher-level
-# complaints. horovodrun prefixes worker lines with "[rank]<stderr>:", hence the leading `.*?`.
+# complaints. horovodrun prefixes worker lines with "[rank]<stderr>:", hence the leading `.*?`. Consequences are
+# not causes: "Horovod has been shut down" is what the healthy ranks say after another rank died.
 _ERROR_LINES = (
     re.compile(r"^.*?(bench worker: .*)$"),
-    re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)"
+    re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)(?!.*Horovod has been shut down)"
                r"\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*|.*\*\*\* An error occurred in \S+.*)$"),
-    re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*|"
-               r".*exited with non-zero status.*)$"),
+    re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*)$"),
+    re.compile(r"^(.*exited with non-zero status.*)$"),  # the launcher's summary: only when nothing says more
 )
 
 
@@ -314,3 +416,7 @@ def _last_error(log: str) -> str | None:
             if m:
                 return m.group(1).strip()[:300]
     return None
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--reap"]:
+    _reap_when_orphaned(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

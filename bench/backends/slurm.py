@@ -101,8 +101,8 @@ class SlurmBackend:
     def gpus_per_node(self) -> int | None:
         return self.config.gpus_per_node if self.config.gpus_per_node is not None else self._cluster[1]
 
-    def prepare(self, planned: list[PlannedCell], say=print) -> None:
-        """Checks the Slurm tools are here and the cluster answers; makes the ImageNet sample if asked for."""
+    def check(self, planned: list[PlannedCell]) -> None:
+        """Before anything is written: the Slurm tools are here, the cluster answers, the partition exists."""
         if not any(p.runnable for p in planned):
             return
         missing = [t for t in ("sbatch", "squeue", "scontrol", "scancel", "sinfo") if not shutil.which(t)]
@@ -120,6 +120,12 @@ class SlurmBackend:
         if self.config.partition and self.config.partition not in partitions:
             raise BenchInputError(f"slurm backend: no partition '{self.config.partition}' "
                                   f"(the cluster has: {', '.join(sorted(partitions)) or 'none'})")
+
+    def prepare(self, planned: list[PlannedCell], say=print) -> None:
+        """Checks the Slurm tools are here and the cluster answers; makes the ImageNet sample if asked for."""
+        if not any(p.runnable for p in planned):
+            return
+        self.check(planned)
         if self.imagenet_sample is not None and self.imagenet_dir is not None and not self.imagenet_dir.exists() \
                 and any(p.runnable and p.cell["data"] == "imagenet" for p in planned):
             from bench.datasets import make_imagenet_sample
