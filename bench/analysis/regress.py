@@ -1,0 +1,347 @@
+"""Regression verdicts: baseline vs candidate throughput per cell, as pure functions on DataFrames (no I/O).
+
+The unit of evidence is the job (a separate launch): each job's median over its measured windows is one
+observation, because windows of one job share a process, a placement and a warm cache and are not independent. A
+side whose cell ran only one job falls back to its windows, and the result says so (`basis`).
+
+Per cell the verdict rests on two things, both required:
+- an exact one-sided Mann–Whitney rank test (the permutation distribution of the candidate's rank sum, midranks
+  for ties; exact up to a few thousand arrangements per side, normal approximation beyond), and
+- a minimum effect: the ratio of medians (candidate / baseline; higher images/sec is better) must be at least
+  `min_effect` away from 1.
+`unchanged` needs the ratio's confidence interval to lie within 1 ± min_effect. That interval is the one that goes
+with the rank test (Moses / Hodges–Lehmann: order statistics of the pairwise log-ratios, chosen from the exact null
+distribution of U), with its true coverage, which small samples cap (3 vs 3 jobs: 90%).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.stats import median_ci
+from bench.errors import BenchInputError
+from bench.matrix import CELL_KEYS
+
+VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data")
+
+# Exact distributions are computed while the arrangement count stays below this; the normal approximation (with
+# the tie correction) is already good there.
+_EXACT_MAX = 2_000_000
+
+OBSERVATION_COLUMNS = ["cell_id", *CELL_KEYS, "run_id", "obs", "basis", "images_per_sec", "peak_images_per_sec"]
+RESULT_COLUMNS = ["cell_id", *CELL_KEYS, "basis", "n_baseline", "n_candidate", "baseline_median",
+                  "baseline_ci_low", "baseline_ci_high", "candidate_median", "candidate_ci_low", "candidate_ci_high",
+                  "ratio", "ci_low", "ci_high", "ci_coverage", "p_value", "verdict", "note"]
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    min_effect: float = 0.05  # |ratio - 1| a change must reach to be called a regression or an improvement
+    alpha: float = 0.05       # one-sided significance level of the rank test, per direction
+    min_obs: int = 3          # fewer observations on either side: insufficient-data (3 vs 3 can reach p = 0.05)
+    level: float = 0.95       # asked-for coverage of the ratio's interval (small samples get less; reported)
+
+    def __post_init__(self):
+        if not 0 < self.min_effect < 1:
+            raise BenchInputError(f"--min-effect must be between 0 and 1 (a fraction), got {self.min_effect:g}")
+        if not 0 < self.alpha < 0.5:
+            raise BenchInputError(f"alpha must be between 0 and 0.5, got {self.alpha:g}")
+        if self.min_obs < 2:
+            raise BenchInputError(f"min_obs must be at least 2, got {self.min_obs}")
+
+
+# --- observations ---------------------------------------------------------------------------------------------------
+
+def observations(windows: pd.DataFrame) -> pd.DataFrame:
+    """Window-level rows (one per measured repeat: cell_id, the cell keys, run_id, job, status, images_per_sec) →
+    one row per observation. A cell with two or more jobs (counted over all its runs) gives one observation per job,
+    its median over the job's ok windows (`basis` = jobs); a cell with one job gives its windows (`basis` = windows).
+    `peak_images_per_sec` is the job's fastest window (what a reference cell contributes to normalisation)."""
+    if windows.empty:
+        return pd.DataFrame(columns=OBSERVATION_COLUMNS)
+    ok = windows
+    if "status" in ok:
+        ok = ok[ok["status"] == "ok"]
+    ok = ok[np.isfinite(ok["images_per_sec"].astype(float)) & (ok["images_per_sec"] > 0)]
+    if ok.empty:
+        return pd.DataFrame(columns=OBSERVATION_COLUMNS)
+    jobs = ok.groupby(["cell_id", "run_id", "job"], sort=False, as_index=False).agg(
+        images_per_sec=("images_per_sec", "median"), peak_images_per_sec=("images_per_sec", "max"))
+    n_jobs = jobs.groupby("cell_id", sort=False)["job"].transform("size")
+    by_job = jobs[n_jobs >= 2].rename(columns={"job": "obs"}).assign(basis="jobs")
+    single = set(jobs.loc[n_jobs < 2, "cell_id"])
+    by_window = ok[ok["cell_id"].isin(single)]
+    by_window = by_window.assign(obs=by_window["repeat"] if "repeat" in by_window else range(len(by_window)),
+                                 basis="windows", peak_images_per_sec=by_window["images_per_sec"])
+    by_window = by_window[["cell_id", "run_id", "obs", "basis", "images_per_sec", "peak_images_per_sec"]]
+    out = pd.concat([by_job, by_window], ignore_index=True)
+    keys = ok.drop_duplicates("cell_id")[["cell_id", *CELL_KEYS]]
+    out = out.merge(keys, on="cell_id", how="left")
+    return out[OBSERVATION_COLUMNS].reset_index(drop=True)
+
+
+# --- normalisation --------------------------------------------------------------------------------------------------
+
+def parse_selector(text: str) -> dict[str, str]:
+    """`key=value[,key=value...]` over the cell keys, or a bare cell id (`cell_id=...` implied)."""
+    text = text.strip()
+    if not text:
+        raise BenchInputError("empty cell selector")
+    if "=" not in text:
+        return {"cell_id": text}
+    selector = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise BenchInputError(f"bad cell selector part '{part}' (expected key=value)")
+        if key != "cell_id" and key not in CELL_KEYS:
+            raise BenchInputError(f"unknown cell key '{key}' in selector (known: cell_id, {', '.join(CELL_KEYS)})")
+        selector[key] = value
+    return selector
+
+
+def _as_text(value: Any) -> str:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def select_cells(frame: pd.DataFrame, selector: dict[str, str]) -> pd.Series:
+    """Boolean mask of rows whose cell matches every key of the selector (values compared as text)."""
+    mask = pd.Series(True, index=frame.index)
+    for key, want in selector.items():
+        want = want.lower() if want.lower() in ("true", "false", "null") else want
+        mask &= frame[key].map(_as_text) == want
+    return mask
+
+
+def normalize_ratio_to(obs: pd.DataFrame, selector: dict[str, str], side: str = "") -> pd.DataFrame:
+    """Each observation divided by the reference cell's speed in the same run; the reference cell itself is dropped
+    (it would only compare with itself). Machine speed and load common to a run cancel; what is left is each cell
+    relative to the reference.
+
+    The reference's speed is its fastest measured window in the run, not its median: the divisor is a gauge of the
+    machine, and interference from other processes only ever slows a window down, so the least disturbed window
+    is the steadiest reading of it. On a shared 2-core machine the reference's median moved by up to 3x between
+    runs where its fastest window moved by under 10% (docs/regression-checks.md)."""
+    if obs.empty:
+        return obs
+    ref_mask = select_cells(obs, selector)
+    what = ",".join(f"{k}={v}" for k, v in selector.items())
+    where = f" in the {side}" if side else ""
+    ref_cells = obs.loc[ref_mask, "cell_id"].unique()
+    if len(ref_cells) == 0:
+        raise BenchInputError(f"normalise: no cell matches '{what}'{where}")
+    if len(ref_cells) > 1:
+        raise BenchInputError(f"normalise: '{what}' matches {len(ref_cells)} cells{where}; add keys so it names one")
+    reference = obs[ref_mask].groupby("run_id")["peak_images_per_sec"].max()
+    rest = obs[~ref_mask]
+    missing = set(rest["run_id"]) - set(reference.index)
+    if missing:
+        raise BenchInputError(f"normalise: run {sorted(missing)[0]} has no '{what}' cell to divide by{where}")
+    out = rest.copy()
+    divisor = reference.reindex(out["run_id"]).to_numpy()
+    out["images_per_sec"] = out["images_per_sec"].to_numpy() / divisor
+    out["peak_images_per_sec"] = out["peak_images_per_sec"].to_numpy() / divisor
+    return out.reset_index(drop=True)
+
+
+# --- the rank test --------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def _subset_sum_counts(scores: tuple[int, ...], m: int) -> np.ndarray:
+    """counts[s] = number of size-m subsets of `scores` (non-negative integers) summing to s."""
+    total = sum(sorted(scores)[-m:]) if m else 0
+    dp = np.zeros((m + 1, total + 1), dtype=np.float64)  # float: counts exceed int64 only far past _EXACT_MAX
+    dp[0, 0] = 1.0
+    for score in scores:
+        if score:
+            dp[1:, score:] += dp[:-1, :-score].copy()
+        else:
+            dp[1:] += dp[:-1].copy()
+    return dp[m]
+
+
+@lru_cache(maxsize=4096)
+def _cdf_u_no_ties(m: int, n: int) -> np.ndarray:
+    """P(U <= u) for u = 0..m*n, U the Mann–Whitney count of one sample of m against n, no ties."""
+    counts = _subset_sum_counts(tuple(range(m + n)), m)  # ranks 0..N-1: sum of the m chosen = U + m(m-1)/2
+    base = m * (m - 1) // 2
+    u_counts = counts[base:base + m * n + 1]
+    return np.cumsum(u_counts) / u_counts.sum()
+
+
+@lru_cache(maxsize=4096)
+def _no_tie_tails(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """P(W <= w) and P(W >= w) for W the sum of m doubled 0-based ranks out of m + n, no ties."""
+    counts = _subset_sum_counts(tuple(range(0, 2 * (m + n), 2)), m)
+    total = counts.sum()
+    return np.cumsum(counts) / total, np.cumsum(counts[::-1])[::-1] / total
+
+
+def _midranks_doubled(values: np.ndarray) -> np.ndarray:
+    """2 × (midrank - 1) of each value: integers, ties share the average."""
+    order = np.argsort(values, kind="mergesort")
+    sorted_vals = values[order]
+    new = np.empty(len(values), dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_vals[1:], sorted_vals[:-1], out=new[1:])
+    first = np.flatnonzero(new)                        # 0-based rank where each run of equal values starts
+    if len(first) == len(values):                      # no ties: the common case, and a quick one
+        ranks = np.empty(len(values), dtype=np.int64)
+        ranks[order] = np.arange(0, 2 * len(values), 2)
+        return ranks
+    last = np.append(first[1:], len(values)) - 1       # ... and ends
+    run = np.cumsum(new) - 1
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = first[run] + last[run]              # 2 × the average of ranks first..last
+    return ranks
+
+
+def mann_whitney(baseline: np.ndarray, candidate: np.ndarray) -> tuple[float, float]:
+    """Exact one-sided p-values (p_slower, p_faster): the chance under 'no difference' of a candidate rank sum as
+    low (as high) as the one seen. Midranks for ties; the permutation distribution is exact while the number of
+    arrangements stays below _EXACT_MAX, else normal with the tie correction."""
+    b = np.asarray(baseline, dtype=float)
+    c = np.asarray(candidate, dtype=float)
+    m, n = len(c), len(b)
+    pooled = np.concatenate([c, b])
+    ranks = _midranks_doubled(pooled)
+    w = int(ranks[:m].sum())
+    big_n = m + n
+    ties = len(set(ranks.tolist())) < big_n
+    if math.comb(big_n, m) <= _EXACT_MAX:
+        if ties:
+            counts = _subset_sum_counts(tuple(int(r) for r in np.sort(ranks)), m)
+            cdf, sf = np.cumsum(counts) / counts.sum(), np.cumsum(counts[::-1])[::-1] / counts.sum()
+        else:
+            cdf, sf = _no_tie_tails(m, n)
+        return float(min(cdf[w], 1.0)), float(min(sf[w], 1.0))
+    # Normal approximation on the doubled rank sum, with continuity (the step between sums is at least 1) and ties.
+    mean = m * (big_n - 1)
+    _, tie_counts = np.unique(pooled, return_counts=True)
+    var = 4 * m * n / 12 * ((big_n + 1) - (tie_counts ** 3 - tie_counts).sum() / (big_n * (big_n - 1)))
+    sd = math.sqrt(var) if var > 0 else 1.0
+    p_slower = 0.5 * math.erfc(-((w + 1 - mean) / sd) / math.sqrt(2))
+    p_faster = 0.5 * math.erfc(((w - 1 - mean) / sd) / math.sqrt(2))
+    return float(min(p_slower, 1.0)), float(min(p_faster, 1.0))
+
+
+def ratio_interval(baseline: np.ndarray, candidate: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, coverage) for candidate/baseline: the Moses interval of the shift in log throughput, i.e. order
+    statistics k and mn+1-k of the m·n pairwise log-ratios, k from the exact null distribution of U. Too few values
+    for `level`: the widest interval (min and max pairwise ratio) with the coverage it has."""
+    b = np.log(np.asarray(baseline, dtype=float))
+    c = np.log(np.asarray(candidate, dtype=float))
+    m, n = len(c), len(b)
+    diffs = np.sort((c[:, None] - b[None, :]).ravel())
+    tail = (1 - level) / 2
+    if math.comb(m + n, m) <= _EXACT_MAX:
+        cdf = _cdf_u_no_ties(m, n)
+        # Largest k >= 1 with P(U <= k-1) <= tail.
+        k = int(np.searchsorted(cdf, tail, side="right"))
+        if k == 0:
+            k, coverage = 1, 1 - 2 * float(cdf[0])
+        else:
+            coverage = 1 - 2 * float(cdf[k - 1])
+    else:
+        z = statistics.NormalDist().inv_cdf(1 - tail)
+        k = max(1, int(math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))))
+        coverage = level
+    k = min(k, (m * n + 1) // 2)
+    return float(math.exp(diffs[k - 1])), float(math.exp(diffs[m * n - k])), coverage
+
+
+def verdict(n_baseline: int, n_candidate: int, ratio: float, ci_low: float, ci_high: float, p_slower: float,
+            p_faster: float, settings: CheckSettings) -> str:
+    if n_baseline < settings.min_obs or n_candidate < settings.min_obs:
+        return "insufficient-data"
+    if p_slower <= settings.alpha and ratio <= 1 - settings.min_effect:
+        return "regressed"
+    if p_faster <= settings.alpha and ratio >= 1 + settings.min_effect:
+        return "improved"
+    if ci_low >= 1 - settings.min_effect and ci_high <= 1 + settings.min_effect:
+        return "unchanged"
+    return "inconclusive"
+
+
+# --- the comparison -------------------------------------------------------------------------------------------------
+
+def _groups(obs: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
+    """cell_id → (observations, basis), without a pandas object per cell (10,000 cells must take seconds)."""
+    if obs.empty:
+        return {}
+    ordered = obs.sort_values("cell_id", kind="stable")
+    ids = ordered["cell_id"].to_numpy()
+    values = ordered["images_per_sec"].to_numpy(dtype=float)
+    basis = ordered["basis"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    ends = np.r_[starts[1:], len(ids)]
+    return {ids[a]: (values[a:b], basis[a]) for a, b in zip(starts, ends)}
+
+
+def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, settings: CheckSettings = CheckSettings()
+            ) -> pd.DataFrame:
+    """Observation frames (see `observations`, optionally normalised) → one row per cell of either side: medians
+    and their 95% intervals, the ratio and its interval, the one-sided p-value in the direction of the change, the
+    verdict, and a note. Cells on one side only are insufficient-data, noted. No cell on both sides: an error."""
+    base_groups, cand_groups = _groups(baseline), _groups(candidate)
+    if not any(c in cand_groups for c in base_groups):
+        raise BenchInputError(f"no overlapping cells: the baseline has {len(base_groups)}, the candidate "
+                              f"{len(cand_groups)}, none in common (same matrix? cell ids include every setting)")
+    nan = float("nan")
+    rows = []
+    for cell_id in [*base_groups, *(c for c in cand_groups if c not in base_groups)]:
+        b_side, c_side = base_groups.get(cell_id), cand_groups.get(cell_id)
+        if b_side is None or c_side is None:
+            present, other = ("baseline", "candidate") if c_side is None else ("candidate", "baseline")
+            values, basis = b_side if c_side is None else c_side
+            med = median_ci(values.tolist())
+            row = {"cell_id": cell_id, "basis": basis, f"n_{present}": len(values), f"n_{other}": 0,
+                   f"{present}_median": med.median, f"{present}_ci_low": med.low, f"{present}_ci_high": med.high,
+                   f"{other}_median": nan, f"{other}_ci_low": nan, f"{other}_ci_high": nan, "ratio": nan,
+                   "ci_low": nan, "ci_high": nan, "ci_coverage": nan, "p_value": nan, "verdict": "insufficient-data",
+                   "note": f"not in the {other}"}
+            rows.append(row)
+            continue
+        (b, b_basis), (c, c_basis) = b_side, c_side
+        b_med, c_med = median_ci(b.tolist()), median_ci(c.tolist())
+        notes = []
+        if "windows" in (b_basis, c_basis):
+            notes.append("one job: windows used as observations (not independent; weaker evidence)")
+        ratio = c_med.median / b_med.median
+        if len(b) >= 2 and len(c) >= 2:
+            p_slower, p_faster = mann_whitney(b, c)
+            low, high, coverage = ratio_interval(b, c, settings.level)
+        else:
+            p_slower = p_faster = 1.0
+            low = high = coverage = nan
+        v = verdict(len(b), len(c), ratio, low, high, p_slower, p_faster, settings)
+        if v == "insufficient-data":
+            notes.append(f"fewer than {settings.min_obs} observations on a side")
+        rows.append({"cell_id": cell_id, "basis": b_basis if b_basis == c_basis else f"{b_basis}/{c_basis}",
+                     "n_baseline": len(b), "n_candidate": len(c),
+                     "baseline_median": b_med.median, "baseline_ci_low": b_med.low, "baseline_ci_high": b_med.high,
+                     "candidate_median": c_med.median, "candidate_ci_low": c_med.low,
+                     "candidate_ci_high": c_med.high, "ratio": ratio, "ci_low": low, "ci_high": high,
+                     "ci_coverage": coverage, "p_value": p_slower if ratio < 1 else p_faster, "verdict": v,
+                     "note": "; ".join(notes)})
+    result = pd.DataFrame(rows)
+    keys = pd.concat([baseline, candidate], ignore_index=True).drop_duplicates("cell_id")[["cell_id", *CELL_KEYS]]
+    return result.merge(keys, on="cell_id", how="left")[RESULT_COLUMNS]
+
+
+def summary_counts(result: pd.DataFrame) -> dict[str, int]:
+    counts = result["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
