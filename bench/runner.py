@@ -168,7 +168,16 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
     started = time.monotonic()
     records: list[Record] = []
     for job in range(cell.cell["jobs"]):
-        handle = backend.submit(cell, run_id, job)
+        try:
+            handle = backend.submit(cell, run_id, job)
+        except OSError as e:  # the launcher is not installed, or cannot be executed: this cell fails, others go on
+            what = e.filename or "the launcher"
+            outcome = Outcome("failed", [], f"could not start {what}: {e.strerror or e}")
+            rendered = backend.render(cell, run_id, job)
+            failed, outcome = records_for(cell, run_id, job, outcome, list(rendered.argv), rendered.env,
+                                          transport_of(cell, outcome))
+            _write(store, cell, failed)
+            break
         token = getattr(handle, "token", None)
         _heartbeat(store, cell, run_id, token)
         beat = time.monotonic()
@@ -215,10 +224,14 @@ def _heartbeat(store: Store, cell: PlannedCell, run_id: str, token: str | None) 
 def _store_outcome(cell: PlannedCell, run_id: str, job: int, outcome: Outcome, handle: Any, store: Store):
     records, outcome = records_for(cell, run_id, job, outcome, list(handle.rendered.argv), handle.rendered.env,
                                    transport_of(cell, outcome))
+    _write(store, cell, records)
+    return records, outcome
+
+
+def _write(store: Store, cell: PlannedCell, records: list[Record]) -> None:
     try:
         store.write_many(records)
     except (sqlite3.Error, OSError) as e:
         raise StoreWriteFailed(f"{cell.label()} ({cell.cell_id}): the store refused its records ({e}); the cell is "
                                f"not recorded as done and runs again next time") from None
-    return records, outcome
 

@@ -332,3 +332,25 @@ backend:
     df = read_records(tmp_path)
     assert list(df.status) == ["failed"]
     assert "bench worker: error: no JPEG files under" in df.error.iloc[0]
+
+
+def test_a_launcher_that_is_not_installed_fails_its_cell_and_the_others_run(tmp_path):
+    # PATH names nothing: Open MPI's mpirun cannot be found; torchrun (python -m torch.distributed.run) still runs.
+    (tmp_path / "m.yaml").write_text(f"""
+name: no-launcher
+{TINY_WORKLOAD}
+axes:
+  gpu: [cpu]
+  framework: [pytorch]
+  mpi: [openmpi, gloo]
+  ib: [false]
+  gpus: [1]
+  engine: [native]
+backend: {{name: local, timeout_s: 300}}
+""", encoding="utf-8")
+    done = bench_cli("run", "m.yaml", cwd=tmp_path, env={"PATH": str(tmp_path / "nowhere")})
+    assert done.returncode == 1, done.stderr[-2000:]
+    df = read_records(tmp_path)
+    by_mpi = df.groupby("mpi").status.agg(set).to_dict()
+    assert by_mpi == {"openmpi": {"failed"}, "gloo": {"ok"}}, df[["mpi", "status", "error"]]
+    assert "could not start mpirun" in df[df.mpi == "openmpi"].error.iloc[0]
