@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # Ctrl-C must stop the running cells and record them, even when bench was started with SIGINT ignored (as a
+    # shell's background jobs are): Python then installs no KeyboardInterrupt handler of its own.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         args = build_parser().parse_args(argv)
         return VERBS[args.verb](args)
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _backend(name: str | None, matrix, results_dir: Path, timeout: float | None = None):
