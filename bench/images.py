@@ -259,7 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="variant, image and the GPU keys that map to it")
     args = parser.parse_args(argv)
     if args.verb == "render":
-        for path in render_all(args.out_dir):
+        try:
+            paths = render_all(args.out_dir)
+        except OSError as e:  # bad input: one line (the bench CLI turns it into exit 2), nothing half-explained
+            from bench.errors import BenchInputError
+
+            raise BenchInputError(f"cannot write the rendered Dockerfiles: {e.strerror}", args.out_dir) from None
+        for path in paths:
             print(path)
         return 0
     from bench.catalog import catalog

@@ -52,6 +52,3 @@ def runtime_for(mpi: str, python: str = sys.executable) -> Runtime:
         libs.append(os.environ["LD_LIBRARY_PATH"])
     return Runtime(str(venv / "bin" / "python"), bins, {"LD_LIBRARY_PATH": os.pathsep.join(libs)})
 
-
-def python_for(mpi: str, python: str = sys.executable) -> str:
-    return runtime_for(mpi, python).python
