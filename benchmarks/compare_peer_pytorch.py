@@ -1,7 +1,8 @@
 """Side by side on this machine: the PyTorch workload vs Horovod's own examples/pytorch/pytorch_synthetic_benchmark.py.
 
 Same settings for both (ResNet-50, 224x224, batch 8 per worker, 2 threads, fp32, NCHW, one worker under mpirun),
-then the workload with its channels-last default and with bf16 autocast. Variants are interleaved round by round so
+then the workload with its channels-last default and with bf16 autocast. One more variant turns off the workload's
+allocator setting (models/allocator.py), to show how much of the difference it makes. Variants are interleaved round by round so
 machine drift hits all of them alike; medians and ratios to the peer are printed (and written with --json).
 
     .venv/bin/python benchmarks/compare_peer_pytorch.py --peer /path/to/horovod/examples/pytorch/pytorch_synthetic_benchmark.py
@@ -68,6 +69,8 @@ def main() -> None:
     variants = {
         "peer: horovod pytorch_synthetic_benchmark (NCHW, fp32)": lambda: run_peer(a.peer, a),
         "bench workload, same settings (NCHW, fp32)": lambda: run_workload(a, "--no-channels-last"),
+        "  the same, glibc's default malloc (no held memory)": lambda: run_workload(a, "--no-channels-last",
+                                                                                  "--no-hold-freed-memory"),
         "bench workload, fp32 default (channels-last)": lambda: run_workload(a, "--channels-last"),
         "bench workload, bf16 autocast, channels-last": lambda: run_workload(a, "--channels-last",
                                                                              "--precision", "bf16"),

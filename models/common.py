@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from models.allocator import hold_freed_memory
 from models.meter import EmptyWindowError, WindowMeter, combine
 from models.record import write_record
 
@@ -38,10 +39,13 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
     p.add_argument("--data-dir", default=None, help="ImageNet root (train/<wnid>/*.JPEG and/or tfrecord/train-*)")
     p.add_argument("--data-layout", choices=("jpeg", "tfrecord"), default="jpeg")
     p.add_argument("--loader-workers", type=int, default=0, help="input pipeline workers; 0 = automatic")
+    p.add_argument("--hold-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="keep freed memory in the process (glibc mallopt) rather than page-faulting it in every step")
     p.add_argument("--cell-id", default=None)
     p.add_argument("--run-id", default=None)
     p.add_argument("--out", default=None, help="append records (JSON lines) here; default: stdout")
     args = p.parse_args(argv)
+    hold_freed_memory(args.hold_freed_memory)  # before the framework allocates anything
     for name in ("batch_size", "image_size", "steps", "repeats", "num_classes"):
         if getattr(args, name) <= 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")

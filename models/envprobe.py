@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 
+from models import allocator
+
 
 def cpu_model() -> str | None:
     try:
@@ -64,6 +66,7 @@ def base_probe() -> dict:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "malloc": allocator.state,
     }
 
 

@@ -62,13 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         fail(f"bf16 is not supported on {torch.cuda.get_device_name(device)}")
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    # Channels-last means NHWC activations. On a GPU cuDNN wants the weights in that layout too. On a CPU a
+    # channels-last input alone runs oneDNN's NHWC kernels at the same speed while parameters and gradients stay
+    # NCHW, so Horovod reduces them without two layout copies a step (28 ms of ~1.1 s measured here).
+    param_format = memory_format if cuda else torch.contiguous_format
 
     torch.manual_seed(1234)
     model = ResNet50(num_classes=args.num_classes).to(device)
     global_batch = args.batch_size * comm.size
     if native is not None:
         # DDP broadcasts rank 0's parameters when it wraps the model, and averages gradients in backward().
-        model = torch.nn.parallel.DistributedDataParallel(model.to(memory_format=memory_format),
+        model = torch.nn.parallel.DistributedDataParallel(model.to(memory_format=param_format),
                                                           device_ids=[local_rank] if cuda else None)
     # The fused SGD kernel: momentum and weight decay in one pass (measured here: 13 vs 30 ms a step on 2 cores).
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * global_batch / 256, momentum=0.9, weight_decay=5e-5,
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), op=hvd.Average,
                                              compression=LayoutPreservingCompression)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    model = model.to(memory_format=memory_format)
+    model = model.to(memory_format=param_format)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     # Synthetic data: random (not zero) images and labels, different per rank, resident on the device.
