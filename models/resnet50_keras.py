@@ -21,11 +21,12 @@ from models.registry import WORKLOADS  # noqa: E402
 VERSION = WORKLOADS["keras"]["version"]
 
 
-def timed_input(tf, model):
+def timed_input(tf, model, unpack=lambda batch: batch):
     """`model` whose model.fit fetches each batch outside the compiled step and adds the wait to .input_wait_s.
 
     tf.keras' own train function calls next(iterator) inside its tf.function, where no clock can see it; this one
-    does the same two things (fetch, then the model's train_step, compiled) with the fetch timed."""
+    does the same two things (fetch, then the model's train_step, compiled) with the fetch timed. `unpack` sees
+    each fetched batch first and returns what the step trains on (the real-data path counts dropped images)."""
 
     class TimedInputModel(tf.keras.Model):
         input_wait_s = 0.0
@@ -39,7 +40,7 @@ def timed_input(tf, model):
                 t = time.perf_counter()
                 data = next(iterator)
                 self.input_wait_s += time.perf_counter() - t
-                return step(data)
+                return step(unpack(data))
 
             self.train_function = train_function
             return train_function
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv)
     if args.warmup_steps < 1:
         fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
+    from models.data.layout import DataError
     from models.envprobe import probe_tensorflow
     from models.resnet_tf import resnet50
     from models.tf_env import start
@@ -61,7 +63,30 @@ def main(argv: list[str] | None = None) -> int:
         import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()
 
     tf.random.set_seed(1234)
-    model = timed_input(tf, resnet50(tf.keras, args.image_size, args.num_classes, data_format))
+    shape = (args.image_size, args.image_size, 3) if data_format == "channels_last" \
+        else (3, args.image_size, args.image_size)
+    gen = tf.random.Generator.from_seed(comm.rank)
+    images = gen.normal((args.batch_size, *shape))
+    labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
+    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    unpack, counter = (lambda batch: batch), None
+    if args.data == "imagenet":
+        from models.data.imagenet_tf import Counter
+        from models.data.imagenet_tf import dataset as imagenet
+
+        try:
+            dataset = imagenet(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
+                               comm.size, args.channels_last, numbered=True)
+        except DataError as e:
+            fail(str(e))
+        counter = Counter()
+
+        def unpack(batch):
+            x, y, numbers = batch
+            counter.update(numbers.numpy())  # raises DataError past 1% undecodable
+            return x, y
+
+    model = timed_input(tf, resnet50(tf.keras, args.image_size, args.num_classes, data_format), unpack)
     opt = tf.keras.optimizers.SGD(learning_rate=0.1 * args.batch_size * comm.size / 256, momentum=0.9)
     if hvd is not None:
         opt = hvd.DistributedOptimizer(opt)
@@ -71,22 +96,6 @@ def main(argv: list[str] | None = None) -> int:
         # Horovod's apply_gradients and are averaged there.
         opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-    shape = (args.image_size, args.image_size, 3) if data_format == "channels_last" \
-        else (3, args.image_size, args.image_size)
-    gen = tf.random.Generator.from_seed(comm.rank)
-    images = gen.normal((args.batch_size, *shape))
-    labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
-    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
-    if args.data == "imagenet":
-        from models.data.imagenet_tf import dataset as imagenet
-        from models.data.layout import DataError
-
-        try:
-            dataset = imagenet(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
-                               comm.size, args.channels_last)
-        except DataError as e:
-            fail(str(e))
 
     base = {"framework": "keras", "workload": "resnet50_keras", "workload_version": VERSION,
             "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
@@ -121,8 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     callbacks = [Windows()]
     if hvd is not None:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
-    model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
-              callbacks=callbacks, verbose=0)
+    try:
+        model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
+                  callbacks=callbacks, verbose=0)
+    except StopIteration:
+        fail("the input pipeline ran dry (every image undecodable?)")
+    except DataError as e:
+        fail(str(e))
+    if counter is not None and counter.bad:
+        print(f"bench worker: rank {comm.rank} skipped {counter.bad} undecodable images of {counter.consumed}",
+              flush=True)
     if hvd is not None:
         hvd.shutdown()
     return 1 if loop.failed else 0

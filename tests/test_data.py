@@ -1,5 +1,7 @@
 """Real-data input: the sample maker, the readers, corrupt images, and the input-bound mark."""
+import json
 import random
+import re
 from pathlib import Path
 import subprocess
 import sys
@@ -138,3 +140,28 @@ except DataError as e:
         path.write_bytes(b"broken")
     out = subprocess.run([sys.executable, "-c", code, "24"], capture_output=True, text=True, timeout=300).stdout
     assert out.startswith("error") and "could not be decoded (over 1%)" in out, out
+
+
+def test_keras_workload_counts_undecodable_images_and_fails_over_one_percent(tmp_path):
+    """model.fit's batches are fetched outside its step, so the Keras path counts dropped images like the others."""
+    d = tmp_path / "inet"
+    make_imagenet_sample(d, classes=2, per_class=60, seed=4, tfrecord=False)
+    files = sorted((d / "train").rglob("*.JPEG"))
+    files[7].write_bytes(b"broken")  # 1 of 120: skipped and counted
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, str(root / "models" / "resnet50_keras.py"), "--data", "imagenet", "--data-dir", str(d),
+           "--batch-size", "10", "--image-size", "32", "--num-classes", "2", "--threads", "1", "--warmup-steps", "1",
+           "--steps", "12", "--repeats", "2", "--out", str(tmp_path / "r.jsonl")]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    counted = re.search(r"skipped (\d+) undecodable images of (\d+)", ok.stdout)
+    assert counted, ok.stdout
+    assert int(counted[1]) == 2 and int(counted[2]) > 240  # 25 batches of 10: the one bad file, seen in 2 epochs
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(0 <= r["input_wait_s"] < r["window_s"] for r in records)
+    for path in files[:20]:
+        path.write_bytes(b"broken")
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("bench worker: error:")
+    assert "could not be decoded (over 1%)" in bad.stderr
