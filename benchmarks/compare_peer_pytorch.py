@@ -2,8 +2,9 @@
 
 Same settings for both (ResNet-50, 224x224, batch 8 per worker, 2 threads, fp32, NCHW, one worker under mpirun),
 then the workload with its channels-last default and with bf16 autocast. One more variant turns off the workload's
-allocator setting (models/allocator.py), to show how much of the difference it makes. Variants are interleaved round by round so
-machine drift hits all of them alike; medians and ratios to the peer are printed (and written with --json).
+allocator setting (models/allocator.py), to show how much of the difference it makes. Variants are interleaved
+round by round so machine drift hits all of them alike; medians and ratios to the peer are printed (and written
+with --json).
 
     .venv/bin/python benchmarks/compare_peer_pytorch.py --peer /path/to/horovod/examples/pytorch/pytorch_synthetic_benchmark.py
 

@@ -1,9 +1,9 @@
 """Keeps freed memory in the process instead of handing it back to the kernel after every step.
 
 glibc's malloc serves large blocks (activations, gradients) with mmap and returns them with munmap on free, so every
-training step page-faults its whole working set in again, zero-filled by the kernel. Measured here in a plain
-training loop (ResNet-50, 224x224, channels-last, 2 threads, PyTorch 2.13 CPU): at batch 32, 5.90 img/s with
-1.2 million page faults and 2.6 s of system time a step; 8.47 img/s and none once freed memory was kept.
+training step page-faults its whole working set in again, zero-filled by the kernel. Measured here with
+benchmarks/allocator_effect.py (the PyTorch workload, ResNet-50, 224x224, channels-last, 2 threads, CPU): batch 32
+ran at 5.59 img/s by default and at 7.86 img/s with freed memory held (docs/measurements.md).
 Frameworks that bring their own caching allocator (CUDA, TensorFlow's GPU BFC) are not affected either way.
 """
 from __future__ import annotations

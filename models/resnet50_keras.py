@@ -134,11 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     callbacks = [Windows()]
     if hvd is not None:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
-    try:
+    try:  # (model.fit itself catches StopIteration: a dry pipeline ends training early, with fewer windows)
         model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
                   callbacks=callbacks, verbose=0)
-    except StopIteration:
-        fail("the input pipeline ran dry (every image undecodable?)")
     except DataError as e:
         fail(str(e))
     if counter is not None and counter.bad:
