@@ -16,15 +16,47 @@ def workload_version(framework: str) -> str:
     return spec["version"] if spec else "none"
 
 
-def cell_id(cell: dict[str, Any]) -> str:
-    """Short stable hash of the normalised cell (every key, in sorted order, defaults filled in) and its workload's
-    version. Same cell → same id on every backend and every day; the id keys resume and history.
+# Id scheme 1: the keys a cell had when the scheme was written down. Frozen: never add to or remove from this set
+# (a key added to it later would move every id). Their values always enter the id, exactly as they did before the
+# scheme had a name, so ids in stores and baselines from before it stay valid.
+ID_SCHEME_1_KEYS = frozenset({
+    "gpu", "framework", "mpi", "ib", "gpus", "model", "engine", "data", "data_layout", "loader_workers",
+    "batch_per_gpu", "image_size", "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last",
+    "threads",
+})
 
-    The canonical text is `key=value` pairs joined by `;`: every value is a validated literal, number, bool or null,
-    so the text is unambiguous (and ~5x cheaper than JSON when planning 100,000 cells).
+# Keys added after scheme 1, each with the value that reproduces the behaviour from before the key existed, as
+# recorded when the key was added. Frozen per key: a recorded value never changes, even if the matrix default
+# changes later (a default cell then gets a new id, as it should: it now measures something else). A key not
+# listed here is recorded as None.
+ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {}
+
+
+def _is_recorded_default(key: str, value: Any) -> bool:
+    default = ID_ADDED_KEY_DEFAULTS.get(key)
+    return value == default and type(value) is type(default)  # 1 is not True here, as in the matrix
+
+
+def cell_id_text(cell: dict[str, Any]) -> str:
+    """The canonical text a cell id hashes (id scheme 1).
+
+    `v=<workload version>` then `key=value` for the cell's keys in sorted order, joined by `;`. A key of scheme 1
+    (`ID_SCHEME_1_KEYS`) always appears; a key added later appears only when its value differs from its recorded
+    default (`ID_ADDED_KEY_DEFAULTS`, None when unlisted). So adding a key whose default reproduces today's
+    behaviour moves no id, and setting it to anything else gives a new id. Every value is a validated literal,
+    number, bool or null, so the text is unambiguous (and ~5x cheaper than JSON when planning 100,000 cells).
+
+    The scheme's version marker is the absence of one: a future scheme 2 would begin its text with `id=2;`, which
+    no scheme 1 text can (scheme 1 texts begin with `v=`).
     """
-    text = ";".join([f"v={workload_version(cell['framework'])}", *(f"{k}={cell[k]}" for k in sorted(cell))])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    keys = sorted(k for k in cell if k in ID_SCHEME_1_KEYS or not _is_recorded_default(k, cell[k]))
+    return ";".join([f"v={workload_version(cell['framework'])}", *(f"{k}={cell[k]}" for k in keys)])
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    """Short stable hash of the cell's canonical text (`cell_id_text`): same cell → same id on every backend and
+    every day; the id keys resume, history and baselines."""
+    return hashlib.sha256(cell_id_text(cell).encode()).hexdigest()[:12]
 
 
 @dataclass(slots=True)

@@ -24,33 +24,9 @@ from bench.record import Record
 STORE_SCHEMA_VERSION = 4
 DEFAULT_STORE = Path("results/bench.db")
 
-_CELL_COLUMNS = {
-    "gpu": "TEXT", "framework": "TEXT", "mpi": "TEXT", "ib": "INTEGER", "gpus": "INTEGER", "model": "TEXT",
-    "engine": "TEXT", "data": "TEXT", "data_layout": "TEXT", "loader_workers": "INTEGER", "batch_per_gpu": "INTEGER",
-    "image_size": "INTEGER", "precision": "TEXT",
-    "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "jobs": "INTEGER",
-    "channels_last": "INTEGER", "threads": "INTEGER",
-}
-assert tuple(_CELL_COLUMNS) == CELL_KEYS, "store columns must follow the cell keys"
-
-_MEASURE_COLUMNS_V2 = {
-    "nodes": "INTEGER", "images_per_sec": "REAL", "images_per_sec_per_gpu": "REAL", "samples": "INTEGER",
-    "window_s": "REAL", "step_time_median_s": "REAL", "slowest_rank": "INTEGER",
-    "slowest_rank_images_per_sec": "REAL", "world_size": "INTEGER", "start_unix": "REAL", "end_unix": "REAL",
-    "requested_transport": "TEXT", "effective_transport": "TEXT", "workload_version": "TEXT",
-    "rank_spread": "REAL", "input_wait_s": "REAL",
-}
-_V3_COLUMNS = {"transport_verdict": "TEXT", "transport_evidence": "TEXT"}
-_MEASURE_COLUMNS = {**_MEASURE_COLUMNS_V2, **_V3_COLUMNS}
-
-# Schema 1's columns, frozen: migration 2 copies from exactly these.
-_V1_COLUMNS = ["run_id", "cell_id", "repeat", "status", "error", "gpu", "framework", "mpi", "ib", "gpus", "model",
-               "data", "batch_per_gpu", "image_size", "precision", "warmup_steps", "steps", "repeats",
-               "channels_last", "threads", "nodes", "images_per_sec", "images_per_sec_per_gpu", "samples",
-               "window_s", "step_time_median_s", "slowest_rank", "slowest_rank_images_per_sec", "world_size",
-               "start_unix", "end_unix", "requested_transport", "effective_transport", "workload_version",
-               "record_json", "written_unix"]
-
+# Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
+# exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
+# tests/test_store.py holds each text's hash, so editing an old one fails a test.
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE runs (
@@ -78,9 +54,9 @@ MIGRATIONS: dict[int, str] = {
     CREATE INDEX records_cell ON records (cell_id, status);
     """,
     # 2: job-level repeats (`jobs` per cell, `job` in the key), engine, data layout and loader workers, rank
-    # spread, input wait. Built from the column dicts as they are at schema 2: a later column needs its own
-    # migration, and this text must then keep schema 2's list.
-    2: f"""
+    # spread, input wait. SQLite cannot add a column to a primary key, so the table is rebuilt and schema 1's
+    # rows copied over.
+    2: """
     CREATE TABLE records_v2 (
         run_id TEXT NOT NULL,
         cell_id TEXT NOT NULL,
@@ -88,19 +64,39 @@ MIGRATIONS: dict[int, str] = {
         repeat INTEGER NOT NULL,
         status TEXT NOT NULL,
         error TEXT,
-        {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS, **_MEASURE_COLUMNS_V2}.items())},
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, gpus INTEGER, model TEXT, engine TEXT, data TEXT,
+        data_layout TEXT, loader_workers INTEGER, batch_per_gpu INTEGER, image_size INTEGER, precision TEXT,
+        warmup_steps INTEGER, steps INTEGER, repeats INTEGER, jobs INTEGER, channels_last INTEGER, threads INTEGER,
+        nodes INTEGER, images_per_sec REAL, images_per_sec_per_gpu REAL, samples INTEGER, window_s REAL,
+        step_time_median_s REAL, slowest_rank INTEGER, slowest_rank_images_per_sec REAL, world_size INTEGER,
+        start_unix REAL, end_unix REAL, requested_transport TEXT, effective_transport TEXT, workload_version TEXT,
+        rank_spread REAL, input_wait_s REAL,
         record_json TEXT NOT NULL,
         written_unix REAL NOT NULL,
         PRIMARY KEY (run_id, cell_id, job, repeat)
     );
-    INSERT INTO records_v2 ({", ".join(_V1_COLUMNS)}, job, jobs)
-        SELECT {", ".join(_V1_COLUMNS)}, 0, 1 FROM records;
+    INSERT INTO records_v2 (
+        run_id, cell_id, repeat, status, error, gpu, framework, mpi, ib, gpus, model, data, batch_per_gpu,
+        image_size, precision, warmup_steps, steps, repeats, channels_last, threads, nodes, images_per_sec,
+        images_per_sec_per_gpu, samples, window_s, step_time_median_s, slowest_rank, slowest_rank_images_per_sec,
+        world_size, start_unix, end_unix, requested_transport, effective_transport, workload_version, record_json,
+        written_unix, job, jobs)
+    SELECT
+        run_id, cell_id, repeat, status, error, gpu, framework, mpi, ib, gpus, model, data, batch_per_gpu,
+        image_size, precision, warmup_steps, steps, repeats, channels_last, threads, nodes, images_per_sec,
+        images_per_sec_per_gpu, samples, window_s, step_time_median_s, slowest_rank, slowest_rank_images_per_sec,
+        world_size, start_unix, end_unix, requested_transport, effective_transport, workload_version, record_json,
+        written_unix, 0, 1
+    FROM records;
     DROP TABLE records;
     ALTER TABLE records_v2 RENAME TO records;
     CREATE INDEX records_cell ON records (cell_id, status);
     """,
     # 3: the transport verdict (requested vs effective) and the log line it rests on.
-    3: ";\n".join(f"ALTER TABLE records ADD COLUMN {k} {t}" for k, t in _V3_COLUMNS.items()),
+    3: """
+    ALTER TABLE records ADD COLUMN transport_verdict TEXT;
+    ALTER TABLE records ADD COLUMN transport_evidence TEXT;
+    """,
     # 4: claims, so two runs on one store never measure a cell at the same time. A claim names its owner (run,
     # host, pid and the pid's start time, so a reused pid is not mistaken for it) and is kept alive by heartbeats;
     # a claim whose owner is gone (same host) or whose heartbeat is older than the lease may be taken over, and

@@ -1,0 +1,68 @@
+"""The store's migrations are frozen history: their SQL never changes, and a store left at any earlier schema
+upgrades to today's with its rows."""
+import hashlib
+import sqlite3
+
+import pytest
+
+from bench.matrix import CELL_KEYS
+from bench.record import parse_record
+from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
+from tests.factories import record
+
+# sha256 of each migration's SQL text. A migration that has shipped is never edited (stores made since replay it
+# as written); a schema change is a new migration, and a new line here.
+MIGRATION_SHA256 = {
+    1: "c4e2616ea142530aaaf0208dac443b0c211cb5d568236c137bc628dc5fbece6a",
+    2: "8ab19ddaa7e5b33053acda311f20ba81518993b41ca3d340e1d0e25202868033",
+    3: "3d35a50dcd3263aace7179dd515114169788cdefffa3141759ce15c3b1a81004",
+    4: "8fe5cc89cd4f3d4d8f30138f56888bbcc2c0ba88ee0d1a63e0fde348ba45c65c",
+}
+
+
+def test_every_migration_text_is_frozen():
+    assert sorted(MIGRATIONS) == list(range(1, STORE_SCHEMA_VERSION + 1))
+    assert set(MIGRATIONS) == set(MIGRATION_SHA256), "record each new migration's sha256 here"
+    for version, text in MIGRATIONS.items():
+        assert hashlib.sha256(text.encode()).hexdigest() == MIGRATION_SHA256[version], (
+            f"migration {version} was edited; write the change as a new migration instead")
+
+
+def _columns(conn) -> list[str]:
+    return [r[1] for r in conn.execute("PRAGMA table_info(records)")]
+
+
+def test_the_records_table_has_a_column_per_cell_key(tmp_path):
+    with Store(tmp_path / "b.db") as store:
+        missing = [k for k in CELL_KEYS if k not in _columns(store.conn)]
+    assert not missing, f"cell keys with no store column (add a migration): {missing}"
+
+
+@pytest.mark.parametrize("schema", range(1, STORE_SCHEMA_VERSION))
+def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, schema):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for version in range(1, schema + 1):  # what the bench of that schema ran, statement by statement
+        conn.executescript(MIGRATIONS[version])
+        conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    old = parse_record(record(run_id="old", repeats=1))
+    conn.execute("INSERT INTO records (run_id, cell_id, repeat, status, gpu, gpus, repeats, images_per_sec, "
+                 "record_json, written_unix) VALUES (?, ?, 0, 'ok', 'cpu', 1, 1, ?, ?, 0)",
+                 (old.run_id, old.cell_id, old.images_per_sec, old.to_json()))
+    if schema >= 2:
+        conn.execute("UPDATE records SET jobs = 1")
+    conn.commit()
+    conn.close()
+
+    with Store(tmp_path / "fresh.db") as fresh:
+        today = _columns(fresh.conn)
+    with Store(path) as store:
+        assert store.schema_version == STORE_SCHEMA_VERSION
+        assert _columns(store.conn) == today
+        assert store.completed_cells() == {old.cell_id}
+        new = parse_record(record(run_id="new", repeats=1, gpus=2))
+        store.write(new)
+        rows = {r["run_id"]: r for r in store.records()}
+        assert rows["old"]["images_per_sec"] == old.images_per_sec and rows["old"]["job"] == 0
+        assert rows["new"]["gpus"] == 2 and store.completed_cells() == {old.cell_id, new.cell_id}
