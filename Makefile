@@ -1,10 +1,12 @@
 # Two entry points; both install what they need first and are safe to repeat.
 #   make run   - set up, run matrix.yaml (the cells this machine can run), then regenerate the report
 #   make test  - set up (plus test tools) and run the whole test suite
+#   make test-fast - the same set-up, then only the unit and contract tests (no launcher, no training job): the
+#                    inner loop, about a minute
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test install install-test bench clean
+.PHONY: run test test-fast install install-test bench clean
 
 install:
 	@scripts/install.sh run
@@ -20,6 +22,11 @@ run: install
 
 test: install-test
 	$(PY) -m pytest
+
+# Markers registered in setup.cfg; a test carrying any of them starts real processes that train or launch.
+SLOW_MARKS := e2e or launcher or workload or browser
+test-fast: install-test
+	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
 
 # Speed checks. The peer comparison needs torchvision for Horovod's example (pure-Python parts only on CPU torch);
 # see docs/measurements.md for benchmarks/compare_peer_pytorch.py and benchmarks/harness_overhead.py.

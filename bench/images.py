@@ -35,9 +35,9 @@ FRAMEWORK_SETS: dict[str, tuple[str, ...]] = {"pt-tf": ("pytorch", "tensorflow",
 IMAGE_MPI: dict[str, str] = {"openmpi": "openmpi", "gloo": "openmpi", "mpich": "mpich", "intelmpi": "intelmpi"}
 MPI_FLAVOURS: tuple[str, ...] = ("openmpi", "mpich", "intelmpi")
 # The MPI ABI Horovod links (BENCH_MPI for scripts/build_horovod.sh): Intel MPI shares MPICH's libmpi.so.12, so the
-# intelmpi image builds against Debian/Ubuntu MPICH and runs with Intel MPI's runtime (FACTS.md, bench/runtimes.py).
+# intelmpi image builds against Debian/Ubuntu MPICH and runs with Intel MPI's runtime (bench/runtimes.py).
 BUILD_ABI: dict[str, str] = {"openmpi": "openmpi", "mpich": "mpich", "intelmpi": "mpich"}
-# Intel MPI from the registry: 2021.19 needs a libfabric that is not there (FACTS.md).
+# Intel MPI from the registry: 2021.19 needs a libfabric the registry does not have, so 2021.18.1.
 IMPI_RT = "impi_rt==2021.18.1"
 MPICH_WHEEL = "mpich==5.0.2"
 

@@ -1,7 +1,8 @@
 """Runs a script that imports torchvision, on a CPU-only torch.
 
 The registry's torchvision builds are CUDA builds; with CPU torch its import fails on `torchvision::nms`. Defining
-the two operator schemas first makes its pure-Python parts (models) importable (see shared FACTS.md).
+the two operator schemas first makes its pure-Python parts (models) importable; its decoding and C++ ops stay
+unavailable on CPU.
 Usage: python torchvision_shim.py SCRIPT [ARGS...]
 """
 import runpy

@@ -1,8 +1,9 @@
 """TensorFlow set-up shared by the TensorFlow and Keras workloads. Import this before tensorflow.
 
 Horovod 0.28's Keras integration only averages with Keras 2: under Keras 3 (TF >= 2.16's default) its
-DistributedOptimizer + model.fit silently does not average (FACTS.md). TF_USE_LEGACY_KERAS=1 makes tf.keras the
-tf-keras package (Keras 2), which it does average with; the averaging tests prove it for both workloads.
+DistributedOptimizer + model.fit silently does not average (two ranks meant to end at 5.0 ended at 2.0 and 8.0).
+TF_USE_LEGACY_KERAS=1 makes tf.keras the tf-keras package (Keras 2), which it does average with; the averaging tests
+prove it for both workloads.
 """
 import os
 

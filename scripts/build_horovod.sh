@@ -8,8 +8,9 @@
 #
 # Why a source build: the only release (0.28.1) predates torch 2.1 and fails with
 # "C++17 or later compatible compiler is required" — CMake forces C++14. Patching both CMakeLists to C++17 is the
-# fix that compiles *and* links (see shared FACTS.md). TensorFlow >= 2.17 also needs the XLA ops dropped from the
-# TF build (the TF wheel lacks the highwayhash/farmhash headers they include).
+# fix that compiles *and* links (patching only horovod/torch/CMakeLists.txt compiles, then fails to link with
+# "multiple definition of gloo::rendezvous::Store::kDefaultTimeout"). TensorFlow >= 2.17 also needs the XLA ops
+# dropped from the TF build (the TF wheel lacks the highwayhash/farmhash headers they include).
 set -euo pipefail
 HOROVOD_VERSION=0.28.1
 py=$(cd "$(dirname "${PYTHON:?set PYTHON to the venv python}")" && pwd)/$(basename "$PYTHON")

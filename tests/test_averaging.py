@@ -10,6 +10,8 @@ from bench.backends.local import _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.launcher
+
 WORKERS = {"pytorch": ("average.py",), "tensorflow": ("average_tf.py",), "keras": ("average_keras.py",),
            "keras-fp16": ("average_keras.py", "fp16")}
 

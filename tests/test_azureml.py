@@ -38,28 +38,11 @@ from bench.redact import redact_text
 from bench.transport import debug_env
 from tests.conftest import ROOT, bench_cli
 
-PLACEHOLDER_IMAGE = "bench-test-placeholder-image:none"  # only while bench.images is still a skeleton
 FAKE_KEY = "A1b2" * 21 + "xy=="  # 86 base64 characters + "==": the shape of a storage account key
 assert len(FAKE_KEY) == 88
 BINDING = re.compile(r"\$\{\{(inputs|outputs)\.(\w+)\}\}")
 SECRETS = re.compile(r"(?i)AccountKey|[?&]sig=|password|secret|bearer|[A-Za-z0-9+/]{86}==")
 WORKSPACE_VARS = ("AZUREML_SUBSCRIPTION_ID", "AZUREML_RESOURCE_GROUP", "AZUREML_WORKSPACE")
-
-
-def _images_ready() -> bool:
-    try:
-        images.image_for_cell(load_matrix_text("name: t\naxes: {gpu: [H100]}\n").cells()[0])
-        return True
-    except NotImplementedError:
-        return False
-
-
-@pytest.fixture
-def image_for(monkeypatch):
-    """The image a cell's job should name: bench.images' answer, or a placeholder while it is unimplemented."""
-    if not _images_ready():
-        monkeypatch.setattr(images, "image_for_cell", lambda cell: PLACEHOLDER_IMAGE)
-    return images.image_for_cell
 
 
 @pytest.fixture
@@ -79,7 +62,7 @@ def _load(job_yaml: str) -> Command:
 
 
 # --- every job of the default matrix ---------------------------------------------------------------------------
-def test_every_runnable_job_of_the_default_matrix_builds_and_loads(image_for, no_workspace, tmp_path):
+def test_every_runnable_job_of_the_default_matrix_builds_and_loads(no_workspace, tmp_path):
     matrix = load_matrix(ROOT / "matrix.yaml")
     backend = make_backend("azureml", matrix.spec.backend, tmp_path)
     started = time.perf_counter()
@@ -112,7 +95,7 @@ def test_every_runnable_job_of_the_default_matrix_builds_and_loads(image_for, no
             assert env["OMPI_MCA_pml"] == ("ucx" if c["ib"] else "ob1")
         assert env["OMP_NUM_THREADS"] == str(c["threads"] or 4)
         assert env.items() >= debug_env(c["mpi"], gpu=True).items()  # the log will name the effective transport
-        assert job.environment.image.endswith(image_for(c))
+        assert job.environment.image.endswith(images.image_for_cell(c))
         bindings = BINDING.findall(job.command)
         assert ("outputs", RECORDS) in bindings
         for kind, name in bindings:
@@ -127,7 +110,7 @@ def test_every_runnable_job_of_the_default_matrix_builds_and_loads(image_for, no
     assert elapsed < 60
 
 
-def test_reach_reasons(image_for, tmp_path):
+def test_reach_reasons(tmp_path):
     _, planned = _backend("""
 name: t
 axes: {gpu: [cpu, K80, V100, H100], mpi: [openmpi, gloo], gpus: [2, 16]}
@@ -143,7 +126,7 @@ axes: {gpu: [cpu, K80, V100, H100], mpi: [openmpi, gloo], gpus: [2, 16]}
     assert all(p.runnable for p in planned)
 
 
-def test_imagenet_cells_need_a_data_uri_and_mount_it(image_for, tmp_path):
+def test_imagenet_cells_need_a_data_uri_and_mount_it(tmp_path):
     text = "name: t\naxes: {gpu: [H100], gpus: [8]}\nworkload: {data: imagenet}\n"
     _, planned = _backend(text, tmp_path)
     assert "imagenet_uri" in planned[0].reason
@@ -154,7 +137,7 @@ def test_imagenet_cells_need_a_data_uri_and_mount_it(image_for, tmp_path):
     assert "--data-dir '${{inputs.imagenet}}'" in job.command
 
 
-def test_native_engine_cells(image_for, tmp_path):
+def test_native_engine_cells(tmp_path):
     backend, planned = _backend("""
 name: t
 axes: {gpu: [H100], framework: [pytorch], mpi: [gloo, openmpi], gpus: [8, 16]}
@@ -187,7 +170,7 @@ def _cell(**kw):
     ("H100", "mpich", False, {"MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,sm,self"}),
     ("H100", "mpich", True, {"UCX_TLS": "rc,sm,self", "NCCL_IB_DISABLE": "0"}),
 ])
-def test_fabric_settings_travel_as_env(gpu, mpi, ib, expected, image_for, tmp_path):
+def test_fabric_settings_travel_as_env(gpu, mpi, ib, expected, tmp_path):
     env = fabric_env(mpi, ib, catalog()[gpu])
     assert {k: env.get(k) for k in expected} == expected
     # And they reach the job: build an MPI flavour the planner may not offer yet, by hand.
@@ -198,12 +181,12 @@ def test_fabric_settings_travel_as_env(gpu, mpi, ib, expected, image_for, tmp_pa
     assert job.environment_variables["NCCL_TOPO_FILE"] == "/opt/topo.xml"
 
 
-def test_environment_cluster_and_registry_choices(image_for, tmp_path):
+def test_environment_cluster_and_registry_choices(tmp_path):
     base = "name: t\naxes: {gpu: [A100], gpus: [8]}\nbackend:\n  azureml:\n"
     backend, planned = _backend(base + "    image_registry: myacr.azurecr.io/\n    clusters: {A100: nd-a100}\n",
                                 tmp_path)
     job = _load(backend.job_yaml(planned[0], "R"))
-    assert job.environment.image == f"myacr.azurecr.io/{image_for(planned[0].cell)}"
+    assert job.environment.image == f"myacr.azurecr.io/{images.image_for_cell(planned[0].cell)}"
     assert job.compute == "nd-a100"
     backend, planned = _backend(base + "    environment: bench-pt:3\n", tmp_path)
     assert _load(backend.job_yaml(planned[0], "R")).environment == "bench-pt:3"  # by reference, not as an image
@@ -212,7 +195,8 @@ def test_environment_cluster_and_registry_choices(image_for, tmp_path):
 
 
 # --- the command really runs the workload from a code snapshot ------------------------------------------------
-def test_job_command_runs_the_workload_from_a_snapshot_of_models(image_for, tmp_path):
+@pytest.mark.workload
+def test_job_command_runs_the_workload_from_a_snapshot_of_models(tmp_path):
     """Azure ML puts the code folder's contents in the working directory under no name of its own; the command
     must still import the `models` package. Run it as Azure ML would, with the output binding substituted."""
     backend, planned = _backend("""
@@ -295,7 +279,7 @@ backend:
 """
 
 
-def test_plan_shows_job_yaml_without_a_workspace(image_for, no_workspace, capsys, tmp_path, monkeypatch):
+def test_plan_shows_job_yaml_without_a_workspace(no_workspace, capsys, tmp_path, monkeypatch):
     from bench.cli import main
 
     monkeypatch.chdir(tmp_path)

@@ -142,6 +142,7 @@ except DataError as e:
     assert out.startswith("error") and "could not be decoded (over 1%)" in out, out
 
 
+@pytest.mark.workload
 def test_keras_workload_counts_undecodable_images_and_fails_over_one_percent(tmp_path):
     """model.fit's batches are fetched outside its step, so the Keras path counts dropped images like the others."""
     d = tmp_path / "inet"

@@ -45,6 +45,23 @@ def read_records(d: Path) -> pd.DataFrame:
         return pd.read_sql("SELECT * FROM records", conn)
 
 
+def markdown_rows(md: str) -> list[dict[str, str]]:
+    """Every row of every table in a markdown page, as {column: cell text}."""
+    rows, header, lines = [], None, md.splitlines()
+    for line, following in zip(lines, [*lines[1:], ""]):
+        if not line.startswith("|"):
+            header = None
+        elif following.startswith("|---"):
+            header = _cells(line)
+        elif header and not line.startswith("|---"):
+            rows.append(dict(zip(header, _cells(line), strict=True)))
+    return rows
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+
+
 def test_run_measures_both_controllers_and_stores_consistent_records(workdir):
     d, first = workdir
     assert first.returncode == 0, first.stderr[-3000:]
@@ -85,7 +102,11 @@ def test_report_from_the_store_renders_in_a_headless_browser(workdir):
     cells = set(read_records(d).cell_id)
     assert all(c in html for c in cells)
     md = (d / "reports" / "summary.md").read_text()
-    assert "1.00×" not in md or "baseline" in md
+    # Each cell is the only one of its series (gpus: [2]): no smaller run to divide by, so no speedup of 1.00×.
+    scaling = [row for row in markdown_rows(md) if "speedup" in row]
+    assert sorted(row["cell_id"] for row in scaling) == sorted(cells)
+    for row in scaling:
+        assert (row["speedup"], row["efficiency"], row["baseline"]) == ("—", "—", "no smaller run in this series")
     assert (d / "reports" / "scaling_cpu.png").stat().st_size > 10_000
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import psutil
@@ -201,25 +202,32 @@ def test_controller_sigkilled_mid_cell_leaves_no_workers_and_the_next_run_resume
 
 
 def test_controller_sigkilled_while_it_creates_and_opens_the_store(tmp_path):
-    """Killed at random moments of start-up (store creation, migrations, WAL set-up): the store stays sound."""
-    (tmp_path / "m.yaml").write_text(CONTROLLER.replace("steps: [2, 3]", "steps: [2]"), encoding="utf-8")
-    rng = random.Random(6)
-    for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=tmp_path,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 3.0))
-        proc.kill()
-        proc.wait()
-        wait_until(lambda: not processes_under(tmp_path), 30)
-    kill_leftovers(tmp_path)
-    db = tmp_path / "results" / "bench.db"
-    if db.exists():
-        with sqlite3.connect(db) as conn:
-            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    """Killed at moments of start-up right after the store file appears (creation, migrations, WAL set-up), each
+    time with a fresh store: what is left behind is sound and opens at today's schema."""
+    from bench.record import parse_record
     from bench.store import STORE_SCHEMA_VERSION, Store
+    from tests.factories import record
 
-    with Store(db) as store:
-        assert store.schema_version == STORE_SCHEMA_VERSION
+    (tmp_path / "m.yaml").write_text(CONTROLLER.replace("steps: [2, 3]", "steps: [2]"), encoding="utf-8")
+    for attempt, delay_s in enumerate((0.0, 0.001, 0.005, 0.02)):
+        db = tmp_path / f"store{attempt}" / "bench.db"
+        proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml", "--store", str(db)], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert wait_until(db.exists, 120, step=0.001), "the run never created its store"
+            time.sleep(delay_s)
+            assert proc.poll() is None, "the run ended before the kill"
+        finally:
+            proc.kill()
+            proc.wait()
+        wait_until(lambda: not processes_under(tmp_path), 30)
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        with Store(db) as store:
+            assert store.schema_version == STORE_SCHEMA_VERSION
+            store.write(parse_record(record()))
+            assert len(store.records()) == 1
+    kill_leftovers(tmp_path)
 
 
 WRITER = """
@@ -239,19 +247,28 @@ while True:
 def test_sigkill_during_store_writes_keeps_whole_jobs_only_and_a_sound_store(tmp_path):
     db = tmp_path / "bench.db"
     rng = random.Random(7)
+
+    def jobs_written(run: str) -> list[int]:
+        with closing(sqlite3.connect(db, timeout=30)) as conn:
+            return [n for _, n in conn.execute("SELECT run_id, COUNT(*) FROM records WHERE run_id LIKE ? "
+                                               "GROUP BY run_id", (f"{run}-%",))]
+
     for attempt in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db), f"w{attempt}"], cwd=ROOT,
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.8))
-        proc.kill()
-        proc.wait()
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        counts = conn.execute("SELECT run_id, COUNT(*) FROM records GROUP BY run_id").fetchall()
-    assert len(counts) > 5, "the writers never got going"
-    partial = [(run, n) for run, n in counts if n != 6]
-    assert not partial, f"a killed write left part of a job: {partial}"
+        run = f"w{attempt}"
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db), run], cwd=ROOT, stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            # Killed only once it is writing, so every attempt kills a writer mid-stream.
+            assert wait_until(lambda: jobs_written(run), 60, step=0.01), "the writer never wrote a job"
+            time.sleep(rng.uniform(0.0, 0.3))
+        finally:
+            proc.kill()
+            proc.wait()
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        written = jobs_written(run)
+        assert written and set(written) == {6}, f"a killed write left part of a job: {written}"
 
 
 def test_a_dead_runs_claim_is_taken_over_and_its_leftover_processes_swept(tmp_path):

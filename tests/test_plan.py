@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from bench.backends.local import LocalBackend
+from bench.backends.local import LocalBackend, local_gpus
+from bench.catalog import catalog
 from bench.cell import cell_id
 from bench.matrix import load_matrix_text
 from bench.plan import plan_cells
@@ -50,7 +51,10 @@ def test_feasible_gpu_cells_are_planned_without_a_backend_and_unreachable_on_loc
     assert one("K80", gpus=8, ib=True, mpi="gloo").reason.endswith("reachable only by Intel MPI")
     local = LocalBackend(tmp_path, 60)
     v100 = one("V100", local, gpus=1)
-    assert v100.status == "skipped" and ("no GPU" in v100.reason or "V100" in v100.reason)
+    gpus = local_gpus()  # none here; a GPU machine (not a V100 one) names what it has
+    has = f"{len(gpus)}x {gpus[0]}" if gpus else "no GPU"
+    assert v100.status == "skipped"
+    assert v100.reason == f"V100 cell needs 1x {catalog()['V100'].gpu_model}; this machine has {has}"
     assert "needs 2 nodes" in one("V100", local, gpus=8).reason
     assert one("cpu", local, gpus=1).status == "planned"
     assert "oversubscribe" in one("cpu", local, gpus=os.cpu_count() + 1).reason

@@ -317,6 +317,7 @@ SECTIONS = {"small": ["scaling", "gpus", "mpi", "cost", "environment"],
             "big": ["scaling", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("name", ["small", "big"])
 def test_page_renders_in_headless_chromium(reports, name):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
