@@ -69,6 +69,19 @@ def threads_for(args: argparse.Namespace, local_size: int) -> int:
     return args.threads or max(1, (os.cpu_count() or 1) // local_size)
 
 
+def record_base(args: argparse.Namespace, framework: str, version: str, **fields: Any) -> dict[str, Any]:
+    """The fields every workload's records start with, then the workload's own (in the order given)."""
+    return {"framework": framework, "workload": f"resnet50_{framework}", "workload_version": version,
+            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
+            "channels_last": args.channels_last, **fields}
+
+
+def report_dropped(rank: int, bad: int, seen: int) -> None:
+    """After training on real data: how many images this rank skipped because they did not decode."""
+    if bad:
+        print(f"bench worker: rank {rank} skipped {bad} undecodable images of {seen}", flush=True)
+
+
 _LOCAL_RANK_VARS = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
                     "SLURM_LOCALID", "LOCAL_RANK")
 _LOCAL_SIZE_VARS = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",

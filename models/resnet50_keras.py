@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import WindowLoop, fail, parse_args  # noqa: E402
+from models.common import WindowLoop, fail, parse_args, record_base, report_dropped  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["keras"]["version"]
@@ -48,21 +48,9 @@ def timed_input(tf, model, unpack=lambda batch: batch):
     return TimedInputModel(model.inputs, model.outputs, name=model.name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv)
-    if args.warmup_steps < 1:
-        fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
-    from models.data.layout import DataError
-    from models.envprobe import probe_tensorflow
-    from models.resnet_tf import resnet50
-    from models.tf_env import start
-
-    tf, hvd_tf, comm, threads, on_gpu, data_format = start(args)
-    hvd = None
-    if hvd_tf is not None:
-        import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()
-
-    tf.random.set_seed(1234)
+# --- data -----------------------------------------------------------------------------------------------------------
+def synthetic_dataset(args, tf, comm, data_format):
+    """One random (not zero) batch, different per rank, repeated for ever."""
     shape = (args.image_size, args.image_size, 3) if data_format == "channels_last" \
         else (3, args.image_size, args.image_size)
     gen = tf.random.Generator.from_seed(comm.rank)
@@ -72,23 +60,34 @@ def main(argv: list[str] | None = None) -> int:
     # waited ~0.7 s for every step run (measured: 33 s after a 43-step cell), outside the windows but in wall time.
     no_autotune = tf.data.Options()
     no_autotune.autotune.enabled = False
-    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().with_options(no_autotune)
-    unpack, counter = (lambda batch: batch), None
-    if args.data == "imagenet":
-        from models.data.imagenet_tf import Counter
-        from models.data.imagenet_tf import dataset as imagenet
+    return tf.data.Dataset.from_tensors((images, labels)).repeat().with_options(no_autotune)
 
-        try:
-            dataset = imagenet(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
-                               comm.size, args.channels_last, numbered=True)
-        except DataError as e:
-            fail(str(e))
-        counter = Counter()
 
-        def unpack(batch):
-            x, y, numbers = batch
-            counter.update(numbers.numpy())  # raises DataError past 1% undecodable
-            return x, y
+def imagenet_dataset(args, tf, comm):
+    """(dataset, unpack, counter): this rank's ImageNet batches; `unpack` counts undecodable images per batch."""
+    from models.data.imagenet_tf import Counter
+    from models.data.imagenet_tf import dataset as imagenet
+    from models.data.layout import DataError
+
+    try:
+        dataset = imagenet(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
+                           comm.size, args.channels_last, numbered=True)
+    except DataError as e:
+        fail(str(e))
+    counter = Counter()
+
+    def unpack(batch):
+        x, y, numbers = batch
+        counter.update(numbers.numpy())  # raises DataError past 1% undecodable
+        return x, y
+
+    return dataset, unpack, counter
+
+
+# --- set-up ---------------------------------------------------------------------------------------------------------
+def compiled_model(args, tf, hvd, comm, data_format, unpack):
+    """ResNet-50 with timed input, compiled with Horovod's averaging optimizer (loss-scaled outermost for fp16)."""
+    from models.resnet_tf import resnet50
 
     model = timed_input(tf, resnet50(tf.keras, args.image_size, args.num_classes, data_format), unpack)
     opt = tf.keras.optimizers.SGD(learning_rate=0.1 * args.batch_size * comm.size / 256, momentum=0.9)
@@ -100,26 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         # Horovod's apply_gradients and are averaged there.
         opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
 
-    base = {"framework": "keras", "workload": "resnet50_keras", "workload_version": VERSION,
-            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
-            "channels_last": args.channels_last, "data_format": data_format, "threads_per_worker": threads,
-            "device": "gpu" if on_gpu else "cpu", "engine": "horovod" if hvd else "none",
-            "env_probe": probe_tensorflow(hvd_tf, "keras"), "data": args.data}
-    if args.data == "imagenet":
-        base["data_layout"] = args.data_layout
-    loop = WindowLoop(args, comm, lambda: None, base)
-    waited_at_open = 0.0
+
+# --- step -----------------------------------------------------------------------------------------------------------
+def windows_callback(args, tf, model, loop: WindowLoop):
+    """A callback that makes batches [warmup + k*steps, warmup + (k+1)*steps) measured window k."""
 
     class Windows(tf.keras.callbacks.Callback):
-        """Batches [warmup + k*steps, warmup + (k+1)*steps) form measured window k."""
+        waited_at_open = 0.0
 
         def on_train_batch_begin(self, batch, logs=None):
-            nonlocal waited_at_open
             i = batch - args.warmup_steps
             if i >= 0 and i % args.steps == 0:
                 loop.open()
-                waited_at_open = model.input_wait_s
+                self.waited_at_open = model.input_wait_s
 
         def on_train_batch_end(self, batch, logs=None):
             i = batch - args.warmup_steps
@@ -127,11 +121,39 @@ def main(argv: list[str] | None = None) -> int:
                 return
             loss = float(logs["loss"])  # reading the loss waits for the step
             loop.step_done(args.batch_size)
-            extra = {"input_wait_s": model.input_wait_s - waited_at_open} if args.data == "imagenet" else None
+            extra = {"input_wait_s": model.input_wait_s - self.waited_at_open} if args.data == "imagenet" else None
             if (i + 1) % args.steps == 0 and not loop.close(i // args.steps, loss, extra):
                 self.model.stop_training = True
 
-    callbacks = [Windows()]
+    return Windows()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    if args.warmup_steps < 1:
+        fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
+    from models.data.layout import DataError
+    from models.envprobe import probe_tensorflow
+    from models.tf_env import start
+
+    tf, hvd_tf, comm, threads, on_gpu, data_format = start(args)
+    hvd = None
+    if hvd_tf is not None:
+        import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()
+
+    tf.random.set_seed(1234)  # the model's initial weights
+    dataset, unpack, counter = synthetic_dataset(args, tf, comm, data_format), (lambda batch: batch), None
+    if args.data == "imagenet":
+        dataset, unpack, counter = imagenet_dataset(args, tf, comm)
+    model = compiled_model(args, tf, hvd, comm, data_format, unpack)
+
+    base = record_base(args, "keras", VERSION, data_format=data_format, threads_per_worker=threads,
+                       device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
+                       env_probe=probe_tensorflow(hvd_tf, "keras"), data=args.data)
+    if args.data == "imagenet":
+        base["data_layout"] = args.data_layout
+    loop = WindowLoop(args, comm, lambda: None, base)
+    callbacks = [windows_callback(args, tf, model, loop)]
     if hvd is not None:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
     try:  # (model.fit itself catches StopIteration: a dry pipeline ends training early, with fewer windows)
@@ -139,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                   callbacks=callbacks, verbose=0)
     except DataError as e:
         fail(str(e))
-    if counter is not None and counter.bad:
-        print(f"bench worker: rank {comm.rank} skipped {counter.bad} undecodable images of {counter.consumed}",
-              flush=True)
+    if counter is not None:
+        report_dropped(comm.rank, counter.bad, counter.consumed)
     if hvd is not None:
         hvd.shutdown()
     return 1 if loop.failed else 0

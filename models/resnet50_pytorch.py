@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
-from models.common import Comm, fail, measure_windows, parse_args, single_process_comm, threads_for  # noqa: E402
+from models.common import (Comm, fail, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
+                           single_process_comm, threads_for)
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]
@@ -27,31 +30,44 @@ def horovod_comm(hvd, torch) -> Comm:
                 broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv)
-    import torch
+@dataclass
+class Worker:
+    """Who this process is in the job and where it computes."""
 
-    from models.envprobe import probe_torch
-    from models.resnet import ResNet50
+    comm: Comm
+    hvd: Any  # horovod.torch when Horovod averages, else None
+    native: Any  # models.torch_native when DDP averages, else None
+    native_backend: str | None
+    local_rank: int
+    device: Any  # torch.device
+    memory_format: Any  # of the input
+    param_format: Any  # of parameters and gradients
 
-    hvd = native = None
-    local_rank = 0
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+# --- set-up ---------------------------------------------------------------------------------------------------------
+def start_engine(args, torch) -> tuple[Comm, Any, Any, str | None, int]:
+    """Joins the job through the engine that averages gradients: (comm, hvd, native, native backend, local rank)."""
     if args.engine == "native":
         from models import torch_native as native
 
         comm, local_rank, native_backend = native.init(torch)
-    else:
-        try:
-            import horovod.torch as hvd
-        except ImportError:
-            print("bench worker: horovod is not installed; running as a single process", flush=True)
-            comm = single_process_comm()
-        else:
-            hvd.init()
-            comm = horovod_comm(hvd, torch)
-            local_rank = hvd.local_rank()
-    torch.set_num_threads(threads_for(args, comm.local_size))
+        return comm, None, native, native_backend, local_rank
+    try:
+        import horovod.torch as hvd
+    except ImportError:
+        print("bench worker: horovod is not installed; running as a single process", flush=True)
+        return single_process_comm(), None, None, None, 0
+    hvd.init()
+    return horovod_comm(hvd, torch), hvd, None, None, hvd.local_rank()
 
+
+def start(args, torch) -> Worker:
+    comm, hvd, native, native_backend, local_rank = start_engine(args, torch)
+    torch.set_num_threads(threads_for(args, comm.local_size))
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
@@ -66,65 +82,88 @@ def main(argv: list[str] | None = None) -> int:
     # channels-last input alone runs oneDNN's NHWC kernels at the same speed while parameters and gradients stay
     # NCHW, so Horovod reduces them without two layout copies a step (28 ms of ~1.1 s measured here).
     param_format = memory_format if cuda else torch.contiguous_format
+    return Worker(comm, hvd, native, native_backend, local_rank, device, memory_format, param_format)
+
+
+def build_model(args, torch, w: Worker):
+    """ResNet-50 and its optimizer, identical on every rank, with the engine's gradient averaging wired in."""
+    from models.resnet import ResNet50
 
     torch.manual_seed(1234)
-    model = ResNet50(num_classes=args.num_classes).to(device)
-    global_batch = args.batch_size * comm.size
-    if native is not None:
+    model = ResNet50(num_classes=args.num_classes).to(w.device)
+    global_batch = args.batch_size * w.comm.size
+    if w.native is not None:
         # DDP broadcasts rank 0's parameters when it wraps the model, and averages gradients in backward().
-        model = torch.nn.parallel.DistributedDataParallel(model.to(memory_format=param_format),
-                                                          device_ids=[local_rank] if cuda else None)
+        model = torch.nn.parallel.DistributedDataParallel(model.to(memory_format=w.param_format),
+                                                          device_ids=[w.local_rank] if w.cuda else None)
     # The fused SGD kernel: momentum and weight decay in one pass (measured here: 13 vs 30 ms a step on 2 cores).
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * global_batch / 256, momentum=0.9, weight_decay=5e-5,
                                 fused=True)
-    if hvd is not None:
+    if w.hvd is not None:
         from models.torch_layout import LayoutPreservingCompression
 
         # Horovod only moves contiguous (NCHW-ordered) tensors: broadcast first, then switch the layout.
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), op=hvd.Average,
-                                             compression=LayoutPreservingCompression)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    model = model.to(memory_format=param_format)
-    loss_fn = torch.nn.CrossEntropyLoss()
+        w.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        optimizer = w.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                               op=w.hvd.Average, compression=LayoutPreservingCompression)
+        w.hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    model = model.to(memory_format=w.param_format)
+    return model, optimizer
 
-    # Synthetic data: random (not zero) images and labels, different per rank, resident on the device.
-    gen = torch.Generator().manual_seed(comm.rank)
+
+# --- data -----------------------------------------------------------------------------------------------------------
+def synthetic_batch(args, torch, w: Worker):
+    """Random (not zero) images and labels, different per rank, resident on the device."""
+    gen = torch.Generator().manual_seed(w.comm.rank)
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, generator=gen)
-    images = images.to(device).contiguous(memory_format=memory_format)
-    labels = torch.randint(0, args.num_classes, (args.batch_size,), generator=gen).to(device)
-    next_batch = None
-    if args.data == "imagenet":
-        if args.data_layout != "jpeg":
-            fail("the PyTorch workload reads the ImageNet JPEG tree only (data_layout: jpeg)")
-        from models.data.imagenet_torch import Batches, default_workers
-        from models.data.layout import DataError
+    images = images.to(w.device).contiguous(memory_format=w.memory_format)
+    labels = torch.randint(0, args.num_classes, (args.batch_size,), generator=gen).to(w.device)
+    return images, labels
 
+
+def imagenet_batches(args, w: Worker):
+    """This rank's share of the ImageNet JPEG tree, decoded by loader workers; a DataError ends the worker."""
+    if args.data_layout != "jpeg":
+        fail("the PyTorch workload reads the ImageNet JPEG tree only (data_layout: jpeg)")
+    from models.data.imagenet_torch import Batches, default_workers
+    from models.data.layout import DataError
+
+    try:
+        return Batches(args.data_dir, args.image_size, args.batch_size, w.comm.rank, w.comm.size,
+                       args.loader_workers or default_workers(w.comm.local_size), w.device, args.channels_last)
+    except DataError as e:
+        fail(str(e))
+
+
+def fetcher(batches) -> Callable[[], Any]:
+    from models.data.layout import DataError
+
+    def next_batch():
         try:
-            batches = Batches(args.data_dir, args.image_size, args.batch_size, comm.rank, comm.size,
-                              args.loader_workers or default_workers(comm.local_size), device, args.channels_last)
+            return next(batches)
         except DataError as e:
             fail(str(e))
 
-        def next_batch():
-            try:
-                return next(batches)
-            except DataError as e:
-                fail(str(e))
+    return next_batch
 
+
+# --- step -----------------------------------------------------------------------------------------------------------
+def make_train_step(args, torch, w: Worker, model, optimizer, default_batch) -> Callable[[Any], Any]:
+    """One forward/backward/update on `batch` (the synthetic batch when None); returns the loss, on the device."""
+    loss_fn = torch.nn.CrossEntropyLoss()
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    autocast = (lambda: torch.autocast(device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
+    autocast = (lambda: torch.autocast(w.device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
     # fp16 needs loss scaling; bf16 has fp32's range and does not.
-    scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
+    scaler = torch.amp.GradScaler(w.device.type) if args.precision == "fp16" else None
 
     def train_step(batch=None) -> torch.Tensor:
-        x, y = batch if batch is not None else (images, labels)
+        x, y = batch if batch is not None else default_batch
         optimizer.zero_grad()  # torch 2 default: set_to_none (Horovod's wrapper takes no argument)
         with autocast():
             loss = loss_fn(model(x), y)
         if scaler:
             scaler.scale(loss).backward()
-            if hvd is not None:
+            if w.hvd is not None:
                 optimizer.synchronize()  # Horovod: finish the allreduce before unscaling
                 scaler.unscale_(optimizer)
                 with optimizer.skip_synchronize():
@@ -137,30 +176,47 @@ def main(argv: list[str] | None = None) -> int:
             optimizer.step()
         return loss.detach()
 
+    return train_step
+
+
+def base_record(args, torch, w: Worker, batches) -> dict[str, Any]:
+    from models.envprobe import probe_torch
+
+    base = record_base(args, "pytorch", VERSION, threads_per_worker=torch.get_num_threads(), device=w.device.type,
+                       engine="native" if w.native else "horovod" if w.hvd else "none", data=args.data)
+    if batches is not None:
+        base.update(data_layout=args.data_layout, loader_workers=batches.loader.num_workers)
+    base["env_probe"] = probe_torch(w.hvd)
+    if w.native is not None:
+        base["env_probe"]["torch_distributed_backend"] = w.native_backend
+    return base
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    import torch
+
+    w = start(args, torch)
+    model, optimizer = build_model(args, torch, w)
+    synthetic = synthetic_batch(args, torch, w)
+    batches = imagenet_batches(args, w) if args.data == "imagenet" else None
+    train_step = make_train_step(args, torch, w, model, optimizer, synthetic)
+
     def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
+        if w.cuda:
+            torch.cuda.synchronize(w.device)
 
     model.train()
-    base = {"framework": "pytorch", "workload": "resnet50_pytorch", "workload_version": VERSION,
-            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
-            "channels_last": args.channels_last, "threads_per_worker": torch.get_num_threads(),
-            "device": device.type, "engine": "native" if native else "horovod" if hvd else "none",
-            "data": args.data}
-    if args.data == "imagenet":
-        base.update(data_layout=args.data_layout, loader_workers=batches.loader.num_workers)
-    base["env_probe"] = probe_torch(hvd)
-    if native is not None:
-        base["env_probe"]["torch_distributed_backend"] = native_backend
-    code = measure_windows(args, comm, train_step, lambda loss: float(loss), sync, base, next_batch,
+    base = base_record(args, torch, w, batches)
+    code = measure_windows(args, w.comm, train_step, lambda loss: float(loss), sync, base,
+                           fetcher(batches) if batches is not None else None,
                            batch_samples=lambda batch: len(batch[1]))
-    if args.data == "imagenet" and batches.bad:
-        print(f"bench worker: rank {comm.rank} skipped {batches.bad} undecodable images of {batches.seen}",
-              flush=True)
-    if hvd is not None:
-        hvd.shutdown()
-    if native is not None:
-        native.shutdown()
+    if batches is not None:
+        report_dropped(w.comm.rank, batches.bad, batches.seen)
+    if w.hvd is not None:
+        w.hvd.shutdown()
+    if w.native is not None:
+        w.native.shutdown()
     return code
 
 

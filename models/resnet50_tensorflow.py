@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import fail, measure_windows, parse_args  # noqa: E402
+from models.common import fail, measure_windows, parse_args, record_base, report_dropped  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["tensorflow"]["version"]
@@ -23,54 +23,65 @@ def optimizer_variables(opt) -> list:
     return list(variables() if callable(variables) else variables)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv)
-    from models.envprobe import probe_tensorflow
+# --- set-up ---------------------------------------------------------------------------------------------------------
+def build_model(args, tf, hvd, comm, data_format):
+    """ResNet-50, its optimizer (loss-scaled for fp16) and loss, with rank 0's state broadcast to every rank."""
     from models.resnet_tf import resnet50
-    from models.tf_env import start
-
-    tf, hvd, comm, threads, on_gpu, data_format = start(args)
 
     tf.random.set_seed(1234)
     model = resnet50(tf.keras, args.image_size, args.num_classes, data_format)
     lr = 0.1 * args.batch_size * comm.size / 256
     opt = tf.keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
-    fp16 = args.precision == "fp16"
-    if fp16:  # fp16 needs loss scaling; bf16 has fp32's range and does not
+    if args.precision == "fp16":  # fp16 needs loss scaling; bf16 has fp32's range and does not
         opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)
     if hvd is not None:
         hvd.broadcast_variables(model.variables, root_rank=0)
         hvd.broadcast_variables(optimizer_variables(opt), root_rank=0)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return model, opt, loss_fn
 
+
+# --- data -----------------------------------------------------------------------------------------------------------
+def synthetic_batch(args, tf, comm, data_format):
+    """Random (not zero) images and labels, different per rank."""
     shape = (args.batch_size, args.image_size, args.image_size, 3) if data_format == "channels_last" \
         else (args.batch_size, 3, args.image_size, args.image_size)
-    gen = tf.random.Generator.from_seed(comm.rank)  # random (not zero) data, different per rank
+    gen = tf.random.Generator.from_seed(comm.rank)
     images = gen.normal(shape)
     labels = gen.uniform((args.batch_size,), 0, args.num_classes, dtype=tf.int64)
+    return images, labels
 
-    next_batch = None
-    if args.data == "imagenet":
-        from models.data.imagenet_tf import Counter, dataset
-        from models.data.layout import DataError
 
+def imagenet_fetcher(args, tf, comm):
+    """(next_batch, counter): this rank's ImageNet batches from tf.data, with undecodable images counted."""
+    from models.data.imagenet_tf import Counter, dataset
+    from models.data.layout import DataError
+
+    try:
+        it = iter(dataset(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
+                          comm.size, args.channels_last, numbered=True))
+    except DataError as e:
+        fail(str(e))
+    counter = Counter()
+
+    def next_batch():
         try:
-            it = iter(dataset(tf, args.data_dir, args.data_layout, args.image_size, args.batch_size, comm.rank,
-                              comm.size, args.channels_last, numbered=True))
+            x, y, numbers = next(it)
+            counter.update(numbers.numpy())
+        except StopIteration:
+            fail("the input pipeline ran dry (every image undecodable?)")
         except DataError as e:
             fail(str(e))
-        counter = Counter()
+        return x, y
 
-        def next_batch():
-            try:
-                x, y, numbers = next(it)
-                counter.update(numbers.numpy())
-            except StopIteration:
-                fail("the input pipeline ran dry (every image undecodable?)")
-            except DataError as e:
-                fail(str(e))
-            return x, y
+    return next_batch, counter
+
+
+# --- step -----------------------------------------------------------------------------------------------------------
+def make_train_step(args, tf, hvd, model, opt, loss_fn, default_batch):
+    """One compiled step: gradients on the tape, averaged by Horovod, applied; returns the loss as a float."""
+    fp16 = args.precision == "fp16"
 
     @tf.function
     def step(x, y):
@@ -86,21 +97,32 @@ def main(argv: list[str] | None = None) -> int:
         return loss
 
     def train_step(batch=None) -> float:
-        x, y = batch if batch is not None else (images, labels)
+        x, y = batch if batch is not None else default_batch
         return float(step(x, y))  # reading the loss waits for the step: the device is in sync
 
-    base = {"framework": "tensorflow", "workload": "resnet50_tensorflow", "workload_version": VERSION,
-            "batch_per_worker": args.batch_size, "image_size": args.image_size, "precision": args.precision,
-            "channels_last": args.channels_last, "data_format": data_format, "threads_per_worker": threads,
-            "device": "gpu" if on_gpu else "cpu", "engine": "horovod" if hvd else "none",
-            "env_probe": probe_tensorflow(hvd), "data": args.data}
+    return train_step
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    from models.envprobe import probe_tensorflow
+    from models.tf_env import start
+
+    tf, hvd, comm, threads, on_gpu, data_format = start(args)
+    model, opt, loss_fn = build_model(args, tf, hvd, comm, data_format)
+    synthetic = synthetic_batch(args, tf, comm, data_format)
+    next_batch, counter = imagenet_fetcher(args, tf, comm) if args.data == "imagenet" else (None, None)
+    train_step = make_train_step(args, tf, hvd, model, opt, loss_fn, synthetic)
+
+    base = record_base(args, "tensorflow", VERSION, data_format=data_format, threads_per_worker=threads,
+                       device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
+                       env_probe=probe_tensorflow(hvd), data=args.data)
     if args.data == "imagenet":
         base["data_layout"] = args.data_layout
     code = measure_windows(args, comm, train_step, float, lambda: None, base, next_batch,
                            batch_samples=lambda batch: int(batch[1].shape[0]))
-    if args.data == "imagenet" and counter.bad:
-        print(f"bench worker: rank {comm.rank} skipped {counter.bad} undecodable images of {counter.consumed}",
-              flush=True)
+    if counter is not None:
+        report_dropped(comm.rank, counter.bad, counter.consumed)
     if hvd is not None:
         hvd.shutdown()
     return code
