@@ -23,8 +23,8 @@ run: install
 test: install-test
 	$(PY) -m pytest
 
-# Markers registered in setup.cfg; a test carrying any of them starts real processes that train or launch.
-SLOW_MARKS := e2e or launcher or workload or browser
+# Markers registered in setup.cfg: tests that launch or train for real, drive a browser, or are slow.
+SLOW_MARKS := e2e or launcher or workload or browser or slow
 test-fast: install-test
 	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
 

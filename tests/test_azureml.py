@@ -62,6 +62,7 @@ def _load(job_yaml: str) -> Command:
 
 
 # --- every job of the default matrix ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_every_runnable_job_of_the_default_matrix_builds_and_loads(no_workspace, tmp_path):
     matrix = load_matrix(ROOT / "matrix.yaml")
     backend = make_backend("azureml", matrix.spec.backend, tmp_path)
@@ -279,6 +280,7 @@ backend:
 """
 
 
+@pytest.mark.slow
 def test_plan_shows_job_yaml_without_a_workspace(no_workspace, capsys, tmp_path, monkeypatch):
     from bench.cli import main
 

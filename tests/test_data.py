@@ -25,6 +25,7 @@ def sample(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_sample_has_both_layouts_readable(sample):
     files, classes = list_jpeg_tree(sample)
     assert len(files) == 120 and classes == sorted(classes) and len(classes) == 3
@@ -51,7 +52,9 @@ def test_crop_box_stays_inside_and_respects_the_aspect_range():
         assert 0 <= left < right <= w and 0 <= top < bottom <= h
 
 
-def test_torch_batches_shard_per_rank_and_count_corrupt_images(sample, tmp_path):
+def test_torch_batches_shard_per_rank_and_count_corrupt_images(tmp_path):
+    sample = tmp_path / "inet"
+    make_imagenet_sample(sample, classes=3, per_class=40, seed=1, tfrecord=False)  # JPEGs only: no TensorFlow
     rank0 = Batches(str(sample), 32, 8, rank=0, size=2, workers=0, device=torch.device("cpu"),
                     channels_last=False)
     rank1 = Batches(str(sample), 32, 8, rank=1, size=2, workers=0, device=torch.device("cpu"),
@@ -112,6 +115,7 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
     assert pd.isna(out.loc["r3", "real_vs_synthetic"]) and not out.loc["r3", "input_bound"]  # no twin
 
 
+@pytest.mark.slow
 def test_tf_reader_counts_dropped_images_and_fails_over_one_percent(tmp_path):
     d = tmp_path / "inet"
     make_imagenet_sample(d, classes=2, per_class=60, seed=3, tfrecord=False)

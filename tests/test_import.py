@@ -154,6 +154,7 @@ def test_a_bad_row_late_in_a_reference_file_writes_nothing(tmp_path):
     assert out.returncode == 2 and "extra.csv:6" in out.stderr
 
 
+@pytest.mark.slow
 def test_csv_round_trip_with_export(tmp_path):
     from bench.record import parse_record
 

@@ -217,6 +217,7 @@ def real_store(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_check_exit_codes_on_a_real_store(real_store):
     d = real_store
     ok = bench_cli("check", "--baseline", "base", "--candidate", "same", cwd=d)
@@ -261,6 +262,7 @@ def test_empty_store_missing_store_and_no_overlap_exit_2(tmp_path):
     assert r.returncode == 2 and "no overlapping cells" in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_baseline_save_list_and_check_round_trip(real_store):
     d = real_store
     saved = bench_cli("baseline", "save", "main", "--run", "base", cwd=d)

@@ -215,6 +215,7 @@ def test_efficiencies_in_the_report_equal_a_hand_computation_from_the_stored_rec
     assert 'class="omitted" id="framework"' in html  # one framework only: omitted with a line, no empty chart
 
 
+@pytest.mark.slow
 def test_where_selects_cells_and_a_bad_filter_exits_2(small_store):
     ok = bench_cli("report", "--store", "bench.db", "--out", "sel", "--where", "mpi=gloo,gpus=1|2", cwd=small_store)
     assert ok.returncode == 0, ok.stderr
@@ -228,6 +229,7 @@ def test_where_selects_cells_and_a_bad_filter_exits_2(small_store):
         assert not (small_store / "bad").exists()
 
 
+@pytest.mark.slow
 def test_prices_override_reaches_the_cost_table(small_store):
     (small_store / "prices.yaml").write_text("cpu: {price_per_hour_usd: 0.5, price_read: 2026-11-01}\n")
     r = bench_cli("report", "--store", "bench.db", "--out", "out", "--prices", "prices.yaml", cwd=small_store)
@@ -300,6 +302,7 @@ def reports():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_5000_cells_stay_readable(reports):
     html = (reports / "big" / "index.html").read_text()
     assert "5000 measured cells" in html
