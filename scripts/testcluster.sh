@@ -15,9 +15,11 @@
 #   namespace P-br       the bridge br0 and one port per node (named nodeI)
 #   namespace P-nodeI    eth1 = 198.18.0.(10+i)/24 (the same interface name on every node: Open MPI's
 #                        btl_tcp_if_include aborts when the names differ between nodes), lo up, tc on eth1's egress
-#   per node             a UTS namespace (hostname nodeI) and a mount namespace in which the state dir's hosts file
-#                        is bind-mounted on /etc/hosts (so node names resolve on every node, to eth1 addresses);
-#                        sshd listens on 198.18.0.(10+i):22 only; everything started over ssh inherits these
+#   per node             a UTS namespace (hostname nodeI), an IPC namespace, and a mount namespace in which the
+#                        state dir's hosts file is bind-mounted on /etc/hosts (node names resolve on every node, to
+#                        eth1 addresses) and a boot id of its own on /proc/sys/kernel/random/boot_id (UCX and NCCL
+#                        take equal boot ids for one machine and would use shared memory between nodes); sshd
+#                        listens on 198.18.0.(10+i):22 only; everything started over ssh inherits all of these
 #   state dir            $BENCH_CLUSTER_DIR (default /tmp/bench-testcluster): keys, ssh_config, hostfile, an `ssh`
 #                        wrapper in bin/ that adds `-F ssh_config` (put bin/ first on PATH so every launcher's ssh
 #                        finds the nodes), per-node sshd config, pid and log
@@ -159,10 +161,15 @@ MaxStartups 64:30:128
 MaxSessions 64
 Subsystem sftp internal-sftp
 EOF
+  # A boot id of its own: UCX (and NCCL) tell "same machine" from the boot id and would otherwise reach a rank on
+  # another node through shared memory (UCX picked sysv/cma between two nodes here), never crossing eth1.
+  cat /proc/sys/kernel/random/uuid >"$nd/boot_id"
   # unshare's namespaces live as long as a process in them: sshd (daemonised) holds them; its sessions inherit them.
-  ip netns exec "$netns" unshare --uts --mount --propagation slave -- sh -c \
-    'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -E "$5"' \
-    sh "node$i" "$DIR/hosts" "$SSHD" "$nd/sshd_config" "$nd/sshd.log" \
+  # Its own IPC namespace too: System V shared memory is per machine.
+  ip netns exec "$netns" unshare --uts --ipc --mount --propagation slave -- sh -c \
+    'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id &&
+     exec "$4" -f "$5" -E "$6"' \
+    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$SSHD" "$nd/sshd_config" "$nd/sshd.log" \
     || die "sshd did not start on node$i (see $nd/sshd.log)"
 }
 

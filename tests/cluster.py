@@ -70,16 +70,22 @@ class Cluster:
         """The caller's environment with the cluster's ssh first on PATH, plus `extra`."""
         return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", **(extra or {})}
 
+    def enter(self, node: str, cwd: Path = ROOT) -> list[str]:
+        """The argv prefix that runs a command on `node` in `cwd`: its network, hostname and /etc/hosts (its sshd's
+        namespaces, which every session on that node has too). Entering a mount namespace resets the working
+        directory to /, hence --wd."""
+        pid = (self.state_dir / node / "sshd.pid").read_text().strip()
+        return ["nsenter", "-t", pid, "-n", "-u", "-m", f"--wd={cwd}", "--"]
+
     def run(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
             timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        """Runs argv on `node` (its network, hostname and /etc/hosts) with env (default: `self.env()`)."""
-        return subprocess.run([str(SCRIPT), "exec", node, "--", *argv], env=env or self.env(), cwd=cwd or ROOT,
-                              capture_output=True, text=True, timeout=timeout)
+        """Runs argv on `node` with env (default: `self.env()`), in `cwd` (default: the repository)."""
+        return subprocess.run([*self.enter(node, cwd or ROOT), *argv], env=env or self.env(), capture_output=True,
+                              text=True, timeout=timeout)
 
     def popen(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
               cwd: Path | None = None, **kwargs) -> subprocess.Popen:
-        return subprocess.Popen([str(SCRIPT), "exec", node, "--", *argv], env=env or self.env(),
-                                cwd=cwd or ROOT, text=True, **kwargs)
+        return subprocess.Popen([*self.enter(node, cwd or ROOT), *argv], env=env or self.env(), text=True, **kwargs)
 
     def shape(self, rate: str | None = None, delay: str | None = None) -> None:
         """Shapes every node's egress (tc tbf for `rate`, netem for `delay`); no arguments removes the shaping."""
