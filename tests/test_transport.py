@@ -202,3 +202,33 @@ def test_debug_env_per_flavour():
     flat = {k: v for env in DEBUG_ENV.values() for k, v in env.items()}
     assert flat["NCCL_DEBUG"] != "TRACE" and flat["UCX_LOG_LEVEL"] not in ("debug", "trace")
     assert int(flat["I_MPI_DEBUG"]) <= 6
+
+
+# Real 2-node runs on the emulated cluster (scripts/testcluster.sh; tests/test_cluster.py runs the same lines), one rank
+# per node, eth1 between them: every flavour must read as TCP over the cluster's interface.
+TWO_NODE_CASES = {
+    "openmpi_ob1_tcp_2node_netns": ("openmpi", False, 2, "tcp", "openmpi", "Using tcp btl for send to"),
+    "mpich5_ucx_tcp_2node_netns": ("mpich", False, 2, "tcp", "ucx", "inter-node cfg#1 tag(tcp/eth1)"),
+    "intelmpi_ofi_tcp_2node_netns": ("intelmpi", False, 2, "tcp", "intelmpi", "libfabric provider: tcp"),
+    "gloo_horovodrun_2node_netns": ("gloo", False, 2, "tcp", "gloo", "iface=eth1"),
+}
+CASES.update(TWO_NODE_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(TWO_NODE_CASES))
+def test_recorded_two_node_logs(name):
+    test_recorded_logs(name)
+
+
+@pytest.mark.parametrize("name", sorted(TWO_NODE_CASES))
+def test_two_node_logs_read_as_multi_node_without_being_told(name):
+    """The node count comes from the log itself (peer hosts, pinning table, inter-node configurations)."""
+    mpi, gpu, _, effective, layer, _ = TWO_NODE_CASES[name]
+    got = parse_transport(read_log(name), mpi, gpu)
+    assert (got.effective, got.layer) == (effective, layer)
+
+
+def test_two_node_logs_show_both_hosts():
+    for name in ("openmpi_ob1_tcp_2node_netns", "intelmpi_ofi_tcp_2node_netns", "mpich5_ucx_tcp_2node_netns"):
+        log = read_log(name)
+        assert "node1" in log and "node2" in log, name

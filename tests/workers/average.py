@@ -2,8 +2,9 @@
 
 Rank r sees gradient (r + 1) for a scalar weight starting at 0; with lr = 1 the averaged step leaves
 w = -mean(r + 1) on every rank. A sum would give -(1 + 2 + ...), no reduction would give -(r + 1).
-Writes `rank weight` to the file given as argv[1] (one line per rank).
+Writes `rank weight controller hostname` to the file given as argv[1] (one line per rank).
 """
+import socket
 import sys
 
 import horovod.torch as hvd
@@ -17,5 +18,5 @@ loss = (w * (hvd.rank() + 1)).sum()
 loss.backward()
 opt.step()
 with open(sys.argv[1], "a", encoding="utf-8") as f:
-    f.write(f"{hvd.rank()} {w.item()!r} {'mpi' if hvd.mpi_enabled() else 'gloo'}\n")
+    f.write(f"{hvd.rank()} {w.item()!r} {'mpi' if hvd.mpi_enabled() else 'gloo'} {socket.gethostname()}\n")
 hvd.shutdown()
