@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from bench.launch.fabric import native_env, ucx_env
+from bench.launch.fabric import is_cidr, native_env, ucx_env
 from bench.launch.flavour import Flavour, ImageRecipe
 from bench.launch.spec import LaunchSpec, Rendered
 from bench.transport import Seen, Transport, decide, multi_node, short_host, ucx_paths
@@ -44,7 +44,11 @@ class OpenMPI(Flavour):
         return ["--mca", "plm_rsh_args", " ".join(spec.ssh.args())] if spec.ssh and spec.ssh.args() else []
 
     def fabric_env(self, spec: LaunchSpec) -> dict[str, str]:
-        return {**(ucx_env(spec) if spec.ib else {}), **native_env(spec)}
+        env = ucx_env(spec) if spec.ib else {}
+        # DDP under mpirun (the native engine) needs the interface by name; a CIDR only Open MPI itself can take.
+        if not (spec.iface and is_cidr(spec.iface)):
+            env.update(native_env(spec))
+        return env
 
     def render(self, spec: LaunchSpec, tool: str | None = None) -> Rendered:
         argv = [tool or self.tool, "-np", str(spec.workers), "-H", ",".join(f"{h}:{n}" for h, n in spec.hosts),
