@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.launch import LAUNCHERS, flavour_named
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = ROOT / "docker"
 TEMPLATE = "Dockerfile.j2"
@@ -39,15 +41,11 @@ FRAMEWORK_SETS: dict[str, tuple[str, ...]] = {"pt-tf": ("pytorch", "tensorflow",
 
 def image_flavours() -> tuple[str, ...]:
     """The flavours that have an image of their own, in the registry's order."""
-    from bench.launch import LAUNCHERS
-
     return tuple(name for name, f in LAUNCHERS.items() if f.image.runs_on is None)
 
 
 def image_flavour(mpi: str) -> str:
     """The flavour whose image runs cells of `mpi`."""
-    from bench.launch import flavour_named
-
     return flavour_named(mpi).image.runs_on or mpi
 
 
@@ -55,8 +53,6 @@ def abi_wheels(abi: str) -> list[tuple[str, str | None]]:
     """(wheel, prefix inside the venv or None) of every flavour of one ABI, as scripts/install.sh installs them into
     that ABI's environment: the environment's own runtime first (its compiler wrappers build Horovod), then those
     that sit in a prefix of their own."""
-    from bench.launch import LAUNCHERS
-
     found = [(f.image.wheel, f.runtime_prefix) for f in LAUNCHERS.values() if f.abi == abi and f.image.wheel]
     return sorted(found, key=lambda w: w[1] is not None)
 
@@ -222,8 +218,6 @@ def setup_cfg_pins(path: Path = ROOT / "setup.cfg") -> dict[str, str]:
 
 
 def _context(v: Variant) -> dict[str, Any]:
-    from bench.launch import flavour_named
-
     flavour = flavour_named(v.mpi)
     gen = GENERATIONS[v.generation]
     gpu = gen.cuda is not None
