@@ -139,7 +139,7 @@ def test_intelmpi_across_two_hosts_gives_hydra_and_libfabric_the_interface_and_s
     r = LAUNCHERS["intelmpi"].render(spec(**TWO, ssh=SSH), "mpiexec.hydra")
     a = list(r.argv)
     assert after(a, "-iface") == "eth1" and after(a, "-hosts") == "node1,node2" and after(a, "-ppn") == "2"
-    assert after(a, "-bootstrap") == "ssh"
+    assert after(a, "-launcher") == "ssh"
     assert after(a, "-bootstrap-exec-args") == "-F /etc/bench/ssh_config -p 2222 -i /keys/id_ed25519 -l bench"
     assert ("FI_TCP_IFACE", "eth1") in pairs(a, "-genv") and r.env["FI_PROVIDER"] == "tcp"
 

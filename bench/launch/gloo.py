@@ -29,7 +29,8 @@ class Gloo(Flavour):
 
     def ssh_problem(self, ssh: Ssh | None) -> str | None:
         if ssh and (ssh.config_file or ssh.user):
-            # horovodrun's ssh line is its own (port and identity file are all it takes); ~/.ssh/config still applies.
+            # horovodrun writes its own ssh line: `ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no HOST
+            # -p PORT -i FILE ...` (Horovod 0.28.1, seen through a recording stand-in for ssh); ~/.ssh/config applies.
             return "horovodrun takes no ssh config file or user (only --ssh-port and --ssh-identity-file)"
         return None
 

@@ -48,8 +48,10 @@ class IntelMPI(Flavour):
         env.setdefault("I_MPI_PIN", "0")
         launcher = []
         if spec.ssh:
-            # Intel's Hydra names its launcher the bootstrap; -bootstrap-exec-args hands ssh its options.
-            launcher = ["-bootstrap", "ssh"]
+            # Intel's Hydra takes ssh's options as one string in -bootstrap-exec-args (not in its -help, but in the
+            # binary; checked with 2021.18.1 and a recording stand-in for ssh: they arrive as separate words before
+            # the host). MPICH's HYDRA_LAUNCHER_EXTRA_ARGS is not read by Intel's Hydra.
+            launcher = ["-launcher", "ssh"]
             if spec.ssh.args():
                 launcher += ["-bootstrap-exec-args", " ".join(spec.ssh.args())]
         return Rendered(tuple(hydra_argv(spec, tool or self.tool, env, launcher)) + spec.program, env)

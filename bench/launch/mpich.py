@@ -39,8 +39,8 @@ class MPICH(Flavour):
             launcher = ["-launcher", "ssh"]
             if spec.ssh.args():
                 # Hydra splits HYDRA_LAUNCHER_EXTRA_ARGS on spaces and puts the words between ssh and the host
-                # (src/pm/hydra/lib/tools/bootstrap/external/external_common_launch.c). mpiexec reads it itself,
-                # so it is the launcher's environment, not the workers' (-genv).
+                # (its external_common_launch.c; checked with MPICH 5.0.2 and a recording stand-in for ssh). Its
+                # -help lists no option for them. mpiexec reads it itself: the launcher's environment, not -genv.
                 launcher_env["HYDRA_LAUNCHER_EXTRA_ARGS"] = " ".join(spec.ssh.args())
         argv = hydra_argv(spec, tool or self.tool, env, launcher)
         return Rendered(tuple(argv) + spec.program, {**env, **launcher_env})

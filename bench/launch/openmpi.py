@@ -40,7 +40,8 @@ class OpenMPI(Flavour):
         return args
 
     def ssh_args(self, spec: LaunchSpec) -> list[str]:
-        # plm_rsh_args is one string that Open MPI splits on whitespace and hands to ssh (Ssh values hold none).
+        # plm_rsh_args is one string that Open MPI splits on whitespace and hands to ssh before the host (Ssh values
+        # hold none); checked with Open MPI 4.1.4 and a recording stand-in for ssh.
         return ["--mca", "plm_rsh_args", " ".join(spec.ssh.args())] if spec.ssh and spec.ssh.args() else []
 
     def fabric_env(self, spec: LaunchSpec) -> dict[str, str]:
