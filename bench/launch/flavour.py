@@ -123,7 +123,7 @@ class Flavour:
             out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+        lines = [" ".join(ln.split()) for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
         return next((ln for ln in lines if any(c.isdigit() for c in ln)), lines[0] if lines else None)
 
     def doctor(self, timeout_s: float = 120, python: str | None = None) -> Probe:
