@@ -13,17 +13,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from bench.backends import BACKENDS
 from bench.backends.azureml_config import AzureMLConfig
 from bench.backends.slurm_config import SlurmConfig
 from bench.catalog import catalog
 from bench.errors import BenchInputError
+from bench.launch import LAUNCHERS
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
+from models.registry import WORKLOADS
 
 MAX_CELLS = 1_000_000
 
-Framework = Literal["pytorch", "tensorflow", "keras"]
-MpiFlavour = Literal["openmpi", "intelmpi", "mpich", "gloo"]
+# Names come from the registries (workloads, MPI flavours, backends), never written here a second time.
+Framework = Literal[tuple(WORKLOADS)]
+MpiFlavour = Literal[tuple(LAUNCHERS)]
+BackendName = Literal[tuple(BACKENDS)]
 Precision = Literal["fp32", "fp16", "bf16"]
 DataKind = Literal["synthetic", "imagenet"]
 
@@ -64,7 +69,7 @@ class SampleSpec(BaseModel):
 class Backend(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Literal["local", "slurm", "azureml"] = "local"
+    name: BackendName = "local"
     # Per-cell wall-clock limit; the whole process group is killed past it.
     timeout_s: int = Field(1800, gt=0)
     # Where data=imagenet cells read from (train/<wnid>/*.JPEG and/or tfrecord/train-*); a relative path is taken

@@ -2,7 +2,7 @@
 matrix values reach the launcher only as whole argv elements."""
 import pytest
 
-from bench.launch import LAUNCHERS, LaunchSpec
+from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Ssh
 from bench.launch.fabric import nccl_env
 
 PROGRAM = ("python", "w.py", "--flag", "x")
@@ -93,3 +93,116 @@ def test_hostile_values_stay_single_argv_elements(flavour, value):
     assert value in r.argv  # whole, as one element, never split or joined into a shell string
     assert all(value not in a or a == value for a in r.argv)
     assert r.env["BENCH_X"] == value
+
+
+# --- several hosts: host list, the inter-node interface in every layer, ssh settings -----------------------------
+
+SSH = Ssh(config_file="/etc/bench/ssh_config", port=2222, identity_file="/keys/id_ed25519", user="bench")
+TWO = dict(workers=4, hosts=(("node1", 2), ("node2", 2)), iface="eth1")
+
+
+def test_openmpi_across_two_hosts_bounds_mpi_and_runtime_traffic_to_the_interface_and_uses_the_ssh_settings():
+    r = LAUNCHERS["openmpi"].render(spec(**TWO, ssh=SSH), "mpirun")
+    a = list(r.argv)
+    assert after(a, "-np") == "4" and after(a, "-H") == "node1:2,node2:2"
+    mca = dict(pairs(a, "--mca"))
+    assert mca["btl_tcp_if_include"] == "eth1" and mca["oob_tcp_if_include"] == "eth1"
+    assert mca["plm_rsh_args"] == "-F /etc/bench/ssh_config -p 2222 -i /keys/id_ed25519 -l bench"
+    # the native engine's Gloo sockets (DDP under mpirun) on the same interface, forwarded to every rank
+    assert r.env["GLOO_SOCKET_IFNAME"] == "eth1" and "GLOO_SOCKET_IFNAME" in [a[i + 1] for i, x in enumerate(a)
+                                                                               if x == "-x"]
+
+
+def test_openmpi_takes_a_cidr_for_the_interface():
+    mca = dict(pairs(list(LAUNCHERS["openmpi"].render(spec(**{**TWO, "iface": "198.18.0.0/24"}), "mpirun").argv),
+                     "--mca"))
+    assert mca["btl_tcp_if_include"] == mca["oob_tcp_if_include"] == "198.18.0.0/24"
+
+
+def test_openmpi_over_infiniband_still_keeps_its_runtime_on_the_interface():
+    mca = dict(pairs(list(LAUNCHERS["openmpi"].render(spec(**TWO, ib=True), "mpirun").argv), "--mca"))
+    assert mca["pml"] == "ucx" and mca["oob_tcp_if_include"] == "eth1" and "btl_tcp_if_include" not in mca
+
+
+def test_mpich_across_two_hosts_gives_hydra_ucx_and_ssh_the_interface_and_settings():
+    r = LAUNCHERS["mpich"].render(spec(**TWO, ssh=SSH), "mpiexec.hydra")
+    a = list(r.argv)
+    assert after(a, "-iface") == "eth1" and after(a, "-hosts") == "node1,node2" and after(a, "-ppn") == "2"
+    assert after(a, "-launcher") == "ssh"
+    assert ("UCX_NET_DEVICES", "eth1") in pairs(a, "-genv") and r.env["UCX_TLS"] == "tcp,sm,self"
+    # Hydra reads the ssh arguments from its own environment; the workers do not need them
+    assert r.env["HYDRA_LAUNCHER_EXTRA_ARGS"] == "-F /etc/bench/ssh_config -p 2222 -i /keys/id_ed25519 -l bench"
+    assert "HYDRA_LAUNCHER_EXTRA_ARGS" not in [n for n, _ in pairs(a, "-genv")]
+
+
+def test_intelmpi_across_two_hosts_gives_hydra_and_libfabric_the_interface_and_ssh_its_arguments():
+    r = LAUNCHERS["intelmpi"].render(spec(**TWO, ssh=SSH), "mpiexec.hydra")
+    a = list(r.argv)
+    assert after(a, "-iface") == "eth1" and after(a, "-hosts") == "node1,node2" and after(a, "-ppn") == "2"
+    assert after(a, "-launcher") == "ssh"
+    assert after(a, "-bootstrap-exec-args") == "-F /etc/bench/ssh_config -p 2222 -i /keys/id_ed25519 -l bench"
+    assert ("FI_TCP_IFACE", "eth1") in pairs(a, "-genv") and r.env["FI_PROVIDER"] == "tcp"
+
+
+def test_gloo_across_two_hosts_uses_the_interface_never_loopback_and_horovodruns_ssh_options():
+    ssh = Ssh(port=2222, identity_file="/keys/id_ed25519")
+    r = LAUNCHERS["gloo"].render(spec(**TWO, ssh=ssh), "horovodrun")
+    a = list(r.argv)
+    assert after(a, "-H") == "node1:2,node2:2" and after(a, "--network-interface") == "eth1"
+    assert r.env["HOROVOD_GLOO_IFACE"] == "eth1"
+    assert after(a, "--ssh-port") == "2222" and after(a, "--ssh-identity-file") == "/keys/id_ed25519"
+
+
+def test_gloo_refuses_ssh_settings_horovodrun_cannot_take():
+    assert "ssh config file" in LAUNCHERS["gloo"].ssh_problem(SSH)
+    assert LAUNCHERS["gloo"].ssh_problem(Ssh(port=22)) is None
+    with pytest.raises(ValueError, match="ssh config file"):
+        LAUNCHERS["gloo"].render(spec(**TWO, ssh=SSH), "horovodrun")
+
+
+def test_gloo_on_one_remote_host_does_not_use_loopback():
+    a = list(LAUNCHERS["gloo"].render(spec(workers=2, hosts=(("node1", 2),)), "horovodrun").argv)
+    assert "lo" not in a
+
+
+@pytest.mark.parametrize("flavour", sorted(LAUNCHERS))
+def test_no_flavour_defaults_to_loopback_across_hosts(flavour):
+    r = LAUNCHERS[flavour].render(spec(workers=4, hosts=(("node1", 2), ("node2", 2))), "launcher")
+    assert "lo" not in r.argv and "lo" not in r.env.values()
+    assert all(host in " ".join(r.argv) for host in ("node1", "node2"))
+
+
+@pytest.mark.parametrize("flavour", ["mpich", "intelmpi", "gloo"])
+def test_layers_that_need_an_interface_name_refuse_a_cidr(flavour):
+    with pytest.raises(ValueError, match="needs an interface name"):
+        LAUNCHERS[flavour].render(spec(**{**TWO, "iface": "198.18.0.0/24"}), "launcher")
+
+
+def test_ssh_settings_refuse_values_a_launcher_would_split():
+    with pytest.raises(ValueError, match="no whitespace"):
+        Ssh(config_file="/my configs/ssh_config")
+    with pytest.raises(ValueError, match="port"):
+        Ssh(port=0)
+
+
+def test_torchrun_across_two_hosts_is_one_launch_per_node_meeting_at_the_first():
+    launches = TORCHRUN.render_nodes(spec(**TWO), "/venv/bin/python", port=29411, rdzv_id="job-7")
+    assert [n.host for n in launches] == ["node1", "node2"]
+    a = list(launches[0].rendered.argv)
+    assert launches[1].rendered.argv == launches[0].rendered.argv  # c10d numbers the nodes itself
+    assert a[:3] == ["/venv/bin/python", "-m", "torch.distributed.run"] and "--standalone" not in a
+    assert after(a, "--nnodes") == "2" and after(a, "--nproc-per-node") == "2"
+    assert after(a, "--rdzv-backend") == "c10d" and after(a, "--rdzv-endpoint") == "node1:29411"
+    assert after(a, "--rdzv-id") == "job-7"
+    assert a[-3:] == list(PROGRAM[1:])  # the script and its flags; torchrun brings the interpreter
+    assert all(n.rendered.env["GLOO_SOCKET_IFNAME"] == "eth1" for n in launches)
+    assert launches[0].rendered.env["OMP_NUM_THREADS"] == "4"
+
+
+def test_torchrun_single_node_render_stays_standalone_and_refuses_several_hosts():
+    a = list(TORCHRUN.render(spec(workers=2, hosts=(("localhost", 2),)), "python").argv)
+    assert "--standalone" in a and after(a, "--nnodes") == "1"
+    with pytest.raises(ValueError, match="render_nodes"):
+        TORCHRUN.render(spec(**TWO), "python")
+    with pytest.raises(ValueError, match="same number of workers"):
+        TORCHRUN.render_nodes(spec(workers=3, hosts=(("node1", 2), ("node2", 1))))
