@@ -99,7 +99,7 @@ def flavours(timeout_s: float = 120) -> dict[str, str | None]:
     Flavour -> None if it works, else why not (one line)."""
     from pathlib import Path
 
-    from bench.backends.local import MODELS_DIR, _tool_path
+    from bench.backends.jobs import MODELS_DIR, tool_path as _tool_path
     from bench.launch import LAUNCHERS, LaunchSpec
     from bench.runtimes import runtime_for
 
