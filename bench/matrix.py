@@ -51,6 +51,9 @@ class Workload(BaseModel):
     channels_last: bool = True
     # Intra-op threads per worker; null = cores on the node / workers on the node.
     threads: int | None = Field(None, gt=0, le=1024)
+    # Workers on each node; null = as many as one VM of the SKU has GPUs (a cpu cell: all on one node). Sets the
+    # cell's node count: gpus / workers_per_node.
+    workers_per_node: int | None = Field(None, gt=0, le=1024)
 
 
 class MatrixFile(BaseModel):

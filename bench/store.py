@@ -21,16 +21,19 @@ from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 DEFAULT_STORE = Path("results/bench.db")
 
-_CELL_COLUMNS = {
+# The cell columns of migration 2's table, frozen: a later key gets its own migration.
+_CELL_COLUMNS_V2 = {
     "gpu": "TEXT", "framework": "TEXT", "mpi": "TEXT", "ib": "INTEGER", "gpus": "INTEGER", "model": "TEXT",
     "engine": "TEXT", "data": "TEXT", "data_layout": "TEXT", "loader_workers": "INTEGER", "batch_per_gpu": "INTEGER",
     "image_size": "INTEGER", "precision": "TEXT",
     "warmup_steps": "INTEGER", "steps": "INTEGER", "repeats": "INTEGER", "jobs": "INTEGER",
     "channels_last": "INTEGER", "threads": "INTEGER",
 }
+_V5_COLUMNS = {"workers_per_node": "INTEGER"}
+_CELL_COLUMNS = {**_CELL_COLUMNS_V2, **_V5_COLUMNS}
 assert tuple(_CELL_COLUMNS) == CELL_KEYS, "store columns must follow the cell keys"
 
 _MEASURE_COLUMNS_V2 = {
@@ -88,7 +91,7 @@ MIGRATIONS: dict[int, str] = {
         repeat INTEGER NOT NULL,
         status TEXT NOT NULL,
         error TEXT,
-        {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS, **_MEASURE_COLUMNS_V2}.items())},
+        {", ".join(f"{k} {t}" for k, t in {**_CELL_COLUMNS_V2, **_MEASURE_COLUMNS_V2}.items())},
         record_json TEXT NOT NULL,
         written_unix REAL NOT NULL,
         PRIMARY KEY (run_id, cell_id, job, repeat)
@@ -117,6 +120,8 @@ MIGRATIONS: dict[int, str] = {
         heartbeat_unix REAL NOT NULL
     )
     """,
+    # 5: workers per node (a cell key; null = as many as the SKU's VM holds).
+    5: ";\n".join(f"ALTER TABLE records ADD COLUMN {k} {t}" for k, t in _V5_COLUMNS.items()),
 }
 
 CLAIM_LEASE_S = 60.0  # a claim not heartbeaten for this long is abandoned (owner on another host, say)
