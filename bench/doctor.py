@@ -1,4 +1,5 @@
-"""What this machine can run: frameworks, Horovod's build (checked by importing), MPI launchers, GPUs.
+"""What this machine can run: frameworks, Horovod's build (checked by importing), MPI launchers, GPUs. Each MPI
+flavour says what its launcher is and proves itself with its own probe (`Flavour.doctor`).
 
 `bench doctor` exits 1 and names what is missing when the default matrix's cpu cells could not run.
 """
@@ -6,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 from bench.backends.local import local_gpus
+from bench.launch.flavour import Probe
 
 # Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
 _PROBE = r"""
@@ -40,17 +41,6 @@ print(json.dumps(out))
 """
 
 
-def _version_line(argv: list[str]) -> str | None:
-    if not shutil.which(argv[0]):
-        return None
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = (out.stdout or out.stderr).strip().splitlines()
-    return lines[0] if lines else None
-
-
 def _caps(built: dict | None) -> str:
     if not built:
         return "not built"
@@ -59,11 +49,20 @@ def _caps(built: dict | None) -> str:
 
 def examine() -> tuple[list[str], list[str]]:
     """(report lines, missing pieces that stop the default matrix's cpu cells)."""
+    from bench.launch import LAUNCHERS
+    from bench.runtimes import runtime_for
+
     probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300)
     info = json.loads(probe.stdout) if probe.returncode == 0 else {}
-    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    mpirun = _version_line(["mpirun", "--version"])
     gpus = local_gpus()
+    # Each flavour's launcher, as this Python's runtime for it finds it.
+    launchers: dict[str, str | None] = {}
+    for flavour in LAUNCHERS.values():
+        rt = runtime_for(flavour.name, sys.executable)
+        if flavour.tool_path(rt) is None:
+            launchers[f"{flavour.tool} ({flavour.name})"] = None
+        else:
+            launchers[f"{flavour.tool} ({flavour.name})"] = flavour.version(rt) or "found"
     lines = [
         f"python       {sys.version.split()[0]} ({sys.executable})",
         f"cpu cores    {os.cpu_count()}",
@@ -73,8 +72,7 @@ def examine() -> tuple[list[str], list[str]]:
         f"horovod      {info.get('horovod') or 'missing'}",
         f"  pytorch    {_caps(info.get('horovod_pytorch'))}",
         f"  tensorflow {_caps(info.get('horovod_tensorflow'))}",
-        f"launchers    mpirun: {mpirun or 'missing'}; horovodrun: "
-        f"{'found' if os.path.exists(horovodrun) else 'missing'}",
+        "launchers    " + "; ".join(f"{name}: {version or 'missing'}" for name, version in launchers.items()),
         f"gpus         {', '.join(gpus) if gpus else 'none (CPU fallback cells only)'}",
     ]
     missing = []
@@ -82,66 +80,30 @@ def examine() -> tuple[list[str], list[str]]:
         if not info.get(framework):
             missing.append(f"{framework} ({info.get(framework + '_error', 'not importable')})")
         built = info.get(f"horovod_{framework}") or {}
-        for controller in ("gloo", "mpi"):
+        for controller in sorted({f.controller for f in LAUNCHERS.values()}):
             if not built.get(controller):
                 missing.append(f"horovod for {framework} with {controller}")
     if not info.get("keras"):
         missing.append("tf-keras (Keras 2 for Horovod's Keras integration)")
-    if not mpirun:
-        missing.append("mpirun (Open MPI)")
-    if not os.path.exists(horovodrun):
-        missing.append("horovodrun")
+    missing += [name for name, version in launchers.items() if version is None]
     return lines, missing
 
 
-def flavours(timeout_s: float = 120) -> dict[str, str | None]:
-    """Each MPI flavour (and Gloo) tried for real: a 2-rank Horovod allreduce under its own launcher and runtime.
-    Flavour -> None if it works, else why not (one line)."""
-    from pathlib import Path
+def flavours(timeout_s: float = 120) -> dict[str, Probe]:
+    """Each MPI flavour (and Gloo) tried for real, by its own probe: a 2-rank Horovod allreduce under its launcher
+    and runtime."""
+    from bench.launch import LAUNCHERS
 
-    from bench.backends.jobs import MODELS_DIR, tool_path as _tool_path
-    from bench.launch import LAUNCHERS, LaunchSpec
-    from bench.runtimes import runtime_for
-
-    result: dict[str, str | None] = {}
-    for name, launcher in LAUNCHERS.items():
-        rt = runtime_for(name)
-        if not Path(rt.python).exists():
-            result[name] = f"no runtime at {rt.python} (run `make run`)"
-            continue
-        tool = rt.tool(launcher.TOOL) or _tool_path(launcher.TOOL, rt.python)
-        if not os.path.exists(tool) and not shutil.which(tool):
-            result[name] = f"{launcher.TOOL} not found"
-            continue
-        spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(rt.python, str(MODELS_DIR / "mpi_probe.py")),
-                          env={"OMP_NUM_THREADS": "1", **rt.env}, as_root=os.geteuid() == 0)
-        rendered = launcher.render(spec, tool)
-        env = {**os.environ, **rendered.env, "PATH": os.pathsep.join((*rt.bin_dirs, os.environ.get("PATH", "")))}
-        try:
-            out = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            result[name] = f"a 2-rank allreduce did not finish in {timeout_s:g} s"
-            continue
-        found = [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if '"sum_ok"' in line]
-        if out.returncode != 0 or not found or not found[0]["sum_ok"] or found[0]["mpi_enabled"] != (name != "gloo"):
-            last = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-            result[name] = f"2-rank allreduce failed (exit {out.returncode}): {last[0][:160]}"
-        else:
-            result[name] = None
-            result[name + ":library"] = "Horovod's Gloo controller, no MPI" if name == "gloo" else found[0]["mpi_library"]
-    return result
+    return {name: flavour.doctor(timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()}
 
 
 def report() -> tuple[str, int]:
     lines, missing = examine()
-    works = flavours()
-    for name in ("openmpi", "intelmpi", "mpich", "gloo"):
-        if name in works:
-            why = works[name]
-            lines.append(f"mpi {name:<9} " + (f"works ({works.get(name + ':library') or 'library unknown'})"
-                                              if why is None else f"NOT WORKING: {why}"))
-            if why is not None:
-                missing.append(f"mpi flavour {name} ({why})")
+    for name, probe in flavours().items():
+        lines.append(f"mpi {name:<9} " + (f"works ({probe.library or 'library unknown'})"
+                                          if probe.problem is None else f"NOT WORKING: {probe.problem}"))
+        if probe.problem is not None:
+            missing.append(f"mpi flavour {name} ({probe.problem})")
     if missing:
         lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing) + " (run `make run` to install)")
     else:

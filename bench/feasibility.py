@@ -1,13 +1,15 @@
 """Why a cell cannot run: hardware rules (from the catalogue) and what this build implements.
 
 Each rule returns a one-line reason or None. Backend reach (can *this* backend get there?) is the backend's own rule.
+Unknown names (a framework or MPI flavour no registry has) never reach these rules: the matrix's validation takes its
+vocabulary from the same registries (bench/matrix.py) and rejects them with the file and line.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from bench.catalog import GpuSku
-from bench.launch import LAUNCHERS
+from bench.launch import LAUNCHERS, flavour_named
 from models.registry import WORKLOADS
 
 
@@ -33,17 +35,16 @@ def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
             return f"ib=true on {sku.key}: {sku.vm_size} has no InfiniBand"
         if nodes == 1:
             return f"ib=true on one {sku.vm_size}: a single-node cell sends nothing over the fabric (use ib=false)"
-        if not sku.sriov and cell["mpi"] != "intelmpi":
+        if not sku.sriov and not flavour_named(cell["mpi"]).ib_without_sriov:
+            able = ", ".join(f.title for f in LAUNCHERS.values() if f.ib_without_sriov)
             return (f"ib=true with {cell['mpi']} on {sku.vm_size}: InfiniBand without SR-IOV is reachable "
-                    f"only by Intel MPI")
+                    f"only by {able}")
     return None
 
 
 def build_reason(cell: dict[str, Any]) -> str | None:
     framework = cell["framework"]
-    workload = WORKLOADS.get(framework)
-    if workload is None:
-        return f"framework {framework}: no {framework} workload in this build yet"
+    workload = WORKLOADS[framework]
     if cell["data"] not in workload["data"]:
         return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"
     if cell["data"] == "imagenet" and cell["data_layout"] not in workload["data_layout"]:
@@ -53,11 +54,11 @@ def build_reason(cell: dict[str, Any]) -> str | None:
         return f"precision={cell['precision']}: not implemented by the {framework} workload"
     if cell["engine"] not in workload["engines"]:
         return f"engine={cell['engine']}: the {framework} workload runs under {', '.join(workload['engines'])} only"
-    if cell["engine"] == "native" and cell["mpi"] not in ("gloo", "openmpi"):
-        return f"engine=native with mpi={cell['mpi']}: DDP is started by torchrun (mpi: gloo) or mpirun (openmpi)"
+    if cell["engine"] == "native" and flavour_named(cell["mpi"]).native is None:
+        able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
+                           for name, f in LAUNCHERS.items() if f.native)
+        return f"engine=native with mpi={cell['mpi']}: DDP is started by {able}"
     if cell["warmup_steps"] < workload.get("min_warmup_steps", 0):
         return f"warmup_steps={cell['warmup_steps']}: the {framework} workload needs at least " \
                f"{workload['min_warmup_steps']} (Horovod broadcasts the initial weights after the first batch)"
-    if cell["mpi"] not in LAUNCHERS:
-        return f"mpi={cell['mpi']}: no launcher for this MPI flavour in this build yet"
     return None

@@ -30,16 +30,35 @@ RENDERED_DIR = DOCKER_DIR / "rendered"
 # recipe. Adding a set is a row here plus a framework switch in the scripts.
 FRAMEWORK_SETS: dict[str, tuple[str, ...]] = {"pt-tf": ("pytorch", "tensorflow", "keras")}
 
-# Image MPI flavour per matrix `mpi` value. Gloo is Horovod's own controller: it needs no MPI, and the Open MPI image
-# has Gloo built in (build_horovod.sh builds Gloo and MPI controllers), so gloo cells run on the openmpi image.
-IMAGE_MPI: dict[str, str] = {"openmpi": "openmpi", "gloo": "openmpi", "mpich": "mpich", "intelmpi": "intelmpi"}
-MPI_FLAVOURS: tuple[str, ...] = ("openmpi", "mpich", "intelmpi")
-# The MPI ABI Horovod links (BENCH_MPI for scripts/build_horovod.sh): Intel MPI shares MPICH's libmpi.so.12, so the
-# intelmpi image builds against Debian/Ubuntu MPICH and runs with Intel MPI's runtime (FACTS.md, bench/runtimes.py).
-BUILD_ABI: dict[str, str] = {"openmpi": "openmpi", "mpich": "mpich", "intelmpi": "mpich"}
-# Intel MPI from the registry: 2021.19 needs a libfabric that is not there (FACTS.md).
-IMPI_RT = "impi_rt==2021.18.1"
-MPICH_WHEEL = "mpich==5.0.2"
+# What an image installs for each MPI flavour is the flavour's own recipe (`Flavour.image`, bench/launch/<flavour>.py):
+# its apt packages, its runtime wheel, and whether it has an image at all (Gloo is Horovod's own controller: it needs
+# no MPI, and the Open MPI image has Gloo built in, so gloo cells run on the openmpi image). Horovod is built against
+# the flavour's MPI ABI (BENCH_MPI for scripts/build_horovod.sh): Intel MPI shares MPICH's libmpi.so.12, so the
+# intelmpi image builds against the MPICH wheel and runs with Intel MPI's runtime (bench/runtimes.py).
+
+
+def image_flavours() -> tuple[str, ...]:
+    """The flavours that have an image of their own, in the registry's order."""
+    from bench.launch import LAUNCHERS
+
+    return tuple(name for name, f in LAUNCHERS.items() if f.image.runs_on is None)
+
+
+def image_flavour(mpi: str) -> str:
+    """The flavour whose image runs cells of `mpi`."""
+    from bench.launch import flavour_named
+
+    return flavour_named(mpi).image.runs_on or mpi
+
+
+def abi_wheels(abi: str) -> list[tuple[str, str | None]]:
+    """(wheel, prefix inside the venv or None) of every flavour of one ABI, as scripts/install.sh installs them into
+    that ABI's environment: the environment's own runtime first (its compiler wrappers build Horovod), then those
+    that sit in a prefix of their own."""
+    from bench.launch import LAUNCHERS
+
+    found = [(f.image.wheel, f.runtime_prefix) for f in LAUNCHERS.values() if f.abi == abi and f.image.wheel]
+    return sorted(found, key=lambda w: w[1] is not None)
 
 
 @dataclass(frozen=True)
@@ -122,14 +141,10 @@ LEGACY_PINS: dict[str, str] = {
 }
 LEGACY_FROM_SETUP_CFG: tuple[str, ...] = ("cloudpickle", "psutil", "PyYAML", "packaging", "cffi")
 
-# apt packages. InfiniBand user space for GPU generations (NCCL and UCX dlopen libibverbs); NCCL from the NVIDIA
+# apt packages (each MPI flavour's own are in its recipe). InfiniBand user space for GPU generations (NCCL and UCX dlopen libibverbs); NCCL from the NVIDIA
 # repository the nvidia/cuda base images configure (devel images already carry it: the install is then a no-op).
 BUILD_PACKAGES = ("ca-certificates", "cmake", "g++", "make")
 PYTHON_PACKAGES = ("python3", "python3-dev", "python3-venv")
-# MPICH and Intel MPI come as wheels (scripts/install.sh), not from apt.
-MPI_PACKAGES = {"openmpi": ("openmpi-bin", "libopenmpi-dev", "libucx0"),
-                "mpich": (),
-                "intelmpi": ()}
 IB_PACKAGES = ("rdma-core", "ibverbs-providers", "libibverbs1", "librdmacm1")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
 
@@ -155,7 +170,7 @@ class Variant:
 
 def variants() -> list[Variant]:
     """Every image that exists: the full product (no combination is left out)."""
-    return [Variant(f, m, g) for f in FRAMEWORK_SETS for m in MPI_FLAVOURS for g in GENERATIONS]
+    return [Variant(f, m, g) for f in FRAMEWORK_SETS for m in image_flavours() for g in GENERATIONS]
 
 
 def variant(variant_id: str) -> Variant:
@@ -184,7 +199,7 @@ def framework_set(framework: str) -> str:
 
 
 def variant_for_cell(cell: dict[str, Any]) -> Variant:
-    return Variant(framework_set(cell["framework"]), IMAGE_MPI[cell["mpi"]], cuda_generation(cell["gpu"]))
+    return Variant(framework_set(cell["framework"]), image_flavour(cell["mpi"]), cuda_generation(cell["gpu"]))
 
 
 def image_for_cell(cell: dict[str, Any]) -> str:
@@ -207,9 +222,12 @@ def setup_cfg_pins(path: Path = ROOT / "setup.cfg") -> dict[str, str]:
 
 
 def _context(v: Variant) -> dict[str, Any]:
+    from bench.launch import flavour_named
+
+    flavour = flavour_named(v.mpi)
     gen = GENERATIONS[v.generation]
     gpu = gen.cuda is not None
-    packages = list(BUILD_PACKAGES) + list(MPI_PACKAGES[v.mpi])
+    packages = list(BUILD_PACKAGES) + list(flavour.image.apt)
     if gen.name != "cpu":
         packages += PYTHON_PACKAGES
     if gpu:
@@ -220,11 +238,12 @@ def _context(v: Variant) -> dict[str, Any]:
     return {
         "v": v, "gen": gen, "gpu": gpu,
         "packages": sorted(set(packages)),
-        "build_abi": BUILD_ABI[v.mpi],
+        "build_abi": flavour.abi,
+        "abi_note": flavour.image.abi_note,
         "frameworks": FRAMEWORK_SETS[v.frameworks],
         "legacy_pins": legacy,
-        "impi_rt": IMPI_RT,
-        "mpich_wheel": MPICH_WHEEL,
+        "abi_wheels": abi_wheels(flavour.abi),
+        "runtime_prefix": flavour.runtime_prefix,
     }
 
 

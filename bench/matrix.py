@@ -16,13 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from bench.backends.settings import BackendSettings as Backend
 from bench.catalog import catalog
 from bench.errors import BenchInputError
+from bench.launch import LAUNCHERS
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
+from models.registry import WORKLOADS
 
 MAX_CELLS = 1_000_000
 
-Framework = Literal["pytorch", "tensorflow", "keras"]
-MpiFlavour = Literal["openmpi", "intelmpi", "mpich", "gloo"]
+# Names come from the registries (workloads, MPI flavours; backends: bench.backends.settings), never written here
+# a second time.
+Framework = Literal[tuple(WORKLOADS)]
+MpiFlavour = Literal[tuple(LAUNCHERS)]
 Precision = Literal["fp32", "fp16", "bf16"]
 DataKind = Literal["synthetic", "imagenet"]
 

@@ -1,6 +1,6 @@
 """Which environment runs a cell's workers. Horovod links one MPI ABI when it is built, so there is one environment
-per ABI: Open MPI's (also used for Gloo and torchrun), and MPICH's, shared by MPICH and Intel MPI (same libmpi.so.12;
-Intel's is put first on the library path for intelmpi cells)."""
+per ABI (below); each flavour names its ABI (`Flavour.abi`) and, when its runtime sits in a prefix of its own inside
+that environment, that prefix (`Flavour.runtime_prefix`: Intel MPI's, whose libmpi.so.12 stands in for MPICH's)."""
 from __future__ import annotations
 
 import os
@@ -8,11 +8,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ABI = {"openmpi": "openmpi", "gloo": "openmpi", "mpich": "mpich", "intelmpi": "mpich"}
-# Next to the main environment: <repo>/.venv (Open MPI ABI) and <repo>/.venv-mpich (MPICH ABI), as scripts/install.sh
-# makes them; BENCH_MPICH_VENV points elsewhere.
+from bench.launch import flavour_named
+
+# The environments, as scripts/install.sh makes them: <repo>/.venv (the Open MPI ABI: Open MPI from the system, so
+# nothing to add to the library path) and, next to it, <repo>/.venv-mpich (the MPICH ABI, whose runtimes are wheels
+# in that environment); BENCH_MPICH_VENV points elsewhere.
+MAIN_ABI = "openmpi"
+ABIS = ("openmpi", "mpich")
 MPICH_VENV_VAR = "BENCH_MPICH_VENV"
-IMPI_PREFIX = Path("opt") / "impi"  # inside the MPICH-ABI venv (scripts/install.sh)
 
 
 @dataclass(frozen=True)
@@ -31,24 +34,26 @@ class Runtime:
 def venv_for(mpi: str, python: str = sys.executable) -> Path:
     """The environment (its prefix) that runs cells of this MPI flavour."""
     main = Path(python).parent.parent
-    if ABI[mpi] == "openmpi":
+    if flavour_named(mpi).abi == MAIN_ABI:
         return main
     return Path(os.environ.get(MPICH_VENV_VAR) or main.parent / ".venv-mpich")
 
 
 def runtime_for(mpi: str, python: str = sys.executable) -> Runtime:
+    flavour = flavour_named(mpi)
+    if flavour.abi not in ABIS:
+        raise ValueError(f"flavour {mpi}: abi {flavour.abi!r} has no environment (known: {', '.join(ABIS)})")
     venv = venv_for(mpi, python)
-    if ABI[mpi] == "openmpi":
+    if flavour.abi == MAIN_ABI:
         return Runtime(python, (str(Path(python).parent),), {})
     bins = (str(venv / "bin"),)
     # libmpi.so.12 by search path, not by the build's RUNPATH (a cached Horovod build may come from another checkout):
-    # MPICH's from the venv, or Intel MPI's from its prefix for intelmpi cells.
+    # the environment's own, or the flavour's from its prefix.
     libs = [str(venv / "lib")]
-    if mpi == "intelmpi":
-        impi = venv / IMPI_PREFIX
-        bins = (str(impi / "bin"),) + bins
-        libs = [str(impi / "lib")]
+    if flavour.runtime_prefix:
+        prefix = venv / flavour.runtime_prefix
+        bins = (str(prefix / "bin"),) + bins
+        libs = [str(prefix / "lib")]
     if os.environ.get("LD_LIBRARY_PATH"):
         libs.append(os.environ["LD_LIBRARY_PATH"])
     return Runtime(str(venv / "bin" / "python"), bins, {"LD_LIBRARY_PATH": os.pathsep.join(libs)})
-

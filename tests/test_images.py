@@ -12,6 +12,7 @@ import pytest
 
 from bench import images
 from bench.catalog import catalog
+from bench.launch import LAUNCHERS
 from bench.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def rendered(tmp_path_factory) -> dict[str, str]:
 
 def test_every_variant_renders_one_file(rendered):
     assert sorted(rendered) == sorted(v.dockerfile for v in VARIANTS)
-    assert len(VARIANTS) == len(images.FRAMEWORK_SETS) * len(images.MPI_FLAVOURS) * len(images.GENERATIONS)
+    assert len(VARIANTS) == len(images.FRAMEWORK_SETS) * len(images.image_flavours()) * len(images.GENERATIONS)
     for v in VARIANTS:
         text = rendered[v.dockerfile]
         assert text.count("\nFROM ") == 1
@@ -76,7 +77,7 @@ def test_dockerfile_hygiene(rendered, vid):
     assert re.search(r"^USER 10001", text, re.MULTILINE), "workers must not run as root"
     for line in re.findall(r"pip install[^\n]*", text):
         assert "--no-cache-dir" in line
-    assert f"BENCH_MPI={images.BUILD_ABI[v.mpi]}" in text
+    assert f"BENCH_MPI={LAUNCHERS[v.mpi].abi}" in text
 
 
 @pytest.mark.parametrize("vid", IDS)
@@ -122,13 +123,19 @@ def test_gpu_variants_carry_nccl_and_infiniband(rendered, vid):
     else:  # MPICH ABI: runtimes from wheels (install.sh, or the legacy block), none from apt
         assert "BENCH_MPI=mpich" in text and "openmpi" not in text and "libmpich-dev" not in text
     assert ("/opt/bench/.venv/opt/impi/lib" in text) == (v.mpi == "intelmpi")
+    # The legacy images install the runtime wheels of every flavour of their ABI themselves (install.sh does it
+    # for the others): MPICH's in the venv, then Intel MPI's in its prefix.
     legacy_mpich = v.generation == "legacy" and v.mpi != "openmpi"
-    assert (images.IMPI_RT in text) == (images.MPICH_WHEEL in text) == legacy_mpich
+    impi, mpich = LAUNCHERS["intelmpi"].image.wheel, LAUNCHERS["mpich"].image.wheel
+    assert (impi in text) == (mpich in text) == legacy_mpich
+    if legacy_mpich:
+        assert text.index(mpich) < text.index(f"--prefix /opt/bench/.venv/opt/impi {impi}")
 
 
 def test_mpi_wheel_pins_match_the_install_script():
     install = (ROOT / "scripts" / "install.sh").read_text()
-    assert images.IMPI_RT in install and images.MPICH_WHEEL in install
+    wheels = [f.image.wheel for f in LAUNCHERS.values() if f.image.wheel]
+    assert wheels and all(w in install for w in wheels)
 
 
 def test_cuda_generation_from_compute_capability():

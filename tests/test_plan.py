@@ -35,7 +35,7 @@ def one(gpu, backend=None, **kw):
     ("A100", {"ib": True, "gpus": 8}, "single-node cell"),
     ("V100", {"gpus": 6}, "unevenly"),
     ("V100", {"framework": "keras", "warmup_steps": 0}, "needs at least 1"),
-    ("V100", {"engine": "native", "mpi": "mpich"}, "DDP is started by torchrun"),
+    ("V100", {"engine": "native", "mpi": "mpich"}, "DDP is started by mpirun (mpi: openmpi) or torchrun (mpi: gloo)"),
     ("V100", {"data": "imagenet", "data_layout": "tfrecord"}, "reads ImageNet as jpeg only"),
 ])
 def test_infeasible_cells_stay_in_the_plan_with_a_reason(gpu, kw, words):

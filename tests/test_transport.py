@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from bench.transport import (
-    DEBUG_ENV,
     Transport,
     debug_env,
+    debug_layers,
     mismatch,
     parse_transport,
     verdict,
@@ -197,8 +197,8 @@ def test_debug_env_per_flavour():
         cpu, gpu = debug_env(mpi, False), debug_env(mpi, True)
         assert "NCCL_DEBUG" not in cpu
         assert gpu == {**cpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-    assert set(DEBUG_ENV) == {"nccl", "openmpi", "ucx", "intelmpi", "mpich", "gloo"}
+    assert set(debug_layers()) == {"nccl", "openmpi", "ucx", "intelmpi", "mpich", "gloo"}
     # no layer floods: no trace/debug-everything levels
-    flat = {k: v for env in DEBUG_ENV.values() for k, v in env.items()}
+    flat = {k: v for env in debug_layers().values() for k, v in env.items()}
     assert flat["NCCL_DEBUG"] != "TRACE" and flat["UCX_LOG_LEVEL"] not in ("debug", "trace")
     assert int(flat["I_MPI_DEBUG"]) <= 6

@@ -35,7 +35,7 @@ from bench.backends.jobs import MODELS_DIR, judge, last_error, read_end, read_re
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
-from bench.launch import LAUNCHERS, LaunchSpec, Rendered, openmpi
+from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.fabric import nccl_env
 from bench.redact import SENSITIVE_NAME
 from bench.transport import debug_env
@@ -158,24 +158,16 @@ def _sdk():
 # --- what each cell's job is -------------------------------------------------------------------------------------
 def fabric_env(mpi: str, ib: bool, sku: GpuSku) -> dict[str, str]:
     """The fabric and launcher settings the local launchers pass as flags, as environment variables: Azure ML
-    writes the mpirun line, so this is the only way they reach the workers. Taken from the launcher modules, so the
-    ib axis means the same thing on every backend."""
+    writes the mpirun line, so this is the only way they reach the workers. Asked of the flavour (`launcher_env`),
+    so the ib axis means the same thing on every backend."""
     spec = LaunchSpec(workers=1, hosts=(), program=(), ib=ib, sriov=sku.sriov, iface="eth0")  # Azure VMs: eth0
     env = nccl_env(spec)
     if ib:
         # Azure's SR-IOV InfiniBand sizes (ND A100/H100/H200) need relaxed PCI ordering for full bandwidth.
         env["NCCL_IB_PCI_RELAXED_ORDERING"] = "1"
-    launcher = LAUNCHERS.get(mpi)
-    if launcher is not None and hasattr(launcher, "fabric_env"):
-        env.update(launcher.fabric_env(spec))
-    if mpi == "openmpi":
-        # As bench.launch.openmpi: no core binding (each worker sets its threads), slot mapping, and its --mca flags
-        # as OMPI_MCA_* variables.
-        env.update(OMPI_MCA_hwloc_base_binding_policy="none", OMPI_MCA_rmaps_base_mapping_policy="slot")
-        if ib:
-            env["UCX_IB_PCI_RELAXED_ORDERING"] = "on"
-        args = openmpi.fabric_args(spec)
-        env.update({f"OMPI_MCA_{args[i + 1]}": args[i + 2] for i, a in enumerate(args) if a == "--mca"})
+    env.update(flavour_named(mpi).launcher_env(spec))
+    if ib and "UCX_TLS" in env:  # the flavour runs on UCX: the same NICs, the same ordering
+        env["UCX_IB_PCI_RELAXED_ORDERING"] = "on"
     return env
 
 
@@ -219,9 +211,10 @@ class AzureMLBackend:
             return "cpu cells are the local CPU fallback; Azure ML clusters here are GPU VM sizes (use --backend local)"
         if sku.retired and datetime.date.fromisoformat(sku.retired) <= self.today:
             return f"{sku.vm_size} ({sku.key}) was retired on {sku.retired}; Azure can no longer allocate it"
-        if cell["mpi"] == "gloo" and cell["engine"] == "horovod" and nodes > 1:
-            return (f"mpi=gloo on {nodes} nodes: horovodrun starts remote workers over SSH, which Azure ML jobs do "
-                    f"not offer (single-node Gloo cells run)")
+        flavour = flavour_named(cell["mpi"])
+        if flavour.azureml_launch == "own" and cell["engine"] == "horovod" and nodes > 1:
+            return (f"mpi={flavour.name} on {nodes} nodes: {flavour.tool} starts remote workers over SSH, which Azure "
+                    f"ML jobs do not offer (single-node {flavour.title} cells run)")
         if cell["data"] == "imagenet" and not self.config.imagenet_uri:
             return "data=imagenet: no data set for Azure ML (set backend.azureml.imagenet_uri)"
         return self._image_problem(cell)
@@ -246,7 +239,7 @@ class AzureMLBackend:
         # debug_env: each layer's log then names the transport it really used (the ib axis: requested vs effective).
         env = {"OMP_NUM_THREADS": str(self.threads_for(planned)), "PYTHONUNBUFFERED": "1",
                **debug_env(c["mpi"], gpu=not planned.sku.is_cpu), **fabric_env(c["mpi"], c["ib"], planned.sku)}
-        if c["engine"] == "native" and c["mpi"] != "gloo":
+        if c["engine"] == "native" and flavour_named(c["mpi"]).native == "launcher":
             env["MASTER_PORT"] = MASTER_PORT
         return {**env, **self.config.env}
 
@@ -265,10 +258,11 @@ class AzureMLBackend:
         c = planned.cell
         program = self._program(planned, run_id)
         setup = [SNAPSHOT_SETUP]
-        if c["engine"] == "horovod" and c["mpi"] == "gloo":
+        flavour = flavour_named(c["mpi"])
+        if c["engine"] == "horovod" and flavour.azureml_launch == "own":
             spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),), program=program)
-            program = LAUNCHERS["gloo"].render(spec).argv
-        elif c["engine"] == "native" and c["mpi"] != "gloo":
+            program = flavour.render(spec).argv
+        elif c["engine"] == "native" and flavour.native == "launcher":
             setup.append(MASTER_ADDR_SETUP)
         return " && ".join([*setup, _shell_join(program)])
 
@@ -279,9 +273,11 @@ class AzureMLBackend:
         ml, _ = _sdk()
         c = planned.cell
         per_node = c["gpus"] // planned.nodes
-        if c["mpi"] == "gloo":
-            # horovodrun starts the workers itself in a one-process job; torchrun's part is Azure ML's PyTorch one.
-            return None if c["engine"] == "horovod" else ml.PyTorchDistribution(process_count_per_instance=per_node)
+        flavour = flavour_named(c["mpi"])
+        if c["engine"] == "native" and flavour.native == "torchrun":
+            return ml.PyTorchDistribution(process_count_per_instance=per_node)  # torchrun's part is Azure ML's own
+        if c["engine"] == "horovod" and flavour.azureml_launch == "own":
+            return None  # the flavour's launcher starts the workers itself in a one-process job
         return ml.MpiDistribution(process_count_per_instance=per_node)
 
     def _environment(self, cell: dict[str, Any]):

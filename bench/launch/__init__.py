@@ -1,9 +1,22 @@
-"""Launchers, one module per MPI flavour; each renders a LaunchSpec into the exact argv and env."""
+"""MPI flavours, one module each (bench/launch/flavour.py says what a flavour owns), and torchrun, the native
+engine's launcher. `LAUNCHERS` is the registry: the only list of flavour names (the matrix's `mpi` values)."""
 from bench.launch import gloo, intelmpi, mpich, openmpi, torchrun
-from bench.launch.spec import LaunchSpec, Rendered
+from bench.launch.flavour import Flavour
+from bench.launch.spec import LaunchSpec, NodeLaunch, Rendered, Ssh
 
-# Keyed by the matrix's `mpi` value; torchrun starts the native engine's processes (not an MPI flavour).
-LAUNCHERS = {m.NAME: m for m in (openmpi, intelmpi, mpich, gloo)}
+# Keyed by the matrix's `mpi` value, in the order reports and `bench doctor` list them; the first is the reference
+# the report compares the others with. torchrun starts the native engine's processes (not an MPI flavour).
+FLAVOURS: tuple[Flavour, ...] = (openmpi.FLAVOUR, intelmpi.FLAVOUR, mpich.FLAVOUR, gloo.FLAVOUR)
+LAUNCHERS: dict[str, Flavour] = {f.name: f for f in FLAVOURS}
 TORCHRUN = torchrun
 
-__all__ = ["LAUNCHERS", "TORCHRUN", "LaunchSpec", "Rendered"]
+
+def flavour_named(name: str) -> Flavour:
+    try:
+        return LAUNCHERS[name]
+    except KeyError:
+        raise ValueError(f"mpi={name!r}: expected one of {', '.join(LAUNCHERS)}") from None
+
+
+__all__ = ["FLAVOURS", "LAUNCHERS", "TORCHRUN", "Flavour", "LaunchSpec", "NodeLaunch", "Rendered", "Ssh",
+           "flavour_named"]

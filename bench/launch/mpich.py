@@ -1,21 +1,62 @@
-"""MPICH's mpiexec (Hydra). The MPICH wheel's default netmod is ch4:ucx, so the fabric is chosen through UCX."""
+"""MPICH: Hydra's mpiexec, ch4 on UCX, its debug summary, the MPICH-ABI environment (the MPICH wheel)."""
 from __future__ import annotations
 
+import re
+
 from bench.launch.fabric import ucx_env
+from bench.launch.flavour import Flavour, ImageRecipe
 from bench.launch.hydra import hydra_argv
 from bench.launch.spec import LaunchSpec, Rendered
+from bench.transport import Effective, Seen, Transport, decide, multi_node, ofi_kind, ucx_paths
 
-NAME = "mpich"
-TOOL = "mpiexec.hydra"
+# ch4:ofi summary: "libfabric provider: tcp - 192.0.2.0/24" (4.1+); the candidate list ("provider: tcp, score = 4")
+# is not a choice and must not match.
+_PROVIDER = re.compile(r"^(?:libfabric provider|Provider name):\s*([^\s,]+)")
+_SHM = re.compile(r"^MPID/shm:\s*MPIDI_POSIX")
 
 
-def fabric_env(spec: LaunchSpec) -> dict[str, str]:
-    return {"MPIR_CVAR_CH4_NETMOD": "ucx", **ucx_env(spec)}
+class MPICH(Flavour):
+    name = "mpich"
+    title = "MPICH"
+    tool = "mpiexec.hydra"
+    abi = "mpich"
+    # Rank 0 prints "libfabric provider: <name> - <fabric>" (ch4:ofi) or "==== UCX netmod Capability ====" (ch4:ucx)
+    # and "MPID/shm: MPIDI_POSIX..." when the shared-memory module is on; ~40-110 lines once.
+    # MPIR_CVAR_CH4_OFI_CAPABILITY_SETS_DEBUG adds nothing the summary does not print (checked with MPICH 5.0.2).
+    debug = {"MPIR_CVAR_DEBUG_SUMMARY": "1"}
+    layers = ("ucx",)
+    # The wheel carries libmpi.so.12, Hydra and the mpicxx that builds the MPICH-ABI Horovod (scripts/install.sh).
+    image = ImageRecipe(wheel="mpich==5.0.2")
+
+    def fabric_env(self, spec: LaunchSpec) -> dict[str, str]:
+        """The wheel's default netmod is ch4:ucx, so the fabric is chosen through UCX."""
+        return {"MPIR_CVAR_CH4_NETMOD": "ucx", **ucx_env(spec)}
+
+    def render(self, spec: LaunchSpec, tool: str | None = None) -> Rendered:
+        env = {**self.fabric_env(spec), **spec.env}
+        launcher, launcher_env = [], {}
+        if spec.ssh:
+            launcher = ["-launcher", "ssh"]
+            if spec.ssh.args():
+                # Hydra splits HYDRA_LAUNCHER_EXTRA_ARGS on spaces and puts the words between ssh and the host
+                # (src/pm/hydra/lib/tools/bootstrap/external/external_common_launch.c). mpiexec reads it itself,
+                # so it is the launcher's environment, not the workers' (-genv).
+                launcher_env["HYDRA_LAUNCHER_EXTRA_ARGS"] = " ".join(spec.ssh.args())
+        argv = hydra_argv(spec, tool or self.tool, env, launcher)
+        return Rendered(tuple(argv) + spec.program, {**env, **launcher_env})
+
+    def parse(self, lines: list[str], nodes: int | None) -> Transport:
+        seen = ucx_paths(lines)
+        for line in lines:
+            if m := _PROVIDER.search(line):
+                seen.append(Seen(ofi_kind(m.group(1)), "any", line, self.name))
+        multi = multi_node(nodes, {"here", "there"} if any(s.scope == "inter" for s in seen) else set())
+        if not multi:
+            # ch4's POSIX shared-memory module carries traffic between ranks of one node, whatever the netmod offers.
+            shm = next((ln for ln in lines if _SHM.search(ln)), None)
+            if shm and multi is False:
+                return Transport(Effective.SHM.value, shm, self.name)
+        return decide(seen, multi)
 
 
-def render(spec: LaunchSpec, mpiexec: str = TOOL) -> Rendered:
-    env = {**fabric_env(spec), **spec.env}
-    argv = hydra_argv(spec, mpiexec, env)
-    if spec.iface:
-        argv[1:1] = ["-iface", spec.iface]  # Hydra's own connections (and its proxies') on the chosen interface
-    return Rendered(tuple(argv) + spec.program, env)
+FLAVOUR = MPICH()

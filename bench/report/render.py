@@ -23,7 +23,9 @@ from bench.analysis.cost import Price, catalogue_prices, cost_table, merge_price
 from bench.analysis.scaling import INPUT_BOUND_BELOW, cell_summary, input_bound, latest_complete, \
     latest_failures, scaling, series_label, split_imported
 from bench.errors import BenchInputError
+from bench.launch import LAUNCHERS
 from bench.report import charts as ch
+from models.registry import WORKLOADS
 
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
 OPEN_GROUPS_BELOW = 60  # main-table blocks are expanded when the whole table is this small
@@ -530,9 +532,11 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
                                     if not refs.empty else ""),
                          "charts": [(t, _embed(p)) for t, p in charts], "tables": tables, "main": True})
         sections.append(_gpu_section(table, out_dir, written))
-        sections.append(_axis_section(table, "framework", "Framework comparison", "pytorch", out_dir, written,
-                                      "framework"))
-        sections.append(_axis_section(table, "mpi", "MPI flavour comparison", "openmpi", out_dir, written, "mpi"))
+        # The reference value of each comparison is its registry's first entry (pytorch, openmpi).
+        sections.append(_axis_section(table, "framework", "Framework comparison", next(iter(WORKLOADS)), out_dir,
+                                      written, "framework"))
+        sections.append(_axis_section(table, "mpi", "MPI flavour comparison", next(iter(LAUNCHERS)), out_dir, written,
+                                      "mpi"))
         sections.append(_ib_section(table, out_dir, written))
         sections.append(_data_section(table, out_dir, written))
         sections.append(_cost_section(table, merge_prices(catalogue_prices(), prices), out_dir, written))
