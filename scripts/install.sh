@@ -46,6 +46,8 @@ if [ "$purpose" = test ]; then
   # Headless browser for the report test; a real single-node Slurm (munge for its authentication) for the Slurm
   # backend's tests.
   apt_install chromium slurm-wlm munge
+  # The emulated cluster of the multi-node tests (scripts/testcluster.sh): namespaces, tc, an sshd per node.
+  apt_install iproute2 openssh-server openssh-client
 fi
 
 # 2. The virtual environment with the pinned Python dependencies.

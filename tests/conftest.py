@@ -33,3 +33,28 @@ workload:
   threads: 1
   channels_last: false
 """
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A 2-node emulated cluster (tests/cluster.py), up for the whole session and torn down after it, failed or not.
+
+    Skipped, loudly, only where the machine cannot host one (not root, or no network namespaces); anything else that
+    stops it from coming up fails the tests that use it.
+    """
+    from tests import cluster as emulated
+
+    reason = emulated.unavailable()
+    if reason:
+        pytest.skip(f"EMULATED CLUSTER NOT AVAILABLE, multi-node tests NOT RUN: {reason}")
+    made = emulated.start(2)
+    try:
+        yield made
+    finally:
+        made.down()
+
+
+def pytest_configure(config):
+    # Registered here rather than in setup.cfg: setup.cfg's hash is scripts/install.sh's reinstall stamp.
+    config.addinivalue_line("markers", "cluster: runs across the emulated cluster of network namespaces "
+                                       "(scripts/testcluster.sh; needs root)")

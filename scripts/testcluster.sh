@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# An emulated cluster on one machine: N "nodes", each a network namespace with its own hostname, addresses, /etc/hosts
+# and sshd, joined by veth links to a bridge, with optional tc shaping on the links. For the multi-node tests and for
+# trying the multi-node launch lines by hand. Needs root and the Debian packages iproute2, openssh-server and
+# openssh-client.
+#
+#   scripts/testcluster.sh up N [--rate R] [--delay D] [--slots S] [--prefix P]   (replaces a cluster of that prefix)
+#   scripts/testcluster.sh down [--prefix P]          kill everything in the nodes, delete namespaces and the state dir
+#   scripts/testcluster.sh status                     the nodes, and whether each sshd answers
+#   scripts/testcluster.sh exec nodeK -- CMD...       run CMD on nodeK (its network, hostname and /etc/hosts)
+#   scripts/testcluster.sh shape [--rate R] [--delay D]   (re)shape every link; neither option removes the shaping
+#   scripts/testcluster.sh link nodeK down|up         take nodeK's link down or bring it back
+#
+# What `up` makes (P = prefix, default btc; i = 1..N):
+#   namespace P-br       the bridge br0 and one port per node (named nodeI)
+#   namespace P-nodeI    eth1 = 198.18.0.(10+i)/24 (the same interface name on every node: Open MPI's
+#                        btl_tcp_if_include aborts when the names differ between nodes), lo up, tc on eth1's egress
+#   per node             a UTS namespace (hostname nodeI) and a mount namespace in which the state dir's hosts file
+#                        is bind-mounted on /etc/hosts (so node names resolve on every node, to eth1 addresses);
+#                        sshd listens on 198.18.0.(10+i):22 only; everything started over ssh inherits these
+#   state dir            $BENCH_CLUSTER_DIR (default /tmp/bench-testcluster): keys, ssh_config, hostfile, an `ssh`
+#                        wrapper in bin/ that adds `-F ssh_config` (put bin/ first on PATH so every launcher's ssh
+#                        finds the nodes), per-node sshd config, pid and log
+# The root namespace gets no address and no interface: the control host (where mpirun, mpiexec, horovodrun or bench
+# runs) is node1, entered with `exec node1 -- ...`. Addresses come from 198.18.0.0/24 (RFC 2544's benchmarking range)
+# and exist only inside these namespaces; root may log in to the nodes with the generated key only.
+set -euo pipefail
+
+DIR=${BENCH_CLUSTER_DIR:-/tmp/bench-testcluster}
+IFACE=eth1
+NET=198.18.0
+SSHD=/usr/sbin/sshd
+
+die() { echo "testcluster: $*" >&2; exit 1; }
+usage() { echo "testcluster: $*" >&2; exit 2; }
+
+addr() { echo "$NET.$((10 + $1))"; }
+ns() { echo "$PREFIX-node$1"; }
+saved() { sed -n "s/^$1=//p" "$DIR/cluster.env" 2>/dev/null || true; }
+
+need_root() {
+  [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, sshd)"
+  for tool in ip tc unshare nsenter ssh ssh-keygen "$SSHD"; do
+    command -v "$tool" >/dev/null || die "$tool not found; install the Debian packages iproute2 openssh-server openssh-client"
+  done
+}
+
+check_rate() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?[kmgt]?bit$ ]] || usage "--rate '$1': expected a tc rate such as 1gbit or 100mbit"; }
+check_delay() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || usage "--delay '$1': expected a tc time such as 2ms or 100us"; }
+
+# tbf's bucket must hold at least one timer tick of traffic; 4 ms worth (at least 64 KiB) keeps 1gbit+ at its rate.
+burst_for() {
+  awk -v r="$1" 'BEGIN { n = r + 0; u = substr(r, length(n "") + 1);
+    m = (u ~ /^k/) ? 1e3 : (u ~ /^m/) ? 1e6 : (u ~ /^g/) ? 1e9 : (u ~ /^t/) ? 1e12 : 1;
+    b = n * m / 8 / 250; if (b < 65536) b = 65536; printf "%d", b }'
+}
+
+# Shaping on each node's egress (eth1 inside the node): node A -> node B crosses A's egress once, so every direction
+# of every pair sees the rate and the delay once.
+shape_node() {
+  local n=$1 rate=$2 delay=$3 netns
+  netns=$(ns "$n")
+  ip netns exec "$netns" tc qdisc del dev "$IFACE" root 2>/dev/null || true
+  if [ -n "$delay" ] && [ -n "$rate" ]; then
+    ip netns exec "$netns" tc qdisc add dev "$IFACE" root handle 1: netem delay "$delay" limit 100000
+    ip netns exec "$netns" tc qdisc add dev "$IFACE" parent 1:1 handle 10: tbf rate "$rate" \
+      burst "$(burst_for "$rate")" latency 100ms
+  elif [ -n "$delay" ]; then
+    ip netns exec "$netns" tc qdisc add dev "$IFACE" root netem delay "$delay" limit 100000
+  elif [ -n "$rate" ]; then
+    ip netns exec "$netns" tc qdisc add dev "$IFACE" root tbf rate "$rate" burst "$(burst_for "$rate")" latency 100ms
+  fi
+}
+
+sshd_pid() {
+  local pidfile=$DIR/node$1/sshd.pid
+  [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
+}
+
+# Runs a command in node $1's network, UTS and mount namespaces (those of its sshd), in the caller's directory.
+in_node() {
+  local n=$1 pid; shift
+  pid=$(sshd_pid "$n") || die "node$n is not up (no sshd); run: $0 up N"
+  exec nsenter -t "$pid" -n -u -m --wd="$PWD" -- "$@"
+}
+
+cmd_down() {
+  local prefix=$PREFIX netns pids
+  if [ -f "$DIR/cluster.env" ]; then prefix=$(saved prefix); fi
+  # Every namespace of this prefix (also ones a crashed `up` left before writing its state).
+  for netns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-(br|node[0-9]+)$" || true); do
+    pids=$(ip netns pids "$netns" 2>/dev/null || true)
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086
+      kill -TERM $pids 2>/dev/null || true
+      for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(ip netns pids "$netns" 2>/dev/null || true)
+        [ -z "$pids" ] && break
+        sleep 0.2
+      done
+      # shellcheck disable=SC2086
+      [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+    fi
+    ip netns del "$netns" 2>/dev/null || true  # deleting a namespace deletes its veth ends, the bridge with P-br
+  done
+  # The state dir: only one this script made (its marker), never an arbitrary directory the variable points at.
+  if [ -f "$DIR/cluster.env" ]; then rm -rf "$DIR"
+  elif [ -d "$DIR" ]; then rmdir "$DIR" 2>/dev/null || true
+  fi
+}
+
+write_ssh_files() {
+  local nodes=$1 slots=$2 i
+  mkdir -p "$DIR/ssh" "$DIR/bin"
+  chmod 700 "$DIR/ssh"
+  ssh-keygen -q -t ed25519 -N "" -C "bench-testcluster client" -f "$DIR/ssh/client_key"
+  # Only from inside the cluster, with this key.
+  echo "from=\"$NET.0/24\" $(cat "$DIR/ssh/client_key.pub")" >"$DIR/ssh/authorized_keys"
+  {
+    echo "# Written by scripts/testcluster.sh: use with ssh -F, or put $DIR/bin (an ssh that adds -F) first on PATH."
+    for i in $(seq 1 "$nodes"); do printf 'Host node%s\n  HostName %s\n' "$i" "$(addr "$i")"; done
+    printf 'Host node* %s.*\n' "$NET"
+    printf '  Port 22\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n' "$DIR/ssh/client_key"
+    printf '  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n'
+    printf '  ConnectTimeout 5\n'
+  } >"$DIR/ssh_config"
+  printf '#!/bin/sh\n# ssh to the emulated nodes (scripts/testcluster.sh).\nexec /usr/bin/ssh -F %s "$@"\n' \
+    "$DIR/ssh_config" >"$DIR/bin/ssh"
+  chmod 755 "$DIR/bin/ssh"
+  : >"$DIR/hostfile"
+  for i in $(seq 1 "$nodes"); do echo "node$i slots=$slots" >>"$DIR/hostfile"; done
+  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$DIR/hosts"
+  for i in $(seq 1 "$nodes"); do echo "$(addr "$i") node$i" >>"$DIR/hosts"; done
+}
+
+start_node() {
+  local i=$1 netns nd
+  netns=$(ns "$i"); nd=$DIR/node$i
+  mkdir -p "$nd"
+  ssh-keygen -q -t ed25519 -N "" -C "node$i" -f "$nd/host_key"
+  cat >"$nd/sshd_config" <<EOF
+# Written by scripts/testcluster.sh for node$i.
+ListenAddress $(addr "$i"):22
+HostKey $nd/host_key
+PidFile $nd/sshd.pid
+AuthorizedKeysFile $DIR/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+# Launchers open one connection per node at once, sometimes several.
+MaxStartups 64:30:128
+MaxSessions 64
+Subsystem sftp internal-sftp
+EOF
+  # unshare's namespaces live as long as a process in them: sshd (daemonised) holds them; its sessions inherit them.
+  ip netns exec "$netns" unshare --uts --mount --propagation slave -- sh -c \
+    'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -E "$5"' \
+    sh "node$i" "$DIR/hosts" "$SSHD" "$nd/sshd_config" "$nd/sshd.log" \
+    || die "sshd did not start on node$i (see $nd/sshd.log)"
+}
+
+cmd_up() {
+  local nodes=$1 rate=$2 delay=$3 slots=$4 i netns br=$PREFIX-br
+  cmd_down
+  trap 'cmd_down' EXIT  # a failed `up` leaves nothing behind
+  mkdir -p "$DIR"
+  chmod 755 "$DIR"
+  printf 'prefix=%s\nnodes=%s\nrate=%s\ndelay=%s\nslots=%s\n' "$PREFIX" "$nodes" "$rate" "$delay" "$slots" \
+    >"$DIR/cluster.env"
+  mkdir -p /run/sshd  # sshd's privilege-separation directory (its service unit normally makes it)
+  write_ssh_files "$nodes" "$slots"
+  ip netns add "$br"
+  ip -n "$br" link set lo up
+  ip -n "$br" link add br0 type bridge
+  ip -n "$br" link set br0 up
+  if [ -n "$delay" ] && ! ip netns exec "$br" tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
+    die "--delay needs the kernel's netem qdisc (CONFIG_NET_SCH_NETEM), which this kernel lacks"
+  fi
+  ip netns exec "$br" tc qdisc del dev lo root 2>/dev/null || true
+  for i in $(seq 1 "$nodes"); do
+    netns=$(ns "$i")
+    ip netns add "$netns"
+    ip -n "$netns" link set lo up
+    ip link add "$IFACE" netns "$netns" type veth peer name "node$i" netns "$br"
+    ip -n "$br" link set "node$i" master br0 up
+    ip -n "$netns" addr add "$(addr "$i")/24" dev "$IFACE"
+    ip -n "$netns" link set "$IFACE" up
+    shape_node "$i" "$rate" "$delay"
+    start_node "$i"
+  done
+  # Ready when every sshd answers from node1 (the control host).
+  for i in $(seq 1 "$nodes"); do
+    for _ in $(seq 1 50); do
+      probe 1 "$i" >/dev/null 2>&1 && continue 2
+      sleep 0.1
+    done
+    die "node$i's sshd does not answer (see $DIR/node$i/sshd.log)"
+  done
+  trap - EXIT
+  cmd_status
+}
+
+# ssh from node $1 to node $2; prints the hostname the session sees.
+probe() {
+  local pid
+  pid=$(sshd_pid "$1") || return 1
+  nsenter -t "$pid" -n -u -m -- /usr/bin/ssh -F "$DIR/ssh_config" "node$2" hostname
+}
+
+cmd_status() {
+  [ -f "$DIR/cluster.env" ] || { echo "no cluster (state dir $DIR)"; return 0; }
+  local nodes i answer qdisc
+  nodes=$(saved nodes)
+  echo "cluster: $nodes nodes, prefix $(saved prefix), rate $(saved rate), delay $(saved delay)," \
+    "state $DIR, control host node1"
+  echo "  ssh_config $DIR/ssh_config   hostfile $DIR/hostfile   ssh wrapper $DIR/bin/ssh"
+  for i in $(seq 1 "$nodes"); do
+    if answer=$(probe 1 "$i" 2>/dev/null); then answer="sshd answers (hostname $answer)"
+    else answer="sshd does not answer"
+    fi
+    qdisc=$(ip -n "$(ns "$i")" -br link show "$IFACE" 2>/dev/null | awk '{print $2}')
+    printf '  node%-3s %-16s %s %s %-5s %s\n' "$i" "$(addr "$i")" "$(ns "$i")" "$IFACE" "${qdisc:-absent}" "$answer"
+  done
+}
+
+# --- command line -------------------------------------------------------------------------------------------------
+[ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up"
+cmd=$1; shift
+PREFIX=$(saved prefix); PREFIX=${PREFIX:-btc}
+rate="" delay="" slots=1 nodes=""
+parse_opts() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --rate) [ $# -ge 2 ] || usage "--rate needs a value"; check_rate "$2"; rate=$2; shift 2 ;;
+      --delay) [ $# -ge 2 ] || usage "--delay needs a value"; check_delay "$2"; delay=$2; shift 2 ;;
+      --slots) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage "--slots '${2:-}': expected a positive integer"; slots=$2; shift 2 ;;
+      --prefix) [[ ${2:-} =~ ^[a-z][a-z0-9]{0,11}$ ]] || usage "--prefix '${2:-}': expected 1-12 of [a-z0-9], letter first"
+        PREFIX=$2; shift 2 ;;
+      *) usage "unknown option '$1'" ;;
+    esac
+  done
+}
+case $cmd in
+  up)
+    [[ ${1:-} =~ ^[1-9][0-9]*$ ]] && [ "$1" -le 200 ] || usage "up: expected a node count 1-200, got '${1:-}'"
+    nodes=$1; shift; parse_opts "$@"; need_root; cmd_up "$nodes" "$rate" "$delay" "$slots" ;;
+  down) parse_opts "$@"; need_root; cmd_down ;;
+  status) [ $# -eq 0 ] || usage "status takes no arguments"; need_root; cmd_status ;;
+  exec)
+    [[ ${1:-} =~ ^node([1-9][0-9]*)$ ]] || usage "exec: expected a node name nodeK, got '${1:-}'"
+    n=${BASH_REMATCH[1]}; shift
+    [ "${1:-}" = -- ] && shift
+    [ $# -ge 1 ] || usage "exec node$n: expected a command after --"
+    need_root; in_node "$n" "$@" ;;
+  shape)
+    parse_opts "$@"; need_root
+    [ -f "$DIR/cluster.env" ] || die "no cluster to shape (state dir $DIR)"
+    for i in $(seq 1 "$(saved nodes)"); do shape_node "$i" "$rate" "$delay"; done
+    sed -i "s/^rate=.*/rate=$rate/; s/^delay=.*/delay=$delay/" "$DIR/cluster.env" ;;
+  link)
+    [[ ${1:-} =~ ^node([1-9][0-9]*)$ ]] && [[ ${2:-} =~ ^(up|down)$ ]] && [ $# -eq 2 ] \
+      || usage "link: expected nodeK down|up"
+    need_root
+    [ -f "$DIR/cluster.env" ] || die "no cluster (state dir $DIR)"
+    n=${1#node}
+    [ "$n" -le "$(saved nodes)" ] || usage "link: node$n does not exist (the cluster has $(saved nodes) nodes)"
+    ip -n "$(ns "$n")" link set "$IFACE" "$2" ;;
+  *) usage "unknown command '$cmd': expected up, down, status, exec, shape or link" ;;
+esac

@@ -1,0 +1,116 @@
+"""An emulated cluster for the multi-node tests: scripts/testcluster.sh's nodes (network namespaces with their own
+hostnames, /etc/hosts and sshd, on a bridge), driven from Python.
+
+The control host is node1: launchers run there (`Cluster.run("node1", argv)`), reach the other nodes over the
+cluster's ssh (the `ssh` wrapper in `bin_dir`, first on PATH) and talk over `iface`. The root namespace has no address
+in the cluster.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "testcluster.sh"
+# One state dir per pytest process (its pid), so two sessions never tear down each other's cluster; a dir whose owner
+# died (a crashed session) is torn down by the next session.
+STATE_PREFIX = "/tmp/bench-testcluster-pytest-"
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot host the emulated cluster (not root, no network namespaces); None when it can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, sshd)"
+    if shutil.which("ip") is None:
+        return "needs iproute2's `ip`"
+    probe = f"bench-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"`ip netns add` is not permitted here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _script(state: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], env={**os.environ, "BENCH_CLUSTER_DIR": str(state)},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _owner_alive(state: Path) -> bool:
+    try:
+        os.kill(int(state.name.rsplit("-", 1)[1]), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale() -> None:
+    """Tears down clusters left by test sessions that died before their finalizer ran."""
+    for state in Path(STATE_PREFIX).parent.glob(Path(STATE_PREFIX).name + "*"):
+        if not _owner_alive(state):
+            _script(state, "down", "--prefix", "bt" + state.name.rsplit("-", 1)[1])
+
+
+@dataclass(frozen=True)
+class Cluster:
+    hosts: tuple[str, ...]  # node names, resolvable on every node: node1, node2, ...
+    addresses: tuple[str, ...]  # each node's address on `iface`
+    iface: str  # the inter-node interface, the same name on every node
+    ssh_config: Path
+    hostfile: Path  # Open MPI's `host slots=N` form
+    bin_dir: Path  # holds `ssh` (adds -F ssh_config): first on PATH, every launcher's ssh reaches the nodes
+    state_dir: Path
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The caller's environment with the cluster's ssh first on PATH, plus `extra`."""
+        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", **(extra or {})}
+
+    def run(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
+            timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        """Runs argv on `node` (its network, hostname and /etc/hosts) with env (default: `self.env()`)."""
+        return subprocess.run([str(SCRIPT), "exec", node, "--", *argv], env=env or self.env(), cwd=cwd or ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def popen(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
+              cwd: Path | None = None, **kwargs) -> subprocess.Popen:
+        return subprocess.Popen([str(SCRIPT), "exec", node, "--", *argv], env=env or self.env(),
+                                cwd=cwd or ROOT, text=True, **kwargs)
+
+    def shape(self, rate: str | None = None, delay: str | None = None) -> None:
+        """Shapes every node's egress (tc tbf for `rate`, netem for `delay`); no arguments removes the shaping."""
+        args = [*(("--rate", rate) if rate else ()), *(("--delay", delay) if delay else ())]
+        done = _script(self.state_dir, "shape", *args)
+        if done.returncode != 0:
+            raise RuntimeError(f"testcluster.sh shape {' '.join(args)}: {done.stderr.strip()}")
+
+    def link_down(self, node: str) -> None:
+        self._link(node, "down")
+
+    def link_up(self, node: str) -> None:
+        self._link(node, "up")
+
+    def _link(self, node: str, state: str) -> None:
+        done = _script(self.state_dir, "link", node, state)
+        if done.returncode != 0:
+            raise RuntimeError(f"testcluster.sh link {node} {state}: {done.stderr.strip()}")
+
+    def down(self) -> None:
+        _script(self.state_dir, "down")
+
+
+def start(nodes: int = 2) -> Cluster:
+    """Brings up a fresh cluster for this process (tearing down any stale one first)."""
+    reap_stale()
+    state = Path(f"{STATE_PREFIX}{os.getpid()}")
+    up = _script(state, "up", str(nodes), "--prefix", f"bt{os.getpid()}", timeout=120)
+    if up.returncode != 0:
+        raise RuntimeError(f"testcluster.sh up {nodes} failed: {up.stderr.strip() or up.stdout.strip()}")
+    hosts = tuple(f"node{i}" for i in range(1, nodes + 1))
+    return Cluster(hosts=hosts, addresses=tuple(f"198.18.0.{10 + i}" for i in range(1, nodes + 1)), iface="eth1",
+                   ssh_config=state / "ssh_config", hostfile=state / "hostfile", bin_dir=state / "bin",
+                   state_dir=state)
