@@ -21,6 +21,7 @@ BACKENDS: dict[str, BackendEntry] = {
     "local": BackendEntry("bench.backends.local:LocalBackend"),
     "slurm": BackendEntry("bench.backends.slurm:SlurmBackend", "bench.backends.slurm_config:SlurmConfig"),
     "azureml": BackendEntry("bench.backends.azureml:AzureMLBackend", "bench.backends.azureml_config:AzureMLConfig"),
+    "hosts": BackendEntry("bench.backends.hosts:HostsBackend", "bench.backends.hosts_config:HostsConfig"),
 }
 
 

@@ -74,9 +74,10 @@ class Handle:
 
 
 def start(planned: PlannedCell, rendered: Rendered, cell_dir: Path, timeout_s: float, path_dirs=(),
-          token: str | None = None) -> Handle:
+          token: str | None = None, reap_then: tuple[str, ...] = ()) -> Handle:
     """Starts the launcher in a session of its own, its output redacted into cell_dir/log.txt, with a watchdog.
-    `path_dirs` go first on PATH (the cell's runtime: Hydra's proxies and horovodrun find their helpers there)."""
+    `path_dirs` go first on PATH (the cell's runtime: Hydra's proxies and horovodrun find their helpers there);
+    `reap_then` is what the watchdog runs after its own kill if this controller dies (a sweep of other hosts)."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / "records.jsonl").unlink(missing_ok=True)
     token = token or uuid.uuid4().hex
@@ -91,7 +92,7 @@ def start(planned: PlannedCell, rendered: Rendered, cell_dir: Path, timeout_s: f
     pump = LogPump(proc.stdout, cell_dir / "log.txt")
     pump.start()
     return Handle(planned, rendered, proc, cell_dir, token, now, now + timeout_s, pump,
-                  start_reaper(proc.pid, token))
+                  start_reaper(proc.pid, token, reap_then))
 
 
 def poll(handle: Handle, kill: Callable[[Handle], None]) -> bool:
@@ -320,3 +321,6 @@ def last_error(log: str) -> str | None:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--reap"]:
     _reap_when_orphaned(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:])
+elif __name__ == "__main__" and sys.argv[1:2] == ["--sweep"]:
+    # Run on another host over ssh: end whatever carries the cell token there.
+    print(kill_family(None, sys.argv[2]))
