@@ -68,7 +68,9 @@ class Cluster:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The caller's environment with the cluster's ssh first on PATH, plus `extra`."""
-        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", **(extra or {})}
+        # BENCH_CLUSTER_DIR: `testcluster.sh exec` must enter this cluster's nodes, not the default state dir's.
+        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", "BENCH_CLUSTER_DIR": str(self.state_dir),
+                **(extra or {})}
 
     def run(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
             timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:

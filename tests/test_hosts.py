@@ -156,3 +156,68 @@ def test_an_unreachable_node_fails_only_the_cells_that_need_it(tmp_path):
     handle = b.submit(two, "R")
     outcome = b.collect(handle)
     assert outcome.status == "failed" and outcome.reason.startswith("node check failed: 127.0.0.2: unreachable")
+
+
+# --- real cells on the emulated cluster (tests/cluster.py: node1 and node2, eth1 between them) -------------------
+def cluster_matrix(cluster, workdir: Path, hosts: str, cells: str) -> str:
+    return (f"name: hosts\n{TINY_WORKLOAD}  workers_per_node: 1\n{cells}"
+            f"backend:\n  name: hosts\n  timeout_s: 240\n  hosts:\n    {hosts}\n"
+            f"    ssh: {{config: {cluster.ssh_config}}}\n    iface: {cluster.iface}\n    workdir: {workdir}\n")
+
+
+def run_on_node1(cluster, tmp: Path, matrix: str):
+    (tmp / "m.yaml").write_text(matrix)
+    env = cluster.env({"PYTHONPATH": str(ROOT)})
+    done = cluster.run("node1", [sys.executable, "-m", "bench", "run", "m.yaml"], env=env, timeout=900, cwd=tmp)
+    with sqlite3.connect(tmp / "results" / "bench.db") as conn:
+        conn.row_factory = sqlite3.Row
+        rows = [dict(r) for r in conn.execute("SELECT * FROM records ORDER BY mpi, engine, repeat")]
+    return done, rows
+
+
+FLAVOURS = [("openmpi", "horovod"), ("gloo", "horovod"), ("mpich", "horovod"), ("intelmpi", "horovod"),
+            ("openmpi", "native")]
+
+
+@pytest.fixture(scope="module")
+def two_node_cells(cluster, tmp_path_factory):
+    """One `bench run` on node1 of a 2-node cpu cell (one worker on each node) per flavour and the native engine."""
+    tmp = tmp_path_factory.mktemp("hosts2")
+    cells = "axes: {gpu: [cpu], gpus: [2], mpi: [openmpi, gloo, mpich, intelmpi], engine: [horovod, native]}\n" \
+            "exclude:\n" + "".join(f"  - {{mpi: {m}, engine: native}}\n" for m in ("gloo", "mpich", "intelmpi"))
+    done, rows = run_on_node1(cluster, tmp, cluster_matrix(cluster, tmp / "shared", f"hostfile: {cluster.hostfile}",
+                                                           cells))
+    return done, rows
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("mpi,engine", FLAVOURS, ids=[f"{m}-{e}" for m, e in FLAVOURS])
+def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engine):
+    done, rows = two_node_cells
+    mine = [r for r in rows if r["mpi"] == mpi and r["engine"] == engine]
+    assert mine, done.stderr[-3000:]
+    assert [r["status"] for r in mine] == ["ok", "ok"], (mine[-1]["error"], done.stderr[-3000:])
+    for row in mine:
+        assert row["nodes"] == 2 and row["workers_per_node"] == 1 and row["world_size"] == 2
+        record = json.loads(row["record_json"])
+        assert sorted(rank["host"] for rank in record["per_rank"]) == ["node1", "node2"]
+        assert row["images_per_sec"] > 0
+    if engine == "horovod":  # the flavour's own layer names the transport between the nodes
+        assert mine[0]["effective_transport"] == "tcp", mine[0]["transport_evidence"]
+
+
+@pytest.mark.cluster
+def test_a_dead_node_fails_only_its_cells_and_a_remote_first_host_runs_the_launcher_over_ssh(cluster, tmp_path):
+    """node3 does not exist (no address: ssh cannot resolve it, nothing leaves the namespaces): the 2-node cell that
+    needs it fails naming it; the 1-node cell, whose only host is node2, runs there with its launcher started over
+    ssh from node1."""
+    cells = "axes: {gpu: [cpu], gpus: [1, 2], mpi: [openmpi]}\n"
+    done, rows = run_on_node1(cluster, tmp_path, cluster_matrix(cluster, tmp_path / "shared", "hosts: [node2, node3]",
+                                                                cells))
+    assert done.returncode == 1, done.stderr[-3000:]
+    one = [r for r in rows if r["gpus"] == 1]
+    two = [r for r in rows if r["gpus"] == 2]
+    assert [r["status"] for r in one] == ["ok", "ok"], done.stderr[-3000:]
+    assert [rank["host"] for rank in json.loads(one[0]["record_json"])["per_rank"]] == ["node2"]
+    assert [r["status"] for r in two] == ["failed"]
+    assert two[0]["error"].startswith("node check failed: node3: unreachable over ssh ("), two[0]["error"]

@@ -239,7 +239,7 @@ class HostsBackend:
         if shutil.which("ssh") is None:
             raise BenchInputError("hosts backend: ssh not found on PATH (install openssh-client)")
         for key, value in (("config", self.config.ssh.config), ("identity", self.config.ssh.identity)):
-            if value and not Path(value).is_file():
+            if value and not Path(value).expanduser().is_file():
                 raise BenchInputError(f"backend.hosts.ssh.{key}: no file {value}")
 
     def prepare(self, planned: list[PlannedCell], say=print) -> None:
