@@ -202,8 +202,19 @@ def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engin
         record = json.loads(row["record_json"])
         assert sorted(rank["host"] for rank in record["per_rank"]) == ["node1", "node2"]
         assert row["images_per_sec"] > 0
-    if engine == "horovod":  # the flavour's own layer names the transport between the nodes
-        assert mine[0]["effective_transport"] == "tcp", mine[0]["transport_evidence"]
+
+
+MPICH_VERDICT = pytest.mark.xfail(strict=True, reason=(
+    "MPICH's UCX (1.20.1, UCX_LOG_LEVEL=info) logs only its self and intra-node configurations on a 2-node run, no "
+    "inter-node line: the parser has nothing to read (issue 12 item 3)"))
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("mpi", ["openmpi", "gloo", pytest.param("mpich", marks=MPICH_VERDICT), "intelmpi"])
+def test_a_two_node_cells_log_shows_tcp_between_the_nodes(two_node_cells, mpi):
+    _, rows = two_node_cells
+    [first, *_] = [r for r in rows if r["mpi"] == mpi and r["engine"] == "horovod"]
+    assert first["effective_transport"] == "tcp", first["transport_evidence"]
 
 
 @pytest.mark.cluster
