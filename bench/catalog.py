@@ -32,8 +32,9 @@ class GpuSku(BaseModel):
     def is_cpu(self) -> bool:
         return self.key == "cpu"
 
-    def nodes_for(self, workers: int) -> int:
-        return math.ceil(workers / self.gpus_per_vm)
+    def nodes_for(self, workers: int, per_node: int | None = None) -> int:
+        """Nodes for `workers`: `per_node` each if given, else as many as one VM has GPUs."""
+        return math.ceil(workers / (per_node or self.gpus_per_vm))
 
 
 @functools.cache

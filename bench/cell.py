@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,12 @@ from bench.catalog import GpuSku, catalog
 from models.registry import WORKLOADS
 
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
+
+
+def cell_nodes(cell: dict[str, Any], sku: GpuSku | None = None) -> int:
+    """Nodes the cell spans: gpus / workers_per_node, or as many VMs of its SKU as its workers fill."""
+    sku = sku or catalog()[cell["gpu"]]
+    return sku.nodes_for(cell["gpus"], cell.get("workers_per_node"))
 
 
 def workload_version(framework: str) -> str:
@@ -29,7 +36,9 @@ ID_SCHEME_1_KEYS = frozenset({
 # recorded when the key was added. Frozen per key: a recorded value never changes, even if the matrix default
 # changes later (a default cell then gets a new id, as it should: it now measures something else). A key not
 # listed here is recorded as None.
-ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {}
+ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
+    "workers_per_node": None,  # unset: nodes from the catalogue (one node for cpu cells), as before the key
+}
 
 
 def _is_recorded_default(key: str, value: Any) -> bool:
@@ -72,6 +81,11 @@ class PlannedCell:
         return catalog()[self.cell["gpu"]]
 
     @property
+    def per_node(self) -> int:
+        """Workers on each of the cell's nodes."""
+        return math.ceil(self.cell["gpus"] / self.nodes)
+
+    @property
     def runnable(self) -> bool:
         return self.status == "planned"
 
@@ -79,4 +93,5 @@ class PlannedCell:
         c = self.cell
         framework = c["framework"] + ("+ddp" if c["engine"] == "native" else "")
         data = "" if c["data"] == "synthetic" else f"/{c['data']}-{c['data_layout']}"
-        return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{data}"
+        nodes = f"/{self.nodes}n" if self.nodes > 1 else ""
+        return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{nodes}{data}"

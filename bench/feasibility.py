@@ -21,9 +21,14 @@ def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
         return f"fp16 on {where}: {why}"
     if precision == "bf16" and not sku.bf16:
         return f"bf16 on {where}: needs Ampere (compute capability 8.0) or newer, this is {sku.compute_capability}"
-    workers, per_vm = cell["gpus"], sku.gpus_per_vm
-    nodes = sku.nodes_for(workers)
-    if nodes > 1 and workers % per_vm:
+    workers, per_vm, per_node = cell["gpus"], sku.gpus_per_vm, cell.get("workers_per_node")
+    if per_node is not None:
+        if not sku.is_cpu and per_node > per_vm:
+            return f"workers_per_node={per_node} on {sku.key}: a {sku.vm_size} has {per_vm} GPUs"
+        if workers % per_node:
+            return f"gpus={workers} with workers_per_node={per_node}: not a whole number of nodes"
+    nodes = sku.nodes_for(workers, per_node)
+    if nodes > 1 and workers % per_vm and per_node is None:
         return f"gpus={workers} spans {nodes} VMs of {per_vm} GPUs ({sku.vm_size}) unevenly; use a multiple of {per_vm}"
     if cell["ib"]:
         if not sku.ib:

@@ -13,9 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from bench.backends import BACKENDS
-from bench.backends.azureml_config import AzureMLConfig
-from bench.backends.slurm_config import SlurmConfig
+from bench.backends.settings import BackendSettings as Backend
 from bench.catalog import catalog
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
@@ -25,10 +23,10 @@ from models.registry import WORKLOADS
 
 MAX_CELLS = 1_000_000
 
-# Names come from the registries (workloads, MPI flavours, backends), never written here a second time.
+# Names come from the registries (workloads, MPI flavours; backends: bench.backends.settings), never written here
+# a second time.
 Framework = Literal[tuple(WORKLOADS)]
 MpiFlavour = Literal[tuple(LAUNCHERS)]
-BackendName = Literal[tuple(BACKENDS)]
 Precision = Literal["fp32", "fp16", "bf16"]
 DataKind = Literal["synthetic", "imagenet"]
 
@@ -57,28 +55,9 @@ class Workload(BaseModel):
     channels_last: bool = True
     # Intra-op threads per worker; null = cores on the node / workers on the node.
     threads: int | None = Field(None, gt=0, le=1024)
-
-
-class SampleSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    classes: int = Field(gt=0, le=1000)
-    per_class: int = Field(gt=0, le=10_000)
-
-
-class Backend(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    name: BackendName = "local"
-    # Per-cell wall-clock limit; the whole process group is killed past it.
-    timeout_s: int = Field(1800, gt=0)
-    # Where data=imagenet cells read from (train/<wnid>/*.JPEG and/or tfrecord/train-*); a relative path is taken
-    # from the directory bench runs in. Where the data set lives belongs to the machine, not to the cell.
-    imagenet_dir: str | None = None
-    # If set and imagenet_dir does not exist, `run` makes a generated sample there first (both layouts).
-    imagenet_sample: SampleSpec | None = None
-    slurm: SlurmConfig = SlurmConfig()
-    azureml: AzureMLConfig = AzureMLConfig()
+    # Workers on each node; null = as many as one VM of the SKU has GPUs (a cpu cell: all on one node). Sets the
+    # cell's node count: gpus / workers_per_node.
+    workers_per_node: int | None = Field(None, gt=0, le=1024)
 
 
 class MatrixFile(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bench.catalog import catalog
-from bench.cell import PlannedCell, cell_id
+from bench.cell import PlannedCell, cell_id, cell_nodes
 from bench.feasibility import build_reason, hardware_reason
 
 
@@ -19,10 +19,10 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
     planned = []
     for cell in cells:
         sku = skus[cell["gpu"]]
-        nodes = sku.nodes_for(cell["gpus"])
+        nodes = cell_nodes(cell, sku)
         # Every field a rule (or the backend's reach) reads.
         key = (cell["gpu"], cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"],
-               cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"])
+               cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"], cell["workers_per_node"])
         if key in memo:
             reason = memo[key]
         else:

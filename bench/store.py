@@ -21,12 +21,12 @@ from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 DEFAULT_STORE = Path("results/bench.db")
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
-# tests/test_store.py holds each text's hash, so editing an old one fails a test.
+# tests/test_store_migrations.py holds each text's hash, so editing an old one fails a test.
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE runs (
@@ -112,6 +112,10 @@ MIGRATIONS: dict[int, str] = {
         claimed_unix REAL NOT NULL,
         heartbeat_unix REAL NOT NULL
     )
+    """,
+    # 5: workers per node (a cell key; null = as many as the SKU's VM holds).
+    5: """
+    ALTER TABLE records ADD COLUMN workers_per_node INTEGER;
     """,
 }
 

@@ -68,7 +68,9 @@ class Cluster:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The caller's environment with the cluster's ssh first on PATH, plus `extra`."""
-        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", **(extra or {})}
+        # BENCH_CLUSTER_DIR: `testcluster.sh exec` (and anything else that asks the script) must reach this cluster.
+        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ['PATH']}", "BENCH_CLUSTER_DIR": str(self.state_dir),
+                **(extra or {})}
 
     def enter(self, node: str, cwd: Path = ROOT) -> list[str]:
         """The argv prefix that runs a command on `node` in `cwd`: its network, hostname and /etc/hosts (its sshd's

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.local import _tool_path
+from bench.backends.jobs import tool_path as _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
 from tests.conftest import ROOT
 
@@ -38,7 +38,7 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
 
 @pytest.mark.parametrize("launcher", ["torchrun", "openmpi"])
 def test_native_engine_ends_with_the_averaged_weights(tmp_path, launcher):
-    from bench.backends.local import _free_port
+    from bench.backends.jobs import free_port as _free_port
     from bench.launch import TORCHRUN
 
     out = tmp_path / "weights.txt"

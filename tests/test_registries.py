@@ -154,10 +154,9 @@ def test_a_registered_flavour_is_a_matrix_value(monkeypatch):
 
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_every_backend_is_importable_with_the_runner_interface(name):
-    import importlib
+    from bench.backends import load
 
-    module, cls = BACKENDS[name].split(":")
-    backend = getattr(importlib.import_module(module), cls)
+    backend = load(BACKENDS[name].impl)
     for method in ("from_settings", "reach_reason", "render", "describe", "submit", "poll", "collect", "cancel"):
         assert callable(getattr(backend, method, None)), f"backend {name}: no {method}"
     load_matrix_text(f"name: t\naxes: {{gpu: [cpu]}}\nbackend: {{name: {name}}}\n")  # the matrix accepts it

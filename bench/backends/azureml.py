@@ -31,14 +31,7 @@ from typing import Any
 from bench import images
 from bench.backends.azureml_config import AzureMLConfig
 from bench.backends.base import Outcome
-from bench.backends.local import (
-    LOG_TAIL_LINES,
-    MODELS_DIR,
-    _last_error,
-    _read_end,
-    _read_records,
-    worker_program,
-)
+from bench.backends.jobs import MODELS_DIR, judge, last_error, read_end, read_records, tail_of, worker_program
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
@@ -433,7 +426,7 @@ class AzureMLBackend:
             return Outcome("interrupted", [], f"interrupted; {job} was canceled")
         if handle.status != "Completed":
             tail = self._log_tail(handle)
-            why = _last_error(tail or "") or "see its logs in Azure ML studio"
+            why = last_error(tail or "") or "see its logs in Azure ML studio"
             return Outcome("failed", [], f"{job} ended {handle.status}: {why}", tail)
         from azure.core.exceptions import AzureError
 
@@ -441,13 +434,8 @@ class AzureMLBackend:
             self._client().jobs.download(handle.name, output_name=RECORDS, download_path=handle.job_dir)
         except (AzureError, OSError) as e:
             return Outcome("failed", [], f"could not download the records of {job}: {_one_line(e)}")
-        records, bad = _read_records(handle.job_dir / "named-outputs" / RECORDS / "records.jsonl")
-        repeats = handle.planned.cell["repeats"]
-        if bad:
-            return Outcome("failed", records, bad)
-        if len(records) != repeats:
-            return Outcome("failed", records, f"expected {repeats} records, got {len(records)}")
-        return Outcome("ok", records)
+        records, bad = read_records(handle.job_dir / "named-outputs" / RECORDS / "records.jsonl")
+        return judge(records, bad, handle.planned.cell["repeats"])
 
     def _log_tail(self, handle: Handle) -> str | None:
         """The end of rank 0's log (downloaded with the job's default artifacts), or None if it cannot be had."""
@@ -460,5 +448,4 @@ class AzureMLBackend:
         logs = sorted((handle.job_dir / "artifacts" / "user_logs").glob("std_log*.txt"))
         if not logs:
             return None
-        text = _read_end(logs[0])
-        return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+        return tail_of(read_end(logs[0]))

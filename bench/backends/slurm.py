@@ -16,14 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.backends.base import Outcome
-from bench.backends.local import (
-    LOG_TAIL_LINES,
-    _last_error,
-    _read_end,
-    _read_records,
-    _tool_path,
-    worker_program,
-)
+from bench.backends.jobs import judge, last_error, read_end, read_records, tail_of, tool_path, worker_program
 from bench.backends.slurm_config import SlurmConfig
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
@@ -199,7 +192,7 @@ class SlurmBackend:
                     "--kill-on-bad-exit=1", *program)
             return Rendered(argv, env)
         launcher = LAUNCHERS[c["mpi"]]
-        return launcher.render(spec, rt.tool(launcher.TOOL) or _tool_path(launcher.TOOL, python))
+        return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, python))
 
     def script(self, planned: PlannedCell, run_id: str, job: int = 0) -> str:
         """The sbatch script. Every value that comes from the matrix or a path is shlex-quoted; the #SBATCH lines
@@ -296,9 +289,9 @@ class SlurmBackend:
             return Outcome("failed", [], handle.submit_error)
         if not handle.stopped and not handle.lost:
             self._wait_gone(handle, CLI_TIMEOUT_S)  # the runner may collect without a final poll
-        records, bad = _read_records(handle.job_dir / "records.jsonl")
-        log = _read_end(handle.job_dir / "log.txt")
-        tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+        records, bad = read_records(handle.job_dir / "records.jsonl")
+        log = read_end(handle.job_dir / "log.txt")
+        tail = tail_of(log)
         info = handle.info or {}
         rc, sig = _exit_code(info.get("ExitCode", ""))
         job = f"Slurm job {handle.job_id}"
@@ -311,15 +304,10 @@ class SlurmBackend:
         if handle.state == "TIMEOUT":
             return Outcome("timeout", records, f"{job} reached its Slurm time limit", tail, rc)
         if handle.state != "COMPLETED" or rc != 0:
-            why = _last_error(log) or _slurm_reason(info) or "see log.txt"
+            why = last_error(log) or _slurm_reason(info) or "see log.txt"
             signal = f", signal {sig}" if sig else ""
             return Outcome("failed", records, f"{job} {handle.state}, exit code {rc}{signal}: {why}", tail, rc)
-        if bad:
-            return Outcome("failed", records, bad, tail, rc)
-        repeats = handle.planned.cell["repeats"]
-        if len(records) != repeats:
-            return Outcome("failed", records, f"expected {repeats} records, got {len(records)}", tail, rc)
-        return Outcome("ok", records, None, tail, rc)
+        return judge(records, bad, handle.planned.cell["repeats"], tail, rc)
 
     # --- talking to Slurm -----------------------------------------------------------------------------------------
     def _refresh(self, handle: Handle) -> None:

@@ -18,7 +18,7 @@ from bench.matrix import CELL_KEYS
 
 _BOOL_KEYS = {"ib", "channels_last"}
 _INT_KEYS = {"gpus", "nodes", "loader_workers", "batch_per_gpu", "image_size", "warmup_steps", "steps", "repeats",
-             "jobs", "threads"}
+             "jobs", "threads", "workers_per_node"}
 FILTER_KEYS = (*CELL_KEYS, "nodes")
 _TRUE, _FALSE = {"true", "on", "yes", "1"}, {"false", "off", "no", "0"}
 

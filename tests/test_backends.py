@@ -1,0 +1,66 @@
+"""The backend registry is the only list of backend names, and each backend is a plug-in of its own: its class, its
+config section in the matrix, no reaching into another backend's module."""
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from bench.backends import BACKENDS, load
+from bench.backends.settings import BackendSettings
+from bench.errors import BenchInputError
+from bench.matrix import load_matrix_text
+
+BACKEND_DIR = Path(__file__).resolve().parent.parent / "bench" / "backends"
+INTERFACE = ("from_settings", "reach_reason", "prepare", "render", "describe", "submit", "poll", "collect", "cancel")
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_registered_backend_is_complete_and_named_as_registered(name):
+    entry = BACKENDS[name]
+    cls = load(entry.impl)
+    assert cls.name == name
+    missing = [m for m in INTERFACE if not callable(getattr(cls, m, None))]
+    assert not missing, f"backend {name} lacks {missing}"
+    if entry.config:
+        schema = load(entry.config)
+        assert BackendSettings.model_fields[name].annotation is schema
+        # A light module of its own: loading the matrix must not import the backend (or its optional SDK).
+        assert inspect.getmodule(schema).__name__ != inspect.getmodule(cls).__name__
+
+
+def test_the_matrix_name_vocabulary_is_the_registry():
+    assert set(BackendSettings.model_fields["name"].annotation.__args__) == set(BACKENDS)
+    sections = {k for k in BackendSettings.model_fields if k in BACKENDS}
+    assert sections == {k for k, e in BACKENDS.items() if e.config}
+    for name in BACKENDS:
+        assert load_matrix_text(f"name: t\naxes: {{gpu: [cpu]}}\nbackend: {{name: {name}}}\n").spec.backend.name == name
+
+
+def test_a_bare_backend_name_is_shorthand_for_its_section():
+    short = load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: slurm\n").spec.backend
+    full = load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: {name: slurm}\n").spec.backend
+    assert short == full and short.name == "slurm"
+    with pytest.raises(BenchInputError, match=r"<string>:3: backend.name: must be 'local'"):
+        load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: kubernetes\n")
+
+
+def _imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, []
+
+
+def test_no_backend_imports_another_backend_or_a_private_helper():
+    """Shared code lives in shared modules (jobs, base, settings); a backend's module is its own."""
+    modules = {e.impl.split(":")[0] for e in BACKENDS.values()}
+    for path in sorted(BACKEND_DIR.glob("*.py")):
+        me = f"bench.backends.{path.stem}"
+        for module, names in _imports(path):
+            if module.startswith("bench.backends"):
+                assert module not in modules - {me}, f"{path.name} imports backend module {module}"
+                private = [n for n in names if n.startswith("_")]
+                assert not private, f"{path.name} imports private {private} from {module}"
