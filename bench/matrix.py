@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from bench.backends.azureml_config import AzureMLConfig
 from bench.backends.slurm_config import SlurmConfig
 from bench.catalog import catalog
+from bench.cell_keys import AXIS_KEYS, CELL_KEYS, WORKLOAD_KEYS
 from bench.errors import BenchInputError
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
@@ -103,8 +104,10 @@ CORE_AXES: dict[str, TypeAdapter] = {
     "gpus": TypeAdapter(int, config=ConfigDict(strict=True)),
 }
 CORE_DEFAULTS: dict[str, Any] = {"framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1}
-WORKLOAD_KEYS = tuple(Workload.model_fields)
-CELL_KEYS = tuple(CORE_AXES) + WORKLOAD_KEYS
+# bench/cell_keys.py names the keys for code that must not import this module; the schema here is what they mean.
+if tuple(CORE_AXES) != AXIS_KEYS or tuple(Workload.model_fields) != WORKLOAD_KEYS:
+    raise RuntimeError("bench/cell_keys.py is out of step with bench/matrix.py: AXIS_KEYS must be "
+                      f"{tuple(CORE_AXES)} and WORKLOAD_KEYS {tuple(Workload.model_fields)}")
 
 
 def _check_value(key: str, value: Any) -> Any:
