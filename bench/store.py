@@ -326,8 +326,9 @@ class Store:
         """Cells some run completed (bench.completeness: every repeat of every job ok, none failed): what resume
         skips. Imported results never complete a cell."""
         where, params = (" WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
-        rows = self.conn.execute(f"SELECT cell_id, run_id, status, repeats, jobs FROM records{where}", params)
-        return {cell for cell, _ in complete_runs(rows)}
+        rows = self.conn.execute(f"SELECT cell_id, run_id, status, repeats, jobs FROM records{where}",
+                                 params).fetchall()
+        return {cell for cell, _ in complete_runs(*zip(*rows))} if rows else set()
 
     def records(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every record (column → value), or a run's."""

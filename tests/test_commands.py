@@ -138,8 +138,9 @@ def test_complete_runs_rule():
             ("d", "r1", "ok", 1, None),  # no jobs column: one job
             ("e", "r1", "ok", None, 1),  # no repeats: cannot show it is complete
             ("f", "import:pub:x", "ok", 1, 1)]  # imported: a reference, never a measurement
-    assert complete_runs(rows) == {("a", "r1"), ("d", "r1")}
-    assert complete_runs([("d", "r1", "ok", 1.0, float("nan"))]) == {("d", "r1")}  # pandas' missing value
+    assert complete_runs(*zip(*rows)) == {("a", "r1"), ("d", "r1")}
+    assert complete_runs(["d"], ["r1"], ["ok"], [1.0], [float("nan")]) == {("d", "r1")}  # pandas' missing value
+    assert complete_runs(["e"], ["r1"], ["ok"], [pd.NA], [1]) == set()
 
 
 def test_store_and_report_agree_on_complete_cells(tmp_path):

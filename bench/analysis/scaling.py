@@ -22,17 +22,14 @@ def latest_complete(records: pd.DataFrame) -> pd.DataFrame:
     if records.empty:
         return records
     records = split_imported(records)[0]
-    jobs = records["jobs"] if "jobs" in records else pd.Series(1, index=records.index)
-    done = complete_runs(zip(records["cell_id"], records["run_id"], records["status"], records["repeats"], jobs))
-    ok = records[records.status == "ok"]
-    if not done:
-        return ok.iloc[0:0]
-    per_run = pd.DataFrame({"cell_id": records["cell_id"], "run_id": records["run_id"],
-                            "started": records["start_unix"]}).groupby(["cell_id", "run_id"], sort=False).agg(
-        started=("started", "min")).reset_index()
-    complete = per_run[pd.MultiIndex.from_frame(per_run[["cell_id", "run_id"]]).isin(done)]
+    cells, runs = records["cell_id"].tolist(), records["run_id"].tolist()
+    jobs = records["jobs"].tolist() if "jobs" in records else [1] * len(records)
+    done = complete_runs(cells, runs, records["status"].tolist(), records["repeats"].tolist(), jobs)
+    in_complete_run = [key in done for key in zip(cells, runs)]
+    complete = records[in_complete_run].groupby(["cell_id", "run_id"], sort=False).agg(
+        started=("start_unix", "min")).reset_index()
     latest = complete.sort_values("started", kind="stable").groupby("cell_id").tail(1)[["cell_id", "run_id"]]
-    return ok.merge(latest, on=["cell_id", "run_id"])
+    return records[records.status == "ok"].merge(latest, on=["cell_id", "run_id"])
 
 
 IMPORT_PREFIX = IMPORT_RUN_PREFIX
