@@ -1,4 +1,4 @@
-"""Baselines and the sources a regression check compares: saved baseline files, stored runs, `latest`.
+"""Baseline files: their format, building one from stored windows, saving, loading and listing them.
 
 A baseline file is JSON, small and diff-friendly (sorted keys, one cell per block, cells in cell-id order), meant to
 be committed: per cell its id, its settings and its per-job observations (each job's median and its windows, with
@@ -14,16 +14,14 @@ import math
 import re
 import socket
 import statistics
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS
+from bench.cell_keys import CELL_KEYS
 
 BASELINE_FORMAT = "bench-baseline"
 BASELINE_FORMAT_VERSION = 1
@@ -31,42 +29,9 @@ DEFAULT_BASELINES = Path("baselines")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-@dataclass
-class Source:
-    """What one side of a check is: a label for people, and window-level rows (cell_id, cell keys, run_id, job,
-    repeat, status, images_per_sec) for bench.analysis.regress.observations."""
-    label: str
-    windows: pd.DataFrame
-
-
-# --- reading the store ----------------------------------------------------------------------------------------------
-
-def _store(store_path: str | Path):
-    from bench.store import Store
-
-    store = Store(store_path, create=False)
-    if not store.runs():
-        store.close()
-        raise BenchInputError("the store has no runs (run `bench run` first)", str(store_path))
-    return store
-
-
-def resolve_run(store, spec: str) -> str:
-    runs = store.runs()
-    if spec == "latest":
-        with_records = {r[0] for r in store.conn.execute("SELECT DISTINCT run_id FROM records")}
-        measured = [r for r in runs if r["run_id"] in with_records]
-        if not measured:
-            raise BenchInputError("the store has no measured run", str(store.path))
-        return measured[-1]["run_id"]
-    if any(r["run_id"] == spec for r in runs):
-        return spec
-    raise BenchInputError(f"unknown run '{spec}' (not in the store; `bench status` lists runs)", str(store.path))
-
-
-def run_windows(store, run_id: str) -> pd.DataFrame:
-    df = store.dataframe()
-    return df[df["run_id"] == run_id].reset_index(drop=True)
+def is_name(text: str) -> bool:
+    """Whether `text` can be a baseline's name (and so a file baselines/NAME.json)."""
+    return bool(_NAME.match(text))
 
 
 # --- baseline files -------------------------------------------------------------------------------------------------
@@ -118,7 +83,7 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
 
 
 def check_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not is_name(name):
         raise BenchInputError(f"bad baseline name '{name}' (letters, digits, '.', '_', '-'; no path)")
     return name
 
@@ -224,162 +189,3 @@ def list_baselines(directory: Path) -> list[dict[str, Any]]:
                     "created": doc.get("created", "?"), "host": doc.get("host", "?"),
                     "bench_version": doc.get("bench_version", "?")})
     return out
-
-
-# --- sources --------------------------------------------------------------------------------------------------------
-
-def resolve_source(spec: str, *, store_path: str | Path, baselines_dir: Path) -> Source:
-    """`run:ID`, `baseline:NAME`, a path to a baseline .json, `latest`, a baseline name under baselines_dir, or a
-    run id in the store (tried in that order)."""
-    kind, _, rest = spec.partition(":")
-    if kind == "baseline" and rest:
-        return _baseline_source(baselines_dir / f"{check_name(rest)}.json")
-    if kind == "run" and rest:
-        return _run_source(store_path, rest)
-    if spec.endswith(".json") or "/" in spec:
-        return _baseline_source(Path(spec))
-    if spec != "latest" and _NAME.match(spec) and (baselines_dir / f"{spec}.json").exists():
-        return _baseline_source(baselines_dir / f"{spec}.json")
-    if spec != "latest" and not Path(store_path).exists():
-        raise BenchInputError(f"unknown run or baseline '{spec}' (no {baselines_dir / (spec + '.json')}, "
-                              f"no store at {store_path})")
-    return _run_source(store_path, spec)
-
-
-def _baseline_source(path: Path) -> Source:
-    doc = load_baseline(path)
-    return Source(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc))
-
-
-def _run_source(store_path: str | Path, spec: str) -> Source:
-    store = _store(store_path)
-    try:
-        run_id = resolve_run(store, spec)
-        windows = run_windows(store, run_id)
-    finally:
-        store.close()
-    return Source(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows)
-
-
-def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, baselines_dir: Path,
-                    out: Path | None = None) -> tuple[Path, dict[str, Any]]:
-    check_name(name)
-    store = _store(store_path)
-    try:
-        run_ids = []
-        for spec in run_specs or ["latest"]:
-            run_id = resolve_run(store, spec)
-            if run_id not in run_ids:
-                run_ids.append(run_id)
-        df = store.dataframe()
-        runs = [r for r in store.runs() if r["run_id"] in run_ids]
-    finally:
-        store.close()
-    windows = df[df["run_id"].isin(run_ids)]
-    doc = build_baseline(name, windows, runs)
-    path = save_baseline(doc, out or baselines_dir / f"{name}.json")
-    return path, doc
-
-
-# --- the verbs (bench check, bench baseline save|list); cli.py parses, these run ---------------------------------------
-
-def parse_normalize(text: str | None) -> dict[str, str] | None:
-    """`none` (absolute images/sec) or `ratio-to:<cell selector>` (see regress.parse_selector)."""
-    from bench.analysis.regress import parse_selector
-
-    if text is None or text == "none":
-        return None
-    kind, sep, rest = text.partition(":")
-    if kind != "ratio-to" or not sep or not rest.strip():
-        raise BenchInputError(f"--normalize: expected 'none' or 'ratio-to:<key=value,...>', got '{text}'")
-    return parse_selector(rest)
-
-
-def _label(row) -> str:
-    ib = "on" if row["ib"] is True or row["ib"] == 1 else "off"
-    label = f"{row['gpu']}/{row['framework']}/{row['mpi']}/ib={ib}/{row['gpus']}w"
-    if row.get("engine") == "native":
-        label += " DDP"
-    if row.get("data") == "imagenet":
-        label += f" {row.get('data_layout')}"
-    return label
-
-
-def _fmt(x: float, digits: int = 1) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
-
-
-_STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "inconclusive": "yellow",
-          "insufficient-data": "dim"}
-_MAX_ROWS = 60
-
-
-def cmd_check(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from bench.analysis.regress import CheckSettings, compare, normalize_ratio_to, observations, summary_counts
-
-    settings = CheckSettings(min_effect=args.min_effect)
-    selector = parse_normalize(args.normalize)
-    baselines_dir = Path(args.baselines_dir)
-    base = resolve_source(args.baseline, store_path=args.store, baselines_dir=baselines_dir)
-    cand = resolve_source(args.candidate, store_path=args.store, baselines_dir=baselines_dir)
-    b_obs, c_obs = observations(base.windows), observations(cand.windows)
-    if b_obs.empty:
-        raise BenchInputError(f"the baseline ({base.label}) has no successful measurement")
-    if c_obs.empty:
-        raise BenchInputError(f"the candidate ({cand.label}) has no successful measurement")
-    if selector is not None:
-        b_obs = normalize_ratio_to(b_obs, selector, "baseline")
-        c_obs = normalize_ratio_to(c_obs, selector, "candidate")
-    result = compare(b_obs, c_obs, settings)
-    counts = summary_counts(result)
-
-    unit = "× reference" if selector else "img/s"
-    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
-    shown = result if len(result) <= _MAX_ROWS or args.all else result[result["verdict"] != "unchanged"]
-    table = Table(title=f"check: {cand.label} against {base.label}", title_justify="left")
-    for col, justify in (("cell", "left"), ("cell_id", "left"), ("n b/c", "right"), (f"baseline ({unit})", "right"),
-                         (f"candidate ({unit})", "right"), ("ratio", "right"), ("interval", "right"),
-                         ("p", "right"), ("verdict", "left"), ("note", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
-    digits = 3 if selector else 1
-    for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
-        interval = "-" if not math.isfinite(row["ci_low"]) else \
-            f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
-        table.add_row(_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
-                      _fmt(row["baseline_median"], digits), _fmt(row["candidate_median"], digits),
-                      _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
-                      f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
-                      row["note"] or "")
-    console.print(table)
-    hidden = len(result) - min(len(shown), _MAX_ROWS if not args.all else len(shown))
-    if hidden:
-        console.print(f"({hidden} more cells not shown, {counts['unchanged']} of all cells unchanged; --all shows "
-                      f"every cell)", highlight=False)
-    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
-    print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
-          f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
-    return 1 if counts["regressed"] else 0
-
-
-def cmd_baseline(args) -> int:
-    baselines_dir = Path(args.baselines_dir)
-    if args.baseline_verb == "save":
-        path, doc = save_from_store(args.name, args.run, store_path=args.store, baselines_dir=baselines_dir,
-                                    out=Path(args.output) if args.output else None)
-        jobs = sum(len(c["jobs"]) for c in doc["cells"])
-        print(f"baseline {doc['name']}: {len(doc['cells'])} cells, {jobs} jobs from "
-              f"{', '.join(r['run_id'] for r in doc['runs'])} → {path}")
-        return 0
-    entries = list_baselines(baselines_dir)
-    if not entries:
-        print(f"no baselines in {baselines_dir}/")
-    for e in entries:
-        if "error" in e:
-            print(f"{e['name']:<24} unreadable: {e['error']}")
-        else:
-            print(f"{e['name']:<24} {e['cells']:5d} cells {e['jobs']:6d} jobs {e['runs']:3d} runs  {e['created']}  "
-                  f"{e['host']}  bench {e['bench_version']}  {e['path']}")
-    return 0

@@ -9,3 +9,8 @@ class BenchInputError(Exception):
         message = " ".join(str(message).split())
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class RunFailed(Exception):
+    """A run that could not go on (the store refused a write): the CLI prints one line and exits 1; what was
+    recorded before stays recorded."""

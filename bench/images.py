@@ -262,32 +262,7 @@ def render_all(out_dir: str | Path = RENDERED_DIR) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+if __name__ == "__main__":  # `python -m bench.images ...` is `bench images ...` (the rendered files name it)
+    from bench.cli import main
 
-    parser = argparse.ArgumentParser(prog="python -m bench.images", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="verb", required=True)
-    r = sub.add_parser("render", help="write docker/rendered/Dockerfile.<variant> for every variant")
-    r.add_argument("out_dir", nargs="?", default=str(RENDERED_DIR))
-    sub.add_parser("list", help="variant, image and the GPU keys that map to it")
-    args = parser.parse_args(argv)
-    if args.verb == "render":
-        try:
-            paths = render_all(args.out_dir)
-        except OSError as e:  # bad input: one line (the bench CLI turns it into exit 2), nothing half-explained
-            from bench.errors import BenchInputError
-
-            raise BenchInputError(f"cannot write the rendered Dockerfiles: {e.strerror}", args.out_dir) from None
-        for path in paths:
-            print(path)
-        return 0
-    from bench.catalog import catalog
-
-    for v in variants():
-        gpus = [k for k in catalog() if cuda_generation(k) == v.generation]
-        print(f"{v.id:28} {v.image:34} {' '.join(gpus)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["images", *sys.argv[1:]]))

@@ -16,7 +16,7 @@ How imported records are kept apart (no store change needed):
   this project measures: `run` resume never skips a cell because a published number exists.
 
 An import is one transaction; the file is read and checked completely before the store is opened, so a bad file
-changes nothing (exit 2, one line). The same file imported twice gives the same rows (INSERT OR REPLACE on the key).
+changes nothing (exit 2, one line). The same file imported twice gives the same rows (a record replaces the one with its key).
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.completeness import IMPORT_RUN_PREFIX
 from bench.errors import BenchInputError
 
-IMPORT_RUN_PREFIX = "import:"
 REFERENCE_DIR = Path(__file__).resolve().parent / "data" / "reference"
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _STATUSES = ("ok", "failed", "timeout", "skipped", "interrupted")
@@ -123,7 +123,7 @@ def read_import(path: str | Path, source: str | None = None, *, store_columns: d
     elif {"run_id", "cell_id", "repeat", "status", "record_json"} <= cols:
         default = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:64].lstrip("._-") or "csv"
         batch = ImportBatch(path, "bench-csv", source or default, sha)
-        _adapt_bench_csv(batch, header, rows, store_columns or _default_store_columns())
+        _adapt_bench_csv(batch, header, rows, store_columns or _store_columns())
     else:
         raise BenchInputError("unrecognised file: its header is neither a `bench export --format csv` file nor a "
                               "known reference layout (Batch AI tf_cnn_benchmarks / PyTorch charts)", f"{path}:1")
@@ -134,21 +134,11 @@ def read_import(path: str | Path, source: str | None = None, *, store_columns: d
 
 # --- the store's own CSV ------------------------------------------------------------------------------------------
 
-def _default_store_columns() -> dict[str, str]:
-    """Column → declared type of the records table at this bench's schema (read from a scratch in-memory store)."""
-    import sqlite3
+def _store_columns() -> dict[str, str]:
+    from bench.store import record_columns
 
-    from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION
+    return record_columns()
 
-    conn = sqlite3.connect(":memory:")
-    try:
-        for version in range(1, STORE_SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        return {r[1]: r[2].upper() for r in conn.execute("PRAGMA table_info(records)")}
-    finally:
-        conn.close()
 
 
 def _convert(value: str, kind: str, column: str, where: str) -> Any:
@@ -344,34 +334,14 @@ def _adapt_batchai(batch: ImportBatch, rows) -> None:
 # --- writing ------------------------------------------------------------------------------------------------------
 
 def write_import(store, batch: ImportBatch) -> int:
-    """Writes a checked batch in one transaction (all rows or none). Returns the number of records written."""
-    conn = store.conn
-    columns = [r[1] for r in conn.execute("PRAGMA table_info(records)")]
-    run_columns = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
-    now = time.time()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for run in batch.runs.values():
-            row = {**run, "started_unix": now, "finished_unix": now}
-            row = {k: v for k, v in row.items() if k in run_columns}
-            # First import time stays; the provenance is refreshed (same file → same text).
-            conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                         tuple(row.values()))
-            conn.execute("UPDATE runs SET plan_json = ?, matrix_path = ? WHERE run_id = ?",
-                         (run["plan_json"], run["matrix_path"], run["run_id"]))
-        for record in batch.records:
-            row = {k: v for k, v in record.items() if k in columns}
-            conn.execute(f"INSERT OR REPLACE INTO records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                         tuple(row.values()))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return len(batch.records)
+    """Writes a checked batch through the store, in one transaction (all rows or none). Returns the records
+    written."""
+    return store.import_rows(batch.runs.values(), batch.records)
 
 
 def import_file(path: str | Path, store_path: str | Path, source: str | None = None) -> tuple[ImportBatch, int]:
-    """Read and check FILE fully, then write it to the store in one transaction."""
+    """Read and check FILE fully, then write it to the store in one transaction (retried while the store is
+    busy)."""
     from bench.store import Store
 
     batch = read_import(path, source)  # nothing is opened or created before the file is known good

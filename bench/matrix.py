@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bench.backends.settings import BackendSettings as Backend
 from bench.catalog import catalog
+from bench.cell_keys import AXIS_KEYS, CELL_KEYS, WORKLOAD_KEYS
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.redact import redact_text
@@ -87,8 +88,17 @@ CORE_AXES: dict[str, TypeAdapter] = {
     "gpus": TypeAdapter(int, config=ConfigDict(strict=True)),
 }
 CORE_DEFAULTS: dict[str, Any] = {"framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1}
-WORKLOAD_KEYS = tuple(Workload.model_fields)
-CELL_KEYS = tuple(CORE_AXES) + WORKLOAD_KEYS
+
+
+def check_cell_keys(axes: tuple[str, ...], workload: tuple[str, ...]) -> None:
+    """bench/cell_keys.py names the keys for code that must not import this module; the schema here is what they
+    mean. A key added here and not there stops bench at import, naming both lists."""
+    if axes != AXIS_KEYS or workload != WORKLOAD_KEYS:
+        raise RuntimeError(f"bench/cell_keys.py is out of step with bench/matrix.py: AXIS_KEYS must be {axes} and "
+                           f"WORKLOAD_KEYS {workload}")
+
+
+check_cell_keys(tuple(CORE_AXES), tuple(Workload.model_fields))
 
 
 def _check_value(key: str, value: Any) -> Any:

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench.backends.base import Backend, Outcome
 from bench.cell import PlannedCell
-from bench.errors import BenchInputError
+from bench.errors import BenchInputError, RunFailed
 from bench.record import Record, parse_record
 from bench.redact import redact_argv, redact_env, redact_text
 from bench.store import Store
@@ -96,7 +96,7 @@ def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, a
     return records, outcome
 
 
-class StoreWriteFailed(Exception):
+class StoreWriteFailed(RunFailed):
     """The store refused a cell's records (disk full, read-only, I/O error): the cell is not recorded as done."""
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS
+from bench.cell_keys import CELL_KEYS
+from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.record import Record
 
 STORE_SCHEMA_VERSION = 5
@@ -322,16 +323,17 @@ class Store:
 
     # --- reading ------------------------------------------------------------------------------------------------
     def completed_cells(self, cell_id: str | None = None) -> set[str]:
-        """Cells with a run that measured every repeat of every job and failed none: what resume skips."""
-        # Imported results (run ids "import:...") are references, not measurements: they never satisfy resume.
-        where, params = ("AND cell_id = ? ", (cell_id,)) if cell_id is not None else ("", ())
-        rows = self.conn.execute(
-            f"SELECT cell_id FROM records WHERE run_id NOT LIKE 'import:%' {where}GROUP BY run_id, cell_id "
-            "HAVING SUM(status = 'ok') >= MAX(repeats * jobs) AND SUM(status != 'ok') = 0", params).fetchall()
-        return {r[0] for r in rows}
+        """Cells some run completed (bench.completeness: every repeat of every job ok, none failed): what resume
+        skips. Imported results never complete a cell."""
+        where, params = (" WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
+        rows = self.conn.execute(f"SELECT cell_id, run_id, status, repeats, jobs FROM records{where}",
+                                 params).fetchall()
+        return {cell for cell, _ in complete_runs(*zip(*rows))} if rows else set()
 
-    def records(self, where: str = "", params: tuple = ()) -> list[dict[str, Any]]:
-        cur = self.conn.execute(f"SELECT * FROM records {where}", params)
+    def records(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every record (column → value), or a run's."""
+        cur = self.conn.execute("SELECT * FROM records" + (" WHERE run_id = ?" if run_id is not None else ""),
+                                (run_id,) if run_id is not None else ())
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
@@ -340,13 +342,75 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
-    def dataframe(self):
+    def runs_with_records(self) -> set[str]:
+        """Ids of the runs that wrote at least one record (a run that stopped before its first cell wrote none)."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT run_id FROM records")}
+
+    def dataframe(self, *, record_json: bool = True):
+        """One row per record. record_json=False leaves the full JSON out: the columns hold what reports and
+        checks read, and 100,000 JSON documents would be most of the time and memory."""
         import pandas as pd
 
-        df = pd.read_sql("SELECT * FROM records", self.conn)
+        cols = [r[1] for r in self.conn.execute("PRAGMA table_info(records)") if record_json or r[1] != "record_json"]
+        df = pd.read_sql(f"SELECT {', '.join(cols)} FROM records", self.conn)
         for col in ("ib", "channels_last"):
             df[col] = df[col].astype("boolean")
         return df
+
+    def environment_sample(self, limit: int) -> list[str]:
+        """record_json of the newest ok measured record per (gpu, framework, mpi, engine, nodes), at most `limit`:
+        enough to describe the environments a report covers without parsing every record."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT record_json FROM records WHERE rowid IN (SELECT MAX(rowid) FROM records WHERE status = 'ok' "
+            "AND run_id NOT LIKE ? GROUP BY gpu, framework, mpi, engine, nodes) LIMIT ?",
+            (IMPORT_RUN_PREFIX + "%", limit))]
+
+    # --- imports ------------------------------------------------------------------------------------------------
+    def import_rows(self, runs: Iterable[dict[str, Any]], records: Iterable[dict[str, Any]]) -> int:
+        """Writes imported runs and records (column → value; keys that are not columns of this store are left
+        out) in one transaction, retried while another writer holds the store: all of them or none. A run already
+        imported keeps its first import time; its provenance (plan_json, matrix_path) is refreshed. Records
+        replace those with the same key. Returns the number of records written."""
+        runs, records = list(runs), list(records)
+        _retry(lambda: self._import(runs, records))
+        return len(records)
+
+    def _import(self, runs: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
+        c = self.conn
+        columns = {r[1] for r in c.execute("PRAGMA table_info(records)")}
+        run_columns = {r[1] for r in c.execute("PRAGMA table_info(runs)")}
+        now = time.time()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for run in runs:
+                row = {k: v for k, v in {**run, "started_unix": now, "finished_unix": now}.items() if k in run_columns}
+                c.execute(f"INSERT OR IGNORE INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                          tuple(row.values()))
+                c.execute("UPDATE runs SET plan_json = ?, matrix_path = ? WHERE run_id = ?",
+                          (run["plan_json"], run["matrix_path"], run["run_id"]))
+            for record in records:
+                row = {k: v for k, v in record.items() if k in columns}
+                c.execute(f"INSERT OR REPLACE INTO records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                          tuple(row.values()))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
+
+def record_columns() -> dict[str, str]:
+    """Column → declared type (upper case) of the records table at this bench's schema, read from a scratch
+    in-memory store built by the migrations (what `bench import` checks a CSV's header and values against)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for version in range(1, STORE_SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        return {r[1]: r[2].upper() for r in conn.execute("PRAGMA table_info(records)")}
+    finally:
+        conn.close()
 
 
 def _retry(operation, budget_s: float = WRITE_RETRY_S):

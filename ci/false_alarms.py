@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.analysis.regress import CheckSettings, compare, normalize_ratio_to, observations  # noqa: E402
-from bench.baseline import parse_normalize  # noqa: E402
+from bench.commands.check import parse_normalize  # noqa: E402
 from bench.store import Store  # noqa: E402
 
 

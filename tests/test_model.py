@@ -6,9 +6,11 @@ import math
 import pandas as pd
 import pytest
 
+from bench.analysis import AnalysisError
 from bench.analysis import model as m
-
-REF = m.REFERENCE_CSV
+from bench.cli import main
+from bench.commands.model import REFERENCE_CSV as REF
+from bench.commands.model import read_reference
 
 
 def test_efficiency_is_one_at_one_gpu_and_falls_with_workers():
@@ -82,13 +84,13 @@ def test_published_efficiencies_match_the_reference_readme_rounding():
               ("P100", "ib"): 78, ("P100", "tcp"): 53, ("V100", "ib"): 57, ("V100", "tcp"): 37}
     for key, pct in readme.items():
         assert abs(100 * pub[key] - pct) <= 0.6, key
-    same = m.reference_efficiencies(baseline="same-mpi")
+    same = m.reference_efficiencies(read_reference(), baseline="same-mpi")
     assert round(100 * same["V100"]["ib"]) == 61 and round(100 * same["V100"]["tcp"]) == 38
 
 
 def test_validation_table_against_the_reference():
     pub = _published_from_csv()
-    rows = m.validate()
+    rows = m.validate(read_reference())
     assert len(rows) == 8
     for r in rows:
         # Each prediction, recomputed independently from the model's own pieces.
@@ -121,7 +123,30 @@ def test_prediction_next_to_measurement_for_the_report():
     assert math.isnan(out.loc[2, "predicted_efficiency"])
 
 
-def test_validate_cli_prints_the_table(capsys):
-    assert m.main(["--validate"]) == 0
+def test_validate_verb_prints_the_table(capsys):
+    assert main(["model", "--validate"]) == 0
     text = capsys.readouterr().out
     assert text.count("| V100 |") == 2 and "largest error" in text
+
+
+def test_model_verb_refuses_bad_input_in_one_line(capsys):
+    assert main(["model"]) == 2  # nothing asked for
+    assert main(["model", "--validate", "--overlap", "1.5"]) == 2  # the model's own AnalysisError, mapped to 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["bench: error: nothing to do: add --validate (predicted vs published 32-GPU efficiency; see "
+                   "`bench model --help`)", "bench: error: overlap must be within [0, 1], got 1.5"]
+
+
+def test_validation_takes_rows_not_files():
+    """The model reads nothing itself: rows in, numbers out; rows it cannot use are an AnalysisError."""
+    rows = [{"model_arg": "resnet50", "status": "final", "gpu_type": "V100", "mpi": mpi, "total_gpus": n,
+             "images_per_sec_total": x}
+            for mpi, n, x in (("none (local)", 1, 350.0), ("IntelMPI", 1, 340.0), ("IntelMPI", 32, 6400.0),
+                              ("OpenMPI+NCCL", 1, 345.0), ("OpenMPI+NCCL", 32, 4200.0))]
+    out = m.reference_efficiencies(rows)
+    assert out["V100"]["ib"] == pytest.approx(6400 / (32 * 350)) and out["V100"]["tcp"] == pytest.approx(4200 / 11200)
+    assert [r["gpu"] for r in m.validate(rows)] == ["V100", "V100"]
+    with pytest.raises(AnalysisError, match="no OpenMPI"):
+        m.reference_efficiencies([r for r in rows if r["mpi"] != "OpenMPI+NCCL"])
+    with pytest.raises(AnalysisError, match="without images_per_sec_total"):
+        m.reference_efficiencies([{k: v for k, v in rows[0].items() if k != "images_per_sec_total"}])

@@ -10,7 +10,7 @@ import pytest
 
 from bench.analysis.regress import (CheckSettings, compare, mann_whitney, normalize_ratio_to, observations,
                                     parse_selector, ratio_interval, verdict)
-from bench.errors import BenchInputError
+from bench.analysis import AnalysisError
 from bench.matrix import CELL_KEYS
 from bench.record import parse_record
 from bench.store import Store
@@ -94,7 +94,7 @@ def test_too_few_observations_and_missing_cells_are_insufficient_data():
 
 
 def test_no_overlap_is_an_error():
-    with pytest.raises(BenchInputError, match="no overlapping cells"):
+    with pytest.raises(AnalysisError, match="no overlapping cells"):
         check({1: jobs_around(100)}, {2: jobs_around(100)})
 
 
@@ -183,12 +183,12 @@ def test_selectors():
     assert parse_selector("gpus=1,mpi=gloo") == {"gpus": "1", "mpi": "gloo"}
     assert parse_selector("abc123") == {"cell_id": "abc123"}
     for bad in ("gpu=", "nosuchkey=1", ""):
-        with pytest.raises(BenchInputError):
+        with pytest.raises(AnalysisError):
             parse_selector(bad)
     obs = observations(windows({1: jobs_around(50), 2: jobs_around(90)}))
-    with pytest.raises(BenchInputError, match="no cell matches"):
+    with pytest.raises(AnalysisError, match="no cell matches"):
         normalize_ratio_to(obs, {"gpus": "4"})
-    with pytest.raises(BenchInputError, match="matches 2 cells"):
+    with pytest.raises(AnalysisError, match="matches 2 cells"):
         normalize_ratio_to(obs, {"gpu": "cpu"})
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.analysis import AnalysisError
 from bench.analysis.scaling import median_of_draws
-from bench.matrix import CELL_KEYS
+from bench.cell_keys import CELL_KEYS
 
 N_BOOT = 2000
 
@@ -65,7 +66,7 @@ def ratio_ci_many(a_values: list[tuple], b_values: list[tuple], *, level: float 
 
 def match_keys(summary: pd.DataFrame, axis: str) -> list[str]:
     if axis not in CELL_KEYS:
-        raise ValueError(f"unknown axis '{axis}' (known: {', '.join(CELL_KEYS)})")
+        raise AnalysisError(f"unknown axis '{axis}' (known: {', '.join(CELL_KEYS)})")
     return [k for k in CELL_KEYS if k != axis and k in summary]
 
 

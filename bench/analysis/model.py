@@ -1,5 +1,5 @@
-"""What-if scaling model: α-β ring allreduce under data-parallel ResNet-50 training (pure functions, no I/O but
-`validate`'s read of the packaged reference CSV).
+"""What-if scaling model: α-β ring allreduce under data-parallel ResNet-50 training (pure functions, no I/O:
+`bench model --validate` reads the packaged reference CSV and hands its rows to `validate`).
 
     step(N) = compute + max(0, allreduce(N) − overlap · backward)        compute = batch / X(1)
     backward = BACKWARD_FRACTION · compute                              X(N) = N · batch / step(N)
@@ -23,12 +23,11 @@ in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays de
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import math
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from bench.analysis import AnalysisError
 
 RESNET50_PARAMS = 25_557_032  # torchvision resnet50 (v1.5); tf_cnn_benchmarks' resnet50 has the same tensor sizes
 BYTES_PER_GRADIENT = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -109,14 +108,14 @@ def allreduce_s(gpus: int, gpus_per_node: int, nbytes: float, intra: Link, inter
     if gpus <= 1:
         return 0.0
     if nodes > 1 and inter is None:
-        raise ValueError("more than one node but no inter-node link")
+        raise AnalysisError("more than one node but no inter-node link")
     if path == "host":
         stage = stage or LINKS["pcie3-pageable"]
         t = 2 * (nbytes / stage.beta_Bps + stage.alpha_s) + ring_allreduce_s(per_node, nbytes, LINKS["host-shm"])
     elif path == "nccl":
         t = ring_allreduce_s(per_node, nbytes, intra)
     else:
-        raise ValueError(f"unknown allreduce path {path!r} (nccl or host)")
+        raise AnalysisError(f"unknown allreduce path {path!r} (nccl or host)")
     return t + (ring_allreduce_s(nodes, nbytes, inter) if nodes > 1 else 0.0)
 
 
@@ -141,12 +140,12 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
     from bench.catalog import catalog
 
     if not 0 <= overlap <= 1:
-        raise ValueError(f"overlap must be within [0, 1], got {overlap}")
+        raise AnalysisError(f"overlap must be within [0, 1], got {overlap}")
     if images_per_sec_1gpu <= 0 or batch_per_gpu <= 0 or gpus < 1:
-        raise ValueError("need a positive 1-GPU throughput, batch and worker count")
+        raise AnalysisError("need a positive 1-GPU throughput, batch and worker count")
     links = links or LINKS
     if fabric not in ("ib", "tcp"):
-        raise ValueError(f"fabric must be ib or tcp, got {fabric!r}")
+        raise AnalysisError(f"fabric must be ib or tcp, got {fabric!r}")
     fab = FABRICS[gpu]
     per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
     inter = links[fab[fabric]] if fab[fabric] else None
@@ -161,37 +160,48 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
 
 # --- validation against the 2018 Batch AI charts -----------------------------------------------------------------
 
-REFERENCE_CSV = Path(__file__).resolve().parent.parent / "data" / "reference" / \
-    "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"
 # The published runs: Intel MPI over IB with Horovod built without NCCL (host path), Open MPI + NCCL over TCP.
 PUBLISHED_RUNS = {"ib": ("IntelMPI", "host"), "tcp": ("OpenMPI+NCCL", "nccl")}
+# What one reference row must carry (bench/data/reference/batchai_tf_cnn_benchmarks_synthetic_from_svg.csv).
+REFERENCE_COLUMNS = ("model_arg", "status", "gpu_type", "mpi", "total_gpus", "images_per_sec_total")
 
 
-def reference_efficiencies(path: Path = REFERENCE_CSV, gpus: int = 32, model: str = "resnet50",
+def reference_efficiencies(reference: Iterable[Mapping[str, Any]], gpus: int = 32, model: str = "resnet50",
                            baseline: str = "single") -> dict[str, dict]:
-    """Published E(gpus) per GPU type from the `final` charts. baseline `single`: the single-GPU bar without MPI;
-    `same-mpi`: the 1-GPU bar of the same MPI."""
+    """Published E(gpus) per GPU type from the `final` chart rows of the reference (each row a mapping with
+    REFERENCE_COLUMNS). baseline `single`: the single-GPU bar without MPI; `same-mpi`: the 1-GPU bar of the same
+    MPI."""
     bars: dict[tuple, float] = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            if row["model_arg"] == model and row["status"].startswith("final"):
-                bars[(row["gpu_type"], row["mpi"], int(row["total_gpus"]))] = float(row["images_per_sec_total"])
+    for row in reference:
+        missing = [c for c in REFERENCE_COLUMNS if c not in row]
+        if missing:
+            raise AnalysisError(f"reference row without {', '.join(missing)}")
+        if row["model_arg"] == model and str(row["status"]).startswith("final"):
+            bars[(row["gpu_type"], row["mpi"], int(row["total_gpus"]))] = float(row["images_per_sec_total"])
     out = {}
     for gpu in sorted({k[0] for k in bars}):
-        single = bars[(gpu, "none (local)", 1)]
+        single = bars.get((gpu, "none (local)", 1))
+        if single is None:
+            raise AnalysisError(f"the reference has no single-GPU {model} bar for {gpu}")
         entry = {"single_gpu": single, "batch": 64}
         for fabric, (mpi, _) in PUBLISHED_RUNS.items():
-            base = single if baseline == "single" else bars[(gpu, mpi, 1)]
-            entry[fabric] = bars[(gpu, mpi, gpus)] / (gpus * base)
+            base = single if baseline == "single" else bars.get((gpu, mpi, 1))
+            bar = bars.get((gpu, mpi, gpus))
+            if base is None or bar is None:
+                raise AnalysisError(f"the reference has no {mpi} {model} bars for {gpu} at 1 and {gpus} GPUs")
+            entry[fabric] = bar / (gpus * base)
         out[gpu] = entry
+    if not out:
+        raise AnalysisError(f"the reference has no final {model} bars")
     return out
 
 
-def validate(path: Path = REFERENCE_CSV, gpus: int = 32, overlap: float = DEFAULT_OVERLAP,
+def validate(reference: Iterable[Mapping[str, Any]], gpus: int = 32, overlap: float = DEFAULT_OVERLAP,
              links: dict[str, Link] | None = None) -> list[dict]:
-    """Predicted vs published E(gpus) for every GPU × fabric, the 1-GPU figure being the single-GPU bar."""
+    """Predicted vs published E(gpus) for every GPU × fabric of the reference rows, the 1-GPU figure being the
+    single-GPU bar."""
     rows = []
-    for gpu, ref in reference_efficiencies(path, gpus).items():
+    for gpu, ref in reference_efficiencies(reference, gpus).items():
         for fabric, (_, route) in PUBLISHED_RUNS.items():
             p = predict(gpu, gpus, ref["single_gpu"], ref["batch"], fabric=fabric, path=route, overlap=overlap,
                         links=links)
@@ -236,46 +246,3 @@ def predict_table(scaled):
     out["predicted_images_per_sec"] = pred_x
     out["predicted_efficiency"] = pred_e
     return out
-
-
-def _markdown(rows: list[dict]) -> str:
-    header = ("| GPU | fabric (run) | 1-GPU img/s | compute s | allreduce s | exposed s | predicted E(32) | "
-              "published E(32) | error (points) |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        run = "IB (Intel MPI, host path)" if r["fabric"] == "ib" else "TCP (Open MPI + NCCL)"
-        lines.append(f"| {r['gpu']} | {run} | {r['single_gpu']:.2f} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | "
-                     f"{r['exposed_s']:.3f} | {100 * r['predicted']:.1f}% | {100 * r['published']:.1f}% | "
-                     f"{r['error_points']:+.1f} |")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.analysis.model", description=__doc__.splitlines()[0])
-    ap.add_argument("--validate", action="store_true", help="predicted vs published 32-GPU efficiency (Batch AI)")
-    ap.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP)
-    ap.add_argument("--sensitivity", action="store_true", help="also vary overlap and the TCP figure")
-    args = ap.parse_args(argv)
-    if not args.validate:
-        ap.print_help()
-        return 2
-    rows = validate(overlap=args.overlap)
-    print(f"overlap = {args.overlap}, gradient = {gradient_bytes() / 1e6:.1f} MB fp32, baseline = single-GPU bar "
-          f"without MPI, reference = {REFERENCE_CSV.name} (final charts, resnet50)\n")
-    print(_markdown(rows))
-    worst = max(abs(r["error_points"]) for r in rows)
-    print(f"\nlargest error: {worst:.1f} points; within ±10: "
-          f"{sum(abs(r['error_points']) <= 10 for r in rows)}/{len(rows)}")
-    if args.sensitivity:
-        print("\nsensitivity (error in points, IB/TCP per GPU):")
-        for ov in (0.0, 0.5, DEFAULT_OVERLAP, 1.0):
-            for tcp in (2.0, 4.0, 10.0):
-                rs = validate(overlap=ov, links=with_tcp(tcp))
-                cells = " ".join(f"{a['gpu']} {a['error_points']:+.0f}/{b['error_points']:+.0f}"
-                                 for a, b in zip(rs[::2], rs[1::2]))
-                print(f"  overlap {ov:.2f}, TCP {tcp:4.1f} Gb/s: {cells}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.analysis import AnalysisError
 from bench.analysis.stats import median_ci
-from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS
+from bench.cell_keys import CELL_KEYS
 
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data")
 
@@ -49,11 +49,11 @@ class CheckSettings:
 
     def __post_init__(self):
         if not 0 < self.min_effect < 1:
-            raise BenchInputError(f"--min-effect must be between 0 and 1 (a fraction), got {self.min_effect:g}")
+            raise AnalysisError(f"--min-effect must be between 0 and 1 (a fraction), got {self.min_effect:g}")
         if not 0 < self.alpha < 0.5:
-            raise BenchInputError(f"alpha must be between 0 and 0.5, got {self.alpha:g}")
+            raise AnalysisError(f"alpha must be between 0 and 0.5, got {self.alpha:g}")
         if self.min_obs < 2:
-            raise BenchInputError(f"min_obs must be at least 2, got {self.min_obs}")
+            raise AnalysisError(f"min_obs must be at least 2, got {self.min_obs}")
 
 
 # --- observations ---------------------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def parse_selector(text: str) -> dict[str, str]:
     """`key=value[,key=value...]` over the cell keys, or a bare cell id (`cell_id=...` implied)."""
     text = text.strip()
     if not text:
-        raise BenchInputError("empty cell selector")
+        raise AnalysisError("empty cell selector")
     if "=" not in text:
         return {"cell_id": text}
     selector = {}
@@ -100,9 +100,9 @@ def parse_selector(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
-            raise BenchInputError(f"bad cell selector part '{part}' (expected key=value)")
+            raise AnalysisError(f"bad cell selector part '{part}' (expected key=value)")
         if key != "cell_id" and key not in CELL_KEYS:
-            raise BenchInputError(f"unknown cell key '{key}' in selector (known: cell_id, {', '.join(CELL_KEYS)})")
+            raise AnalysisError(f"unknown cell key '{key}' in selector (known: cell_id, {', '.join(CELL_KEYS)})")
         selector[key] = value
     return selector
 
@@ -142,14 +142,14 @@ def normalize_ratio_to(obs: pd.DataFrame, selector: dict[str, str], side: str = 
     where = f" in the {side}" if side else ""
     ref_cells = obs.loc[ref_mask, "cell_id"].unique()
     if len(ref_cells) == 0:
-        raise BenchInputError(f"normalise: no cell matches '{what}'{where}")
+        raise AnalysisError(f"normalise: no cell matches '{what}'{where}")
     if len(ref_cells) > 1:
-        raise BenchInputError(f"normalise: '{what}' matches {len(ref_cells)} cells{where}; add keys so it names one")
+        raise AnalysisError(f"normalise: '{what}' matches {len(ref_cells)} cells{where}; add keys so it names one")
     reference = obs[ref_mask].groupby("run_id")["peak_images_per_sec"].max()
     rest = obs[~ref_mask]
     missing = set(rest["run_id"]) - set(reference.index)
     if missing:
-        raise BenchInputError(f"normalise: run {sorted(missing)[0]} has no '{what}' cell to divide by{where}")
+        raise AnalysisError(f"normalise: run {sorted(missing)[0]} has no '{what}' cell to divide by{where}")
     out = rest.copy()
     divisor = reference.reindex(out["run_id"]).to_numpy()
     out["images_per_sec"] = out["images_per_sec"].to_numpy() / divisor
@@ -298,7 +298,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, settings: CheckSett
     verdict, and a note. Cells on one side only are insufficient-data, noted. No cell on both sides: an error."""
     base_groups, cand_groups = _groups(baseline), _groups(candidate)
     if not any(c in cand_groups for c in base_groups):
-        raise BenchInputError(f"no overlapping cells: the baseline has {len(base_groups)}, the candidate "
+        raise AnalysisError(f"no overlapping cells: the baseline has {len(base_groups)}, the candidate "
                               f"{len(cand_groups)}, none in common (same matrix? cell ids include every setting)")
     nan = float("nan")
     rows = []

@@ -14,7 +14,7 @@ import yaml
 
 from bench.analysis.cost import Price
 from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS
+from bench.cell_keys import CELL_KEYS
 
 _BOOL_KEYS = {"ib", "channels_last"}
 _INT_KEYS = {"gpus", "nodes", "loader_workers", "batch_per_gpu", "image_size", "warmup_steps", "steps", "repeats",

@@ -164,15 +164,7 @@ def sample_record_json(ok: pd.DataFrame, limit: int = ENV_SAMPLE) -> list[str]:
 def read_store(store) -> tuple[pd.DataFrame, list[str]]:
     """Every record without its JSON (the columns hold what the report needs), plus a sample of record JSON for
     the environments table: parsing 100,000 JSON documents would be most of the report's time."""
-    cols = [r[1] for r in store.conn.execute("PRAGMA table_info(records)").fetchall() if r[1] != "record_json"]
-    df = pd.read_sql(f"SELECT {', '.join(cols)} FROM records", store.conn)
-    for col in ("ib", "channels_last"):
-        if col in df:
-            df[col] = df[col].astype("boolean")
-    sample = [r[0] for r in store.conn.execute(
-        "SELECT record_json FROM records WHERE rowid IN (SELECT MAX(rowid) FROM records WHERE status = 'ok' "
-        "AND run_id NOT LIKE 'import:%' GROUP BY gpu, framework, mpi, engine, nodes) LIMIT ?", (ENV_SAMPLE,))]
-    return df, sample
+    return store.dataframe(record_json=False), store.environment_sample(ENV_SAMPLE)
 
 
 def report_from_store(store_path: str, out_dir: Path, *, where: str | None = None,

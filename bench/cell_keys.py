@@ -1,0 +1,13 @@
+"""The keys that make up a cell, as plain tuples: what analysis, the store and the report index records by.
+
+No imports, so the pure analysis code can name the keys without loading the matrix schema (pydantic, the GPU
+catalogue, the YAML loader). bench/matrix.py checks at import time that these tuples equal its schema's fields, so a
+key added there and not here fails at once (and in tests/test_cell_keys.py).
+"""
+
+# The core axes of every cell, in the order tables show them.
+AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
+# The workload settings (bench.matrix.Workload's fields, in declaration order); any may also be an axis.
+WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "batch_per_gpu", "image_size",
+                 "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads")
+CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS

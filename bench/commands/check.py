@@ -1,0 +1,108 @@
+"""`bench check --baseline B [--candidate C]`: regression verdicts per cell; exit 1 when a cell regressed.
+bench/sources.py finds the two sides, bench/analysis/regress.py decides, this prints."""
+from __future__ import annotations
+
+import math
+import sys
+
+from bench.commands import EXIT_FAILED, EXIT_OK
+from bench.errors import BenchInputError
+
+HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--baseline", required=True,
+                        help="baseline name/file, run id, run:ID, baseline:NAME or latest")
+    parser.add_argument("--candidate", default="latest", help="the same forms (default: latest run in the store)")
+    parser.add_argument("--store", default="results/bench.db")
+    parser.add_argument("--baselines-dir", default="baselines")
+    parser.add_argument("--min-effect", type=float, default=0.05,
+                        help="smallest |ratio - 1| called a change (0.05 = 5%%)")
+    parser.add_argument("--normalize", default="none",
+                        help="none, or ratio-to:<key=value,...> (a cell of the same run)")
+    parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
+
+
+def parse_normalize(text: str | None) -> dict[str, str] | None:
+    """`none` (absolute images/sec) or `ratio-to:<cell selector>` (see regress.parse_selector)."""
+    from bench.analysis.regress import parse_selector
+
+    if text is None or text == "none":
+        return None
+    kind, sep, rest = text.partition(":")
+    if kind != "ratio-to" or not sep or not rest.strip():
+        raise BenchInputError(f"--normalize: expected 'none' or 'ratio-to:<key=value,...>', got '{text}'")
+    return parse_selector(rest)
+
+
+def _label(row) -> str:
+    ib = "on" if row["ib"] is True or row["ib"] == 1 else "off"
+    label = f"{row['gpu']}/{row['framework']}/{row['mpi']}/ib={ib}/{row['gpus']}w"
+    if row.get("engine") == "native":
+        label += " DDP"
+    if row.get("data") == "imagenet":
+        label += f" {row.get('data_layout')}"
+    return label
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+_STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "inconclusive": "yellow",
+          "insufficient-data": "dim"}
+_MAX_ROWS = 60
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from bench.analysis.regress import CheckSettings, compare, normalize_ratio_to, observations, summary_counts
+    from bench.sources import resolve_source
+
+    settings = CheckSettings(min_effect=args.min_effect)
+    selector = parse_normalize(args.normalize)
+    baselines_dir = Path(args.baselines_dir)
+    base = resolve_source(args.baseline, store_path=args.store, baselines_dir=baselines_dir)
+    cand = resolve_source(args.candidate, store_path=args.store, baselines_dir=baselines_dir)
+    b_obs, c_obs = observations(base.windows), observations(cand.windows)
+    if b_obs.empty:
+        raise BenchInputError(f"the baseline ({base.label}) has no successful measurement")
+    if c_obs.empty:
+        raise BenchInputError(f"the candidate ({cand.label}) has no successful measurement")
+    if selector is not None:
+        b_obs = normalize_ratio_to(b_obs, selector, "baseline")
+        c_obs = normalize_ratio_to(c_obs, selector, "candidate")
+    result = compare(b_obs, c_obs, settings)
+    counts = summary_counts(result)
+
+    unit = "× reference" if selector else "img/s"
+    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
+    shown = result if len(result) <= _MAX_ROWS or args.all else result[result["verdict"] != "unchanged"]
+    table = Table(title=f"check: {cand.label} against {base.label}", title_justify="left")
+    for col, justify in (("cell", "left"), ("cell_id", "left"), ("n b/c", "right"), (f"baseline ({unit})", "right"),
+                         (f"candidate ({unit})", "right"), ("ratio", "right"), ("interval", "right"),
+                         ("p", "right"), ("verdict", "left"), ("note", "left")):
+        table.add_column(col, justify=justify, overflow="fold")
+    digits = 3 if selector else 1
+    for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
+        interval = "-" if not math.isfinite(row["ci_low"]) else \
+            f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
+        table.add_row(_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
+                      _fmt(row["baseline_median"], digits), _fmt(row["candidate_median"], digits),
+                      _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
+                      f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
+                      row["note"] or "")
+    console.print(table)
+    hidden = len(result) - min(len(shown), _MAX_ROWS if not args.all else len(shown))
+    if hidden:
+        console.print(f"({hidden} more cells not shown, {counts['unchanged']} of all cells unchanged; --all shows "
+                      f"every cell)", highlight=False)
+    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
+    print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
+          f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
+    return EXIT_FAILED if counts["regressed"] else EXIT_OK

@@ -1,0 +1,31 @@
+"""`bench export -o FILE`: the store's records as CSV, JSON lines or Parquet."""
+from __future__ import annotations
+
+from bench.commands import EXIT_OK
+
+HELP = "export the store's records"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--store", default="results/bench.db")
+    parser.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
+    parser.add_argument("-o", "--output", required=True)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from bench.store import Store
+
+    with Store(args.store, create=False) as store:
+        df = store.dataframe()
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.format == "csv":
+        df.to_csv(out, index=False)
+    elif args.format == "json":
+        df.to_json(out, orient="records", lines=True)
+    else:
+        df.to_parquet(out, index=False)
+    print(f"{len(df)} records → {out}")
+    return EXIT_OK

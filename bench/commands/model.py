@@ -1,0 +1,74 @@
+"""`bench model --validate`: the α-β what-if model (bench/analysis/model.py) against the published 2018 Batch AI
+32-GPU efficiencies (docs/scaling-model.md). This module reads the packaged reference CSV and prints; the model
+itself only computes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.commands import EXIT_OK
+from bench.errors import BenchInputError
+
+HELP = "the what-if scaling model: predicted vs published efficiency (--validate)"
+
+REFERENCE_CSV = Path(__file__).resolve().parent.parent / "data" / "reference" / \
+    "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"
+
+
+def add_arguments(parser) -> None:
+    from bench.analysis.model import DEFAULT_OVERLAP
+
+    parser.add_argument("--validate", action="store_true", help="predicted vs published 32-GPU efficiency (Batch AI)")
+    parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP,
+                        help="fraction of the backward pass communication hides behind, 0 to 1")
+    parser.add_argument("--sensitivity", action="store_true", help="also vary overlap and the TCP figure")
+
+
+def read_reference(path: Path = REFERENCE_CSV) -> list[dict[str, str]]:
+    """The reference chart rows, as the CSV has them."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise BenchInputError(f"cannot read the reference: {e.strerror}", str(path)) from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise BenchInputError(f"not a readable CSV: {e}", str(path)) from None
+
+
+def run(args) -> int:
+    from bench.analysis.model import DEFAULT_OVERLAP, gradient_bytes, validate, with_tcp
+
+    if not args.validate:
+        raise BenchInputError("nothing to do: add --validate (predicted vs published 32-GPU efficiency; "
+                              "see `bench model --help`)")
+    reference = read_reference()
+    rows = validate(reference, overlap=args.overlap)
+    print(f"overlap = {args.overlap}, gradient = {gradient_bytes() / 1e6:.1f} MB fp32, baseline = single-GPU bar "
+          f"without MPI, reference = {REFERENCE_CSV.name} (final charts, resnet50)\n")
+    print(markdown(rows))
+    worst = max(abs(r["error_points"]) for r in rows)
+    print(f"\nlargest error: {worst:.1f} points; within ±10: "
+          f"{sum(abs(r['error_points']) <= 10 for r in rows)}/{len(rows)}")
+    if args.sensitivity:
+        print("\nsensitivity (error in points, IB/TCP per GPU):")
+        for ov in (0.0, 0.5, DEFAULT_OVERLAP, 1.0):
+            for tcp in (2.0, 4.0, 10.0):
+                rs = validate(reference, overlap=ov, links=with_tcp(tcp))
+                cells = " ".join(f"{a['gpu']} {a['error_points']:+.0f}/{b['error_points']:+.0f}"
+                                 for a, b in zip(rs[::2], rs[1::2]))
+                print(f"  overlap {ov:.2f}, TCP {tcp:4.1f} Gb/s: {cells}")
+    return EXIT_OK
+
+
+def markdown(rows: list[dict]) -> str:
+    """The validation rows as a Markdown table."""
+    header = ("| GPU | fabric (run) | 1-GPU img/s | compute s | allreduce s | exposed s | predicted E(32) | "
+              "published E(32) | error (points) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        run_ = "IB (Intel MPI, host path)" if r["fabric"] == "ib" else "TCP (Open MPI + NCCL)"
+        lines.append(f"| {r['gpu']} | {run_} | {r['single_gpu']:.2f} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | "
+                     f"{r['exposed_s']:.3f} | {100 * r['predicted']:.1f}% | {100 * r['published']:.1f}% | "
+                     f"{r['error_points']:+.1f} |")
+    return "\n".join(lines)

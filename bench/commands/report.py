@@ -1,0 +1,25 @@
+"""`bench report`: the HTML/Markdown/PNG report from the store."""
+from __future__ import annotations
+
+from bench.commands import EXIT_OK
+
+HELP = "write the HTML/Markdown/PNG report from the store"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--store", default="results/bench.db")
+    parser.add_argument("--out", default="reports")
+    parser.add_argument("--where", default=None,
+                        help="cells to report: key=value[,key=v1|v2...], e.g. gpu=V100,mpi=gloo")
+    parser.add_argument("--prices", default=None,
+                        help="YAML: gpu → {price_per_hour_usd, price_read}; overrides catalogue")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from bench.report.render import report_from_store
+
+    for path in report_from_store(args.store, Path(args.out), where=args.where, prices_file=args.prices):
+        print(path)
+    return EXIT_OK

@@ -1,0 +1,82 @@
+"""`bench run MATRIX`: measure the matrix's runnable cells into the store, resuming past cells already complete."""
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+from bench.backends import BACKENDS
+from bench.errors import BenchInputError, RunFailed
+
+HELP = "run the matrix's runnable cells; resumes by default"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("matrix")
+    parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
+    parser.add_argument("--store", default="results/bench.db")
+    parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="per-cell timeout in seconds (overrides the matrix)")
+
+
+def run(args) -> int:
+    from bench.commands.plan import make_backend
+    from bench.matrix import load_matrix
+    from bench.plan import plan_cells
+    from bench.store import Store, check_writable
+
+    if args.timeout is not None and args.timeout <= 0:
+        raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
+    matrix = load_matrix(args.matrix)  # all input is checked before anything is written
+    store_path = Path(args.store)
+    backend = make_backend(args.backend, matrix, store_path.parent, args.timeout)
+    planned = plan_cells(matrix.cells(), backend)
+    # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
+    # one from a newer bench is one line and exit 2 before anything is printed, made or run.
+    check = getattr(backend, "check", None)
+    if check is not None:  # the backend's own preconditions (a cluster that answers, a workspace), nothing written
+        check(planned)
+    check_writable(store_path)
+    store = Store(store_path)
+    try:
+        return _run_on(args, matrix, backend, planned, store, store_path)
+    finally:
+        store.close()
+
+
+def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
+    import sqlite3
+
+    from rich.console import Console
+
+    import bench
+    from bench.redact import redact_text
+    from bench.runner import new_run_id, run_plan
+
+    console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
+    skipped = [p for p in planned if not p.runnable]
+    console.print(f"{matrix.name}: {len(planned)} cells, {len(planned) - len(skipped)} runnable on "
+                  f"{backend.name}, {len(skipped)} skipped")
+    reasons: dict[str, int] = {}
+    for p in skipped:
+        reason = redact_text(p.reason)  # a reason may quote a path or URL from the matrix
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:8]:
+        console.print(f"  skipped {n:5d}: {reason}", highlight=False)
+    if len(reasons) > 8:
+        console.print(f"  ... {len(reasons) - 8} more reasons (`bench plan {args.matrix}` lists every cell)")
+
+    run_id = new_run_id()
+    backend.prepare(planned, say=lambda text: console.print(redact_text(text), highlight=False))
+    try:
+        store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
+                        host=socket.gethostname(), bench_version=bench.__version__,
+                        plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
+        summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
+        store.finish_run(run_id)
+    except sqlite3.Error as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
+        raise RunFailed(f"{store_path}: the store refused a write ({e}); cells already recorded are kept") from None
+    console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
+                  f"store, {summary.skipped} skipped; store: {store_path}")
+    return summary.exit_code

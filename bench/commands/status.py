@@ -1,0 +1,24 @@
+"""`bench status`: the runs in the store and the state of their cells."""
+from __future__ import annotations
+
+from bench.commands import EXIT_OK
+
+HELP = "runs in the store and the state of their cells"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--store", default="results/bench.db")
+
+
+def run(args) -> int:
+    from bench.store import Store
+
+    with Store(args.store, create=False) as store:
+        for run_ in store.runs():
+            rows = store.records(run_id=run_["run_id"])
+            cells = {r["cell_id"] for r in rows}
+            failed = {r["cell_id"] for r in rows if r["status"] != "ok"}
+            print(f"{run_['run_id']}  {run_['matrix_name']}  {run_['backend']}  cells run: {len(cells)}  "
+                  f"failed: {len(failed)}  {'finished' if run_['finished_unix'] else 'unfinished'}")
+        print(f"{len(store.completed_cells())} cell(s) complete in {args.store}")
+    return EXIT_OK

@@ -1,0 +1,82 @@
+"""The two sides a regression check compares, and the runs a baseline is saved from: a saved baseline file, a run in
+the store, or `latest` (the newest run that recorded something)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bench.baseline import baseline_windows, check_name, is_name, load_baseline
+from bench.errors import BenchInputError
+
+
+@dataclass
+class Source:
+    """What one side of a check is: a label for people, and window-level rows (cell_id, cell keys, run_id, job,
+    repeat, status, images_per_sec) for bench.analysis.regress.observations."""
+    label: str
+    windows: pd.DataFrame
+
+
+def open_store_with_runs(store_path: str | Path):
+    """The store at `store_path`, which must exist and hold at least one run (the caller closes it)."""
+    from bench.store import Store
+
+    store = Store(store_path, create=False)
+    if not store.runs():
+        store.close()
+        raise BenchInputError("the store has no runs (run `bench run` first)", str(store_path))
+    return store
+
+
+def resolve_run(store, spec: str) -> str:
+    """A run id from `latest` or an id the store has."""
+    runs = store.runs()
+    if spec == "latest":
+        with_records = store.runs_with_records()
+        measured = [r for r in runs if r["run_id"] in with_records]
+        if not measured:
+            raise BenchInputError("the store has no measured run", str(store.path))
+        return measured[-1]["run_id"]
+    if any(r["run_id"] == spec for r in runs):
+        return spec
+    raise BenchInputError(f"unknown run '{spec}' (not in the store; `bench status` lists runs)", str(store.path))
+
+
+def run_windows(store, run_id: str) -> pd.DataFrame:
+    df = store.dataframe()
+    return df[df["run_id"] == run_id].reset_index(drop=True)
+
+
+def resolve_source(spec: str, *, store_path: str | Path, baselines_dir: Path) -> Source:
+    """`run:ID`, `baseline:NAME`, a path to a baseline .json, `latest`, a baseline name under baselines_dir, or a
+    run id in the store (tried in that order)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "baseline" and rest:
+        return _baseline_source(baselines_dir / f"{check_name(rest)}.json")
+    if kind == "run" and rest:
+        return _run_source(store_path, rest)
+    if spec.endswith(".json") or "/" in spec:
+        return _baseline_source(Path(spec))
+    if spec != "latest" and is_name(spec) and (baselines_dir / f"{spec}.json").exists():
+        return _baseline_source(baselines_dir / f"{spec}.json")
+    if spec != "latest" and not Path(store_path).exists():
+        raise BenchInputError(f"unknown run or baseline '{spec}' (no {baselines_dir / (spec + '.json')}, "
+                              f"no store at {store_path})")
+    return _run_source(store_path, spec)
+
+
+def _baseline_source(path: Path) -> Source:
+    doc = load_baseline(path)
+    return Source(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc))
+
+
+def _run_source(store_path: str | Path, spec: str) -> Source:
+    store = open_store_with_runs(store_path)
+    try:
+        run_id = resolve_run(store, spec)
+        windows = run_windows(store, run_id)
+    finally:
+        store.close()
+    return Source(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows)

@@ -1,0 +1,22 @@
+"""bench/cell_keys.py (what analysis and the store index by) against the matrix schema that defines the keys."""
+import pytest
+
+from bench import cell_keys
+from bench.matrix import CORE_AXES, Workload, check_cell_keys
+from bench.store import _CELL_COLUMNS
+
+
+def test_keys_equal_the_schema():
+    assert cell_keys.AXIS_KEYS == tuple(CORE_AXES)
+    assert cell_keys.WORKLOAD_KEYS == tuple(Workload.model_fields)
+    assert cell_keys.CELL_KEYS == cell_keys.AXIS_KEYS + cell_keys.WORKLOAD_KEYS
+    assert tuple(_CELL_COLUMNS) == cell_keys.CELL_KEYS  # the store has a column per key
+
+
+def test_a_key_added_to_the_schema_only_is_refused():
+    """What bench.matrix runs at import: a Workload field cell_keys lacks (or an axis) stops bench, naming it."""
+    check_cell_keys(tuple(CORE_AXES), tuple(Workload.model_fields))
+    with pytest.raises(RuntimeError, match="out of step.*'new_key'"):
+        check_cell_keys(tuple(CORE_AXES), (*Workload.model_fields, "new_key"))
+    with pytest.raises(RuntimeError, match="out of step"):
+        check_cell_keys((*CORE_AXES, "nodes"), tuple(Workload.model_fields))

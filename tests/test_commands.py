@@ -1,0 +1,180 @@
+"""The CLI's layout and the boundaries around it: one module per verb, vocabularies from the registries, the store
+the only place with SQL, analysis pure, one rule for a complete cell."""
+import ast
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import bench.commands
+from bench.analysis.scaling import latest_complete
+from bench.backends import BACKENDS
+from bench.cli import build_parser, main
+from bench.completeness import complete_runs
+from bench.record import parse_record
+from bench.store import Store
+from tests.conftest import ROOT, bench_cli
+from tests.factories import record
+
+BENCH = ROOT / "bench"
+
+
+def _subparsers(parser):
+    return next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+
+
+def test_every_verb_is_a_module_with_help_arguments_and_run():
+    modules = {m.name for m in pkgutil.iter_modules(bench.commands.__path__)}
+    assert modules == set(bench.commands.VERBS.values()), "a module in bench/commands/ is not a registered verb"
+    verbs = _subparsers(build_parser())
+    assert list(verbs) == list(bench.commands.VERBS)
+    for verb in bench.commands.VERBS:
+        module = bench.commands.command(verb)
+        assert isinstance(module.HELP, str) and module.HELP, verb
+        assert callable(module.add_arguments) and callable(module.run), verb
+    assert {"plan", "run", "status", "report", "import", "export", "doctor", "images", "data", "check", "baseline",
+            "model"} <= set(verbs)
+
+
+def test_backend_choices_come_from_the_registry():
+    verbs = _subparsers(build_parser())
+    for verb in ("plan", "run"):
+        backend = next(a for a in verbs[verb]._actions if a.dest == "backend")
+        assert tuple(backend.choices) == tuple(BACKENDS), verb
+
+
+def test_building_the_parser_loads_nothing_heavy():
+    code = ("import sys, bench.cli; bench.cli.build_parser(); "
+            "print(sorted(m for m in ('pandas', 'numpy', 'pydantic', 'rich', 'yaml', 'bench.matrix', 'bench.store') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_bad_input_and_analysis_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["check", "--baseline", "x", "--normalize", "ratio-to:nosuchkey=1",
+                 "--store", str(tmp_path / "none.db")]) == 2  # an AnalysisError from the selector parser
+    assert main(["baseline", "save", "../escape", "--store", str(tmp_path / "none.db")]) == 2  # BenchInputError
+    assert main(["images"]) == 2  # usage
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("bench: error: ") for line in err), err
+    assert "unknown cell key 'nosuchkey'" in err[0] and "bad baseline name '../escape'" in err[1]
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_model_validate_end_to_end(tmp_path):
+    """As a user runs it, on the bundled reference data: the table of 4 GPUs × 2 fabrics and the summary."""
+    proc = bench_cli("model", "--validate", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (K80|P40|P100|V100) \|", line)]
+    assert len(rows) == 8 and {r.split("|")[1].strip() for r in rows} == {"K80", "P40", "P100", "V100"}
+    assert re.search(r"largest error: \d+\.\d points; within ±10: 5/8", proc.stdout)
+    assert "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv" in proc.stdout and not proc.stderr
+
+
+# --- boundaries ---------------------------------------------------------------------------------------------------
+
+_SQL = re.compile(r"\.execute(many|script)?\(|\bSELECT\s|\bINSERT\s|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b|\bPRAGMA\s"
+                  r"|\.conn\b|read_sql")
+
+
+def test_no_sql_outside_the_store():
+    offenders = []
+    for path in sorted(BENCH.rglob("*.py")):
+        if path == BENCH / "store.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _SQL.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert offenders == [], "SQL belongs in bench/store.py (add a Store method):\n" + "\n".join(offenders)
+
+
+def test_the_sql_check_can_fail(tmp_path):
+    for line in ('rows = store.conn.execute("SELECT run_id FROM records")', 'pd.read_sql(q, conn)',
+                 'c.execute("INSERT INTO runs VALUES (?)", x)'):
+        assert _SQL.search(line), line
+    assert not _SQL.search("store.records(run_id=run_id)")
+
+
+def test_analysis_is_pure():
+    """No files read, nothing printed, no CLI error type, no heavy bench modules: numbers in, numbers out."""
+    forbidden_calls = {"open", "print", "input"}
+    forbidden_attrs = {"read_csv", "read_sql", "read_parquet", "read_json", "read_text", "read_bytes", "write_text",
+                       "to_csv", "exit"}
+    forbidden_modules = {"bench.errors", "bench.matrix", "bench.store", "bench.cli", "bench.commands", "sys", "csv",
+                         "argparse", "sqlite3"}
+    for path in sorted((BENCH / "analysis").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in forbidden_calls, where
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in forbidden_attrs, where
+            if isinstance(node, ast.Import):
+                assert not {a.name for a in node.names} & forbidden_modules, where
+            if isinstance(node, ast.ImportFrom):
+                assert node.module not in forbidden_modules, where
+    code = ("import sys; import bench.analysis.scaling, bench.analysis.compare, bench.analysis.regress, "
+            "bench.analysis.model, bench.analysis.cost, bench.analysis.stats; "
+            "print(sorted(m for m in ('pydantic', 'yaml', 'bench.matrix', 'bench.catalog', 'bench.errors') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# --- one definition of a complete cell ------------------------------------------------------------------------------
+
+def test_complete_runs_rule():
+    rows = [("a", "r1", "ok", 2, 1), ("a", "r1", "ok", 2, 1),  # every repeat ok
+            ("b", "r1", "ok", 2, 2), ("b", "r1", "ok", 2, 2), ("b", "r1", "ok", 2, 2),  # 3 of 2 × 2
+            ("c", "r1", "ok", 1, 1), ("c", "r1", "failed", 1, 1),  # a failure spoils the run
+            ("d", "r1", "ok", 1, None),  # no jobs column: one job
+            ("e", "r1", "ok", None, 1),  # no repeats: cannot show it is complete
+            ("f", "import:pub:x", "ok", 1, 1)]  # imported: a reference, never a measurement
+    assert complete_runs(*zip(*rows)) == {("a", "r1"), ("d", "r1")}
+    assert complete_runs(["d"], ["r1"], ["ok"], [1.0], [float("nan")]) == {("d", "r1")}  # pandas' missing value
+    assert complete_runs(["e"], ["r1"], ["ok"], [pd.NA], [1]) == set()
+
+
+def test_store_and_report_agree_on_complete_cells(tmp_path):
+    """The store (resume) and the report (latest_complete) apply the same rule to the same records."""
+    def rec(name, run_id, repeat, status="ok", jobs=1, job=0):
+        doc = {**record(run_id=run_id, repeat=repeat, repeats=2, jobs=jobs), "cell_id": name, "job": job,
+               "status": status}
+        if status != "ok":
+            doc["error"] = "exit code 1"
+        return parse_record(doc)
+
+    records = [rec("whole", "r1", 0), rec("whole", "r1", 1),
+               rec("half", "r1", 0),
+               rec("spoilt", "r1", 0), rec("spoilt", "r1", 1, status="failed"),
+               rec("later", "r1", 0), rec("later", "r1", 1, status="failed"), rec("later", "r2", 0),
+               rec("later", "r2", 1),
+               rec("jobs", "r1", 0, jobs=2), rec("jobs", "r1", 1, jobs=2), rec("jobs", "r1", 0, jobs=2, job=1)]
+    with Store(tmp_path / "b.db") as store:
+        store.write_many(records)
+        resumed = store.completed_cells()
+        reported = latest_complete(store.dataframe())
+    assert resumed == {"whole", "later"}
+    assert set(reported["cell_id"]) == resumed
+    assert set(reported.loc[reported["cell_id"] == "later", "run_id"]) == {"r2"}
+
+
+def test_latest_complete_on_no_complete_run_is_empty():
+    df = pd.DataFrame({"cell_id": ["x"], "run_id": ["r"], "status": ["failed"], "repeats": [1], "jobs": [1],
+                       "start_unix": [1.0]})
+    assert latest_complete(df).empty
+
+
+@pytest.mark.parametrize("verb", list(bench.commands.VERBS))
+def test_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([verb, "--help"])
+    assert e.value.code == 0 and f"bench {verb}" in capsys.readouterr().out
