@@ -53,8 +53,3 @@ def cluster():
     finally:
         made.down()
 
-
-def pytest_configure(config):
-    # Registered here rather than in setup.cfg: setup.cfg's hash is scripts/install.sh's reinstall stamp.
-    config.addinivalue_line("markers", "cluster: runs across the emulated cluster of network namespaces "
-                                       "(scripts/testcluster.sh; needs root)")

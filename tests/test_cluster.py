@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from bench.runtimes import runtime_for
-from bench.transport import DEBUG_ENV, parse_transport
+from bench.transport import debug_layers, parse_transport
+
+DEBUG_ENV = debug_layers()  # every layer's switches that make it name its transport, keyed by layer
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.cluster
