@@ -198,6 +198,8 @@ cmd_down() {
 [ $# -eq 1 ] || usage "expected one command: up | down"
 case $1 in
   up) need; cmd_up ;;
-  down) need; cmd_down ;;
+  # No cluster: nothing of this Slurm can be left (its daemons lived in the nodes' namespaces, its state in the
+  # cluster's state dir, and `testcluster.sh down` removed both).
+  down) [ -f "$CLUSTER/cluster.env" ] || exit 0; need; cmd_down ;;
   *) usage "unknown command '$1': expected up or down" ;;
 esac
