@@ -118,6 +118,35 @@ def test_cpu_cells_get_no_gpus_and_srun_replaces_mpirun_but_not_horovodrun(tmp_p
     assert Path(backend.render(by_mpi["gloo"], "R1").argv[0]).name == "horovodrun"
 
 
+def test_the_interface_reaches_multi_node_launch_lines_and_srun_only(tmp_path):
+    backend = SlurmBackend(SlurmConfig(iface="ib0", cores_per_node=8, gpus_per_node=8), tmp_path, timeout_s=60)
+    cells = planned_cells(matrix("  gpu: [H100]\n  mpi: [openmpi, mpich]\n  gpus: [8, 16]\n"), backend)
+    by = {(c.cell["mpi"], c.cell["gpus"]): c for c in cells}
+    mpirun = backend.script(by[("openmpi", 16)], "R1")
+    assert "--mca btl_tcp_if_include ib0 --mca oob_tcp_if_include ib0" in mpirun
+    assert "export NCCL_SOCKET_IFNAME=ib0" in mpirun
+    assert "-iface ib0" in backend.script(by[("mpich", 16)], "R1")
+    # One node: no interface anywhere, the launchers keep shared memory.
+    assert "ib0" not in backend.script(by[("openmpi", 8)], "R1")
+    # srun takes no launcher flags: Open MPI's settings go as its variables.
+    srun = SlurmBackend(SlurmConfig(launch="srun", iface="eth1", cores_per_node=8, gpus_per_node=0), tmp_path,
+                        timeout_s=60)
+    [cell] = planned_cells(matrix("  gpu: [cpu]\n  mpi: [openmpi]\n  gpus: [2]\n  workers_per_node: [1]\n"), srun)
+    script = srun.script(cell, "R1")
+    assert srun.render(cell, "R1").argv[0] == "srun" and "mpirun" not in script
+    assert "export OMPI_MCA_btl_tcp_if_include=eth1" in script and "export OMPI_MCA_oob_tcp_if_include=eth1" in script
+
+
+def test_a_cidr_interface_skips_the_multi_node_cells_whose_layers_need_a_name(tmp_path):
+    backend = SlurmBackend(SlurmConfig(iface="10.0.0.0/24", cores_per_node=8, gpus_per_node=0), tmp_path,
+                           timeout_s=60)
+    cells = planned_cells(matrix("  gpu: [cpu]\n  mpi: [openmpi, mpich]\n  gpus: [1, 2]\n"
+                                 "  workers_per_node: [1]\n"), backend)
+    reasons = {(c.cell["mpi"], c.cell["gpus"]): c.reason for c in cells}
+    assert reasons[("openmpi", 2)] is None and reasons[("openmpi", 1)] is None and reasons[("mpich", 1)] is None
+    assert reasons[("mpich", 2)].startswith("iface '10.0.0.0/24' is a network (CIDR); ")
+
+
 def test_reach_rules_name_nodes_cores_and_gpus(tmp_path):
     backend = SlurmBackend(SlurmConfig(max_nodes=2, cores_per_node=2, gpus_per_node=0), tmp_path, timeout_s=60)
     cells = planned_cells(matrix("  gpu: [cpu, H100]\n  mpi: [openmpi]\n  gpus: [2, 4, 24]\n"), backend)

@@ -140,6 +140,11 @@ class SlurmBackend:
             return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
         if cell["engine"] == "native" and nodes > 1:
             return f"engine=native on {nodes} nodes: the slurm backend starts DDP on one node only"
+        if nodes > 1 and self.config.iface:
+            try:  # what only the launch line can tell: a CIDR for a layer that takes only an interface name
+                self.render(PlannedCell(cell, "plan", "planned", nodes=nodes), "plan")
+            except ValueError as e:
+                return str(e)
         sku = catalog()[cell["gpu"]]
         per_node = math.ceil(cell["gpus"] / nodes)
         if sku.is_cpu:
@@ -175,12 +180,13 @@ class SlurmBackend:
         python = rt.python
         out = self.job_dir(planned, run_id, job) / "records.jsonl"
         program = worker_program(planned, run_id, out, threads, python, self.imagenet_dir)
-        env = cell_env(planned, threads, rt)
+        iface = self.config.iface if nodes > 1 else None  # one node: the launchers' own choice (shared memory)
+        env = cell_env(planned, threads, rt, iface=iface)
         # One node: everything runs where the batch script runs, as on the local backend.
         hosts = (("localhost", workers),) if nodes == 1 else \
             tuple((NODE_MARK.format(i), per_node) for i in range(nodes))
         spec = LaunchSpec(workers=workers, hosts=hosts, program=program, env=env, ib=c["ib"],
-                          as_root=_is_root(), sriov=planned.sku.sriov)
+                          as_root=_is_root(), sriov=planned.sku.sriov, iface=iface)
         if c["engine"] == "native":
             if c["mpi"] == "gloo":
                 return TORCHRUN.render(spec, python)
@@ -190,7 +196,8 @@ class SlurmBackend:
             argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={workers}",
                     f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
                     "--kill-on-bad-exit=1", *program)
-            return Rendered(argv, env)
+            # No launcher flags under srun: the flavour's fabric settings (the interface too) go as its variables.
+            return Rendered(argv, {**LAUNCHERS[c["mpi"]].launcher_env(spec), **env})
         launcher = LAUNCHERS[c["mpi"]]
         return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, python))
 

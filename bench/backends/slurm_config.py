@@ -28,6 +28,10 @@ class SlurmConfig(BaseModel):
     # null = ask the cluster (`sinfo` GRES gpu count, smallest node); no limit if it does not answer.
     gpus_per_node: int | None = Field(None, ge=0, le=64)
     max_nodes: int = Field(64, gt=0, le=100_000)
+    # The interface between nodes (a name, the same on every node, e.g. ib0 or eth1) for multi-node cells: every layer
+    # (Open MPI's btl/oob, Hydra's -iface, Gloo, NCCL, UCX) is pinned to it. A CIDR only where every layer of a cell
+    # takes one. null = each layer's own choice.
+    iface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")
     # Whole nodes per job: a throughput benchmark must not share its nodes with other jobs.
     exclusive: bool = True
     # Directory shared by the submit host and the compute nodes (records and logs are written there);
