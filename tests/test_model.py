@@ -123,6 +123,29 @@ def test_prediction_next_to_measurement_for_the_report():
     assert math.isnan(out.loc[2, "predicted_efficiency"])
 
 
+def test_the_host_path_is_the_flavours_that_reach_ib_without_sriov(monkeypatch):
+    from types import SimpleNamespace
+
+    from bench.launch import LAUNCHERS
+
+    monkeypatch.setitem(LAUNCHERS, "newrdma", SimpleNamespace(ib_without_sriov=True))  # a flavour added later
+
+    def row(mpi):  # P100: InfiniBand without SR-IOV
+        return {"gpu": "P100", "mpi": mpi, "ib": True, "gpus": 32, "batch_per_gpu": 32, "precision": "fp32",
+                "baseline_gpus": 1, "baseline_images_per_sec": 600.0, "images_per_sec": 0.0}
+
+    out = m.predict_table(pd.DataFrame([row(mpi) for mpi in LAUNCHERS]))
+    host = m.predict("P100", 32, 600.0, 32, fabric="ib", path="host").images_per_sec
+    nccl = m.predict("P100", 32, 600.0, 32, fabric="ib", path="nccl").images_per_sec
+    assert host != pytest.approx(nccl)  # the two routes are distinguishable here
+    for i, (name, flavour) in enumerate(LAUNCHERS.items()):
+        assert out.loc[i, "predicted_images_per_sec"] == pytest.approx(host if flavour.ib_without_sriov else nccl), name
+    assert any(f.ib_without_sriov for f in LAUNCHERS.values())
+    # a name no registry knows (an imported record's) takes the common path
+    assert m.predict_table(pd.DataFrame([row("mvapich2")])).loc[0, "predicted_images_per_sec"] == \
+        pytest.approx(nccl)
+
+
 def test_validate_verb_prints_the_table(capsys):
     assert main(["model", "--validate"]) == 0
     text = capsys.readouterr().out

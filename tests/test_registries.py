@@ -141,15 +141,54 @@ def test_matrix_names_come_from_the_registries():
     assert get_args(Backend.model_fields["name"].annotation) == tuple(BACKENDS)
 
 
+def _one_of(names) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 def test_a_registered_flavour_is_a_matrix_value(monkeypatch):
     # The Literal is built from the registry when bench.matrix is imported: a name outside it is rejected with the
-    # file and line, so feasibility never sees an unknown flavour.
+    # file and line, naming every registered value, so feasibility never sees an unknown flavour.
+    import re
+
     from bench.errors import BenchInputError
 
-    with pytest.raises(BenchInputError, match="axes.mpi.0.: must be 'openmpi', 'intelmpi', 'mpich' or 'gloo'"):
-        load_matrix_text("name: t\naxes: {gpu: [cpu], mpi: [mvapich]}\n")
-    with pytest.raises(BenchInputError, match="axes.framework.0.: must be 'pytorch', 'tensorflow' or 'keras'"):
-        load_matrix_text("name: t\naxes: {gpu: [cpu], framework: [jax]}\n")
+    with pytest.raises(BenchInputError, match=re.escape(f"axes.mpi[0]: must be {_one_of(LAUNCHERS)}")):
+        load_matrix_text("name: t\naxes: {gpu: [cpu], mpi: [no-such-mpi]}\n")
+    with pytest.raises(BenchInputError, match=re.escape(f"axes.framework[0]: must be {_one_of(WORKLOADS)}")):
+        load_matrix_text("name: t\naxes: {gpu: [cpu], framework: [no-such-framework]}\n")
+
+
+def test_every_flavour_module_is_registered():
+    """A module in bench/launch/ that defines a flavour (FLAVOUR) and is missing from LAUNCHERS is a flavour that
+    nothing tests and no matrix can name."""
+    import importlib
+    import pkgutil
+
+    import bench.launch
+
+    for info in pkgutil.iter_modules(bench.launch.__path__):
+        flavour = getattr(importlib.import_module(f"bench.launch.{info.name}"), "FLAVOUR", None)
+        if flavour is not None:
+            assert LAUNCHERS.get(flavour.name) is flavour, f"bench/launch/{info.name}.py: not in bench.launch.FLAVOURS"
+
+
+def test_every_backend_class_is_registered():
+    """A class in bench/backends/ with the backend interface's constructor (from_settings) is a registered backend."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import bench.backends
+    from bench.backends import load
+
+    registered = {load(e.impl) for e in BACKENDS.values()}
+    for info in pkgutil.iter_modules(bench.backends.__path__):
+        module = importlib.import_module(f"bench.backends.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and callable(getattr(cls, "from_settings", None)) \
+                    and not getattr(cls, "_is_protocol", False):  # base.Backend, the interface itself
+                assert cls in registered, f"bench/backends/{info.name}.py: {cls.__name__} is not in BACKENDS"
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))

@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from bench.analysis.scaling import cell_summary, latest_complete, scaling
+from bench.analysis.scaling import cell_summary, imported_mask, latest_complete, scaling
+from bench.backends import BACKENDS
 from bench.record import parse_record
 from bench.store import Store
 from tests.factories import record
@@ -71,3 +72,9 @@ def test_interval_is_over_job_medians_when_a_cell_ran_several_jobs():
                                         "images_per_sec_per_gpu"])).iloc[0]
     assert out.ci_over == "3 jobs" and out.n == 6
     assert (out.ci_low, out.ci_high) == (91.0, 110.5)  # min and max of the job medians 101, 91, 110.5
+
+
+def test_a_source_naming_any_backend_is_a_measurement():
+    sources = [*BACKENDS, "bench", "", "Goyal et al. 2017"]
+    records = pd.DataFrame({"run_id": ["r1"] * len(sources), "source": sources})
+    assert imported_mask(records).tolist() == [False] * (len(sources) - 1) + [True]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.launch import LAUNCHERS
 from bench.transport import (
     Transport,
     debug_env,
@@ -87,9 +88,9 @@ def test_empty_and_unrelated_logs_are_unknown():
 
 def test_unknown_mpi_is_an_error():
     with pytest.raises(ValueError):
-        parse_transport("", "mvapich", False)
+        parse_transport("", "no-such-mpi", False)
     with pytest.raises(ValueError):
-        debug_env("mvapich", False)
+        debug_env("no-such-mpi", False)
 
 
 def test_launcher_prefixes_are_stripped_and_ranks_interleave():
@@ -193,11 +194,11 @@ def test_debug_env_per_flavour():
     assert debug_env("intelmpi", False) == {"I_MPI_DEBUG": "6"}
     assert debug_env("mpich", False) == {"MPIR_CVAR_DEBUG_SUMMARY": "1", "UCX_LOG_LEVEL": "info"}
     assert debug_env("gloo", False) == {"HOROVOD_LOG_LEVEL": "debug"}
-    for mpi in ("openmpi", "intelmpi", "mpich", "gloo"):
+    for mpi in LAUNCHERS:
         cpu, gpu = debug_env(mpi, False), debug_env(mpi, True)
         assert "NCCL_DEBUG" not in cpu
         assert gpu == {**cpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-    assert set(debug_layers()) == {"nccl", "openmpi", "ucx", "intelmpi", "mpich", "gloo"}
+    assert set(debug_layers()) == {"nccl", "ucx", *LAUNCHERS}
     # no layer floods: no trace/debug-everything levels
     flat = {k: v for env in debug_layers().values() for k, v in env.items()}
     assert flat["NCCL_DEBUG"] != "TRACE" and flat["UCX_LOG_LEVEL"] not in ("debug", "trace")

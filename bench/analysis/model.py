@@ -221,11 +221,12 @@ def with_tcp(gbit_s: float) -> dict[str, Link]:
 
 def predict_table(scaled):
     """Adds predicted_images_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
-    a 1-worker baseline on a GPU the model knows. Intel MPI on a SKU without SR-IOV uses the host path (as in 2018),
-    everything else NCCL. Rows it cannot predict get NaN."""
+    a 1-worker baseline on a GPU the model knows. A flavour that reaches InfiniBand without SR-IOV (Intel MPI, through
+    DAPL) uses the host path on such a SKU (as in 2018), everything else NCCL. Rows it cannot predict get NaN."""
     import pandas as pd
 
     from bench.catalog import catalog
+    from bench.launch import LAUNCHERS
 
     out = scaled.copy()
     pred_x, pred_e = [], []
@@ -234,7 +235,9 @@ def predict_table(scaled):
         known = r["gpu"] in FABRICS and r["gpu"] != "cpu"
         if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_images_per_sec")):
             fabric = "ib" if r["ib"] else "tcp"
-            route = "host" if r["mpi"] == "intelmpi" and not catalog()[r["gpu"]].sriov else "nccl"
+            flavour = LAUNCHERS.get(r["mpi"])
+            host = flavour is not None and flavour.ib_without_sriov and not catalog()[r["gpu"]].sriov
+            route = "host" if host else "nccl"
             try:
                 p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),
                             fabric=fabric, path=route, precision=r.get("precision") or "fp32")

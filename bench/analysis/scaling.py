@@ -33,7 +33,14 @@ def latest_complete(records: pd.DataFrame) -> pd.DataFrame:
 
 
 IMPORT_PREFIX = IMPORT_RUN_PREFIX
-_MEASURED_SOURCES = {"", "bench", "measured", "local", "slurm", "azureml"}
+
+
+def measured_sources() -> set[str]:
+    """`source` values that mean a measurement: bench itself or one of its backends (the registry's names; imported
+    here, not at the top, so the analysis modules load no backend machinery)."""
+    from bench.backends import BACKENDS
+
+    return {"", "bench", "measured", *BACKENDS}
 
 
 def imported_mask(records: pd.DataFrame) -> pd.Series:
@@ -42,7 +49,7 @@ def imported_mask(records: pd.DataFrame) -> pd.Series:
     mask = records["run_id"].astype(str).str.startswith(IMPORT_PREFIX)
     if "source" in records:
         src = records["source"].fillna("").astype(str).str.strip().str.lower()
-        mask |= ~src.isin(_MEASURED_SOURCES)
+        mask |= ~src.isin(measured_sources())
     return mask
 
 

@@ -48,7 +48,8 @@ class Backend(Protocol):
         whole document ("sbatch", "job_yaml")."""
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Any:
-        """Start one job (of the cell's `jobs`)."""
+        """Start one job (of the cell's `jobs`). The handle it returns must carry `rendered`, the Rendered it started:
+        the runner stores that argv and env with the cell's records."""
 
     def poll(self, handle: Any) -> bool:
         """True once the cell has finished (or was stopped)."""

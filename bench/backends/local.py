@@ -104,12 +104,12 @@ class LocalBackend:
                           program=worker_program(planned, run_id, out, threads, rt.python, self.imagenet_dir),
                           env=cell_env(planned, threads, rt), ib=c["ib"], as_root=os.geteuid() == 0,
                           sriov=planned.sku.sriov)
+        launcher = LAUNCHERS[c["mpi"]]
         if c["engine"] == "native":
-            if c["mpi"] == "gloo":
+            if launcher.native == "torchrun":
                 return TORCHRUN.render(spec, rt.python)
             # DDP's processes started by mpirun rendezvous over TCP on this machine.
             spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
-        launcher = LAUNCHERS[c["mpi"]]
         return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, rt.python))
 
     def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:

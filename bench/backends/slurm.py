@@ -187,18 +187,18 @@ class SlurmBackend:
             tuple((NODE_MARK.format(i), per_node) for i in range(nodes))
         spec = LaunchSpec(workers=workers, hosts=hosts, program=program, env=env, ib=c["ib"],
                           as_root=_is_root(), sriov=planned.sku.sriov, iface=iface)
+        launcher = LAUNCHERS[c["mpi"]]
         if c["engine"] == "native":
-            if c["mpi"] == "gloo":
+            if launcher.native == "torchrun":
                 return TORCHRUN.render(spec, python)
             # DDP under mpirun rendezvouses over TCP on the node; the port is picked from the job id at run time.
             spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", **RUNTIME_ENV})
-        elif self.config.launch == "srun" and c["mpi"] != "gloo":
+        elif self.config.launch == "srun" and launcher.controller == "mpi":  # srun starts MPI ranks, not horovodrun
             argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={workers}",
                     f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
                     "--kill-on-bad-exit=1", *program)
             # No launcher flags under srun: the flavour's fabric settings (the interface too) go as its variables.
-            return Rendered(argv, {**LAUNCHERS[c["mpi"]].launcher_env(spec), **env})
-        launcher = LAUNCHERS[c["mpi"]]
+            return Rendered(argv, {**launcher.launcher_env(spec), **env})
         return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, python))
 
     def script(self, planned: PlannedCell, run_id: str, job: int = 0) -> str:
