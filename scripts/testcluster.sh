@@ -10,6 +10,7 @@
 #   scripts/testcluster.sh exec nodeK -- CMD...       run CMD on nodeK (its network, hostname and /etc/hosts)
 #   scripts/testcluster.sh shape [--rate R] [--delay D]   (re)shape every link; neither option removes the shaping
 #   scripts/testcluster.sh link nodeK down|up         take nodeK's link down or bring it back
+#   scripts/testcluster.sh sshd nodeK stop|start      stop nodeK's sshd (a node nobody can log in to) or start it again
 #
 # What `up` makes (P = prefix, default btc; i = 1..N):
 #   namespace P-br       the bridge br0 and one port per node (named nodeI)
@@ -164,6 +165,14 @@ EOF
   # A boot id of its own: UCX (and NCCL) tell "same machine" from the boot id and would otherwise reach a rank on
   # another node through shared memory (UCX picked sysv/cma between two nodes here), never crossing eth1.
   cat /proc/sys/kernel/random/uuid >"$nd/boot_id"
+  run_sshd "$i"
+}
+
+# Starts node $1's sshd in fresh UTS, IPC and mount namespaces inside its network namespace (also after `sshd
+# nodeK stop`: the network namespace outlives sshd; the others are made again, the same way).
+run_sshd() {
+  local i=$1 netns nd
+  netns=$(ns "$i"); nd=$DIR/node$i
   # unshare's namespaces live as long as a process in them: sshd (daemonised) holds them; its sessions inherit them.
   # Its own IPC namespace too: System V shared memory is per machine.
   ip netns exec "$netns" unshare --uts --ipc --mount --propagation slave -- sh -c \
@@ -238,7 +247,7 @@ cmd_status() {
 }
 
 # --- command line -------------------------------------------------------------------------------------------------
-[ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up"
+[ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up | sshd nodeK stop|start"
 cmd=$1; shift
 PREFIX=$(saved prefix); PREFIX=${PREFIX:-btc}
 rate="" delay="" slots=1 nodes=""
@@ -279,5 +288,25 @@ case $cmd in
     n=${1#node}
     [ "$n" -le "$(saved nodes)" ] || usage "link: node$n does not exist (the cluster has $(saved nodes) nodes)"
     ip -n "$(ns "$n")" link set "$IFACE" "$2" ;;
-  *) usage "unknown command '$cmd': expected up, down, status, exec, shape or link" ;;
+  sshd)
+    [[ ${1:-} =~ ^node([1-9][0-9]*)$ ]] && [[ ${2:-} =~ ^(stop|start)$ ]] && [ $# -eq 2 ] \
+      || usage "sshd: expected nodeK stop|start"
+    need_root
+    [ -f "$DIR/cluster.env" ] || die "no cluster (state dir $DIR)"
+    n=${1#node}
+    [ "$n" -le "$(saved nodes)" ] || usage "sshd: node$n does not exist (the cluster has $(saved nodes) nodes)"
+    if [ "$2" = stop ]; then
+      # The listening daemon only: sessions it started live on (a node's running work is not this command's).
+      if pid=$(sshd_pid "$n"); then
+        kill -TERM "$pid"
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && die "node$n's sshd (pid $pid) did not stop"
+      fi
+      rm -f "$DIR/node$n/sshd.pid"
+    elif ! sshd_pid "$n" >/dev/null; then
+      run_sshd "$n"
+      for _ in $(seq 1 50); do probe 1 "$n" >/dev/null 2>&1 && exit 0; sleep 0.1; done
+      die "node$n's sshd does not answer (see $DIR/node$n/sshd.log)"
+    fi ;;
+  *) usage "unknown command '$cmd': expected up, down, status, exec, shape, link or sshd" ;;
 esac

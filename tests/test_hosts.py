@@ -204,13 +204,8 @@ def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engin
         assert row["images_per_sec"] > 0
 
 
-MPICH_VERDICT = pytest.mark.xfail(strict=True, reason=(
-    "MPICH's UCX (1.20.1, UCX_LOG_LEVEL=info) logs only its self and intra-node configurations on a 2-node run, no "
-    "inter-node line: the parser has nothing to read (issue 12 item 3)"))
-
-
 @pytest.mark.cluster
-@pytest.mark.parametrize("mpi", ["openmpi", "gloo", pytest.param("mpich", marks=MPICH_VERDICT), "intelmpi"])
+@pytest.mark.parametrize("mpi", ["openmpi", "gloo", "mpich", "intelmpi"])
 def test_a_two_node_cells_log_shows_tcp_between_the_nodes(two_node_cells, mpi):
     _, rows = two_node_cells
     [first, *_] = [r for r in rows if r["mpi"] == mpi and r["engine"] == "horovod"]
