@@ -64,7 +64,9 @@ def combine(ranks: list[dict]) -> dict:
     if not ranks:
         raise EmptyWindowError("no rank reported")
     samples = sum(r["samples"] for r in ranks)
-    window_s = max(r["window_s"] for r in ranks)  # barrier-bounded: the ranks agree to within the barrier's skew
+    # Barrier-bounded: the ranks agree to within the barrier's skew. Each rank's window_s is a difference of its own
+    # clock; ranks on other hosts have unrelated clocks, so no timestamp of one rank is ever combined with another's.
+    window_s = max(r["window_s"] for r in ranks)
     if samples <= 0 or any(r["steps"] == 0 for r in ranks):
         raise EmptyWindowError(f"empty measured window ({samples} samples)")
     if not window_s > 0 or not math.isfinite(window_s):
@@ -77,6 +79,7 @@ def combine(ranks: list[dict]) -> dict:
         "window_s": window_s,
         "images_per_sec": images_per_sec,
         "images_per_sec_per_gpu": images_per_sec / len(ranks),
+        # Wall-clock bounds, for ordering runs only: across hosts they come from different clocks; never subtracted.
         "start_unix": min(r["start_unix"] for r in ranks),
         "end_unix": max(r["end_unix"] for r in ranks),
         "step_time_s": {

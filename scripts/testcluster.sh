@@ -10,19 +10,23 @@
 #   scripts/testcluster.sh exec nodeK -- CMD...       run CMD on nodeK (its network, hostname and /etc/hosts)
 #   scripts/testcluster.sh shape [--rate R] [--delay D]   (re)shape every link; neither option removes the shaping
 #   scripts/testcluster.sh link nodeK down|up         take nodeK's link down or bring it back
+#   scripts/testcluster.sh sshd nodeK stop|start      stop nodeK's sshd (a node nobody can log in to) or start it again
 #
 # What `up` makes (P = prefix, default btc; i = 1..N):
 #   namespace P-br       the bridge br0 and one port per node (named nodeI)
 #   namespace P-nodeI    eth1 = 198.18.0.(10+i)/24 (the same interface name on every node: Open MPI's
 #                        btl_tcp_if_include aborts when the names differ between nodes), lo up, tc on eth1's egress
-#   per node             a UTS namespace (hostname nodeI), an IPC namespace, and a mount namespace in which the
+#   per node             a PID namespace (its own pid 1 and /proc: ps on a node sees that node only), a UTS
+#                        namespace (hostname nodeI), an IPC namespace, a time namespace (node i's monotonic clock
+#                        reads i x 10^6 s ahead) and a mount namespace in which the
 #                        state dir's hosts file is bind-mounted on /etc/hosts (node names resolve on every node, to
 #                        eth1 addresses) and a boot id of its own on /proc/sys/kernel/random/boot_id (UCX and NCCL
 #                        take equal boot ids for one machine and would use shared memory between nodes); sshd
 #                        listens on 198.18.0.(10+i):22 only; everything started over ssh inherits all of these
 #   state dir            $BENCH_CLUSTER_DIR (default /tmp/bench-testcluster): keys, ssh_config, hostfile, an `ssh`
 #                        wrapper in bin/ that adds `-F ssh_config` (put bin/ first on PATH so every launcher's ssh
-#                        finds the nodes), per-node sshd config, pid and log
+#                        finds the nodes), per node: sshd config and log, init.pid (the host's pid of the node's
+#                        pid 1: `nsenter -t PID -n -u -m -i -p -T` enters the node)
 # The root namespace gets no address and no interface: the control host (where mpirun, mpiexec, horovodrun or bench
 # runs) is node1, entered with `exec node1 -- ...`. Addresses come from 198.18.0.0/24 (RFC 2544's benchmarking range)
 # and exist only inside these namespaces; root may log in to the nodes with the generated key only.
@@ -74,16 +78,24 @@ shape_node() {
   fi
 }
 
-sshd_pid() {
-  local pidfile=$DIR/node$1/sshd.pid
+# The host's pid of node $1's pid 1 (its init, which holds the node's namespaces), if it is alive.
+init_pid() {
+  local pidfile=$DIR/node$1/init.pid
   [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
 }
 
-# Runs a command in node $1's network, UTS and mount namespaces (those of its sshd), in the caller's directory.
+# The host's pid of node $1's listening sshd (a child of the node's init), if there is one.
+sshd_pid() {
+  local init
+  init=$(init_pid "$1") || return 1
+  pgrep -P "$init" -x sshd
+}
+
+# Runs a command on node $1 (all its namespaces: network, hostname, IPC, mount, pid, time), in the caller's directory.
 in_node() {
   local n=$1 pid; shift
-  pid=$(sshd_pid "$n") || die "node$n is not up (no sshd); run: $0 up N"
-  exec nsenter -t "$pid" -n -u -m --wd="$PWD" -- "$@"
+  pid=$(init_pid "$n") || die "node$n is not up; run: $0 up N"
+  exec nsenter -t "$pid" -n -u -m -i -p -T --wd="$PWD" -- "$@"
 }
 
 cmd_down() {
@@ -145,6 +157,7 @@ start_node() {
 ListenAddress $(addr "$i"):22
 HostKey $nd/host_key
 PidFile $nd/sshd.pid
+# (the pid as the node sees it; from outside, the node is entered through init.pid)
 AuthorizedKeysFile $DIR/ssh/authorized_keys
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
@@ -164,12 +177,42 @@ EOF
   # A boot id of its own: UCX (and NCCL) tell "same machine" from the boot id and would otherwise reach a rank on
   # another node through shared memory (UCX picked sysv/cma between two nodes here), never crossing eth1.
   cat /proc/sys/kernel/random/uuid >"$nd/boot_id"
-  # unshare's namespaces live as long as a process in them: sshd (daemonised) holds them; its sessions inherit them.
-  # Its own IPC namespace too: System V shared memory is per machine.
-  ip netns exec "$netns" unshare --uts --ipc --mount --propagation slave -- sh -c \
-    'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id &&
-     exec "$4" -f "$5" -E "$6"' \
-    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$SSHD" "$nd/sshd_config" "$nd/sshd.log" \
+  start_init "$i"
+  run_sshd "$i"
+}
+
+# Node $1's own process world, inside its network namespace: pid 1 of a PID namespace of its own (its own /proc:
+# ps and pgrep on a node see only that node's processes, as on a real machine), a UTS namespace (hostname nodeI), an
+# IPC namespace (System V shared memory is per machine), a mount namespace (the hosts file on /etc/hosts, the boot id)
+# and a time namespace: node I's monotonic and boot-time clocks read I x 10^6 s ahead of the host's, as if every
+# node had booted at another time, so a timestamp of one node subtracted from another's shows. pid 1 is a shell that
+# reaps orphans (a pid 1 gets no signal it has no handler for: TERM is trapped for `down`).
+start_init() {
+  local i=$1 netns nd launcher init=""
+  netns=$(ns "$i"); nd=$DIR/node$i
+  ip netns exec "$netns" unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
+    --time --monotonic "$((i * 1000000))" --boottime "$((i * 1000000))" -- sh -c \
+    'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id || exit 1
+     trap "exit 0" TERM
+     while :; do sleep 1 & wait; done' \
+    sh "node$i" "$DIR/hosts" "$nd/boot_id" </dev/null >"$nd/init.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 1 50); do
+    init=$(pgrep -P "$launcher" || true)
+    [ -n "$init" ] && break
+    sleep 0.1
+  done
+  [ -n "$init" ] || die "node$i's namespaces did not start (see $nd/init.log)"
+  echo "$init" >"$nd/init.pid"
+}
+
+# Starts node $1's sshd under its init (also after `sshd nodeK stop`); everything started over ssh on the node
+# inherits the node's namespaces.
+run_sshd() {
+  local i=$1 nd pid
+  nd=$DIR/node$i
+  pid=$(init_pid "$i") || die "node$i is not up"
+  nsenter -t "$pid" -n -u -m -i -p -T -- "$SSHD" -f "$nd/sshd_config" -E "$nd/sshd.log" \
     || die "sshd did not start on node$i (see $nd/sshd.log)"
 }
 
@@ -217,8 +260,8 @@ cmd_up() {
 # ssh from node $1 to node $2; prints the hostname the session sees.
 probe() {
   local pid
-  pid=$(sshd_pid "$1") || return 1
-  nsenter -t "$pid" -n -u -m -- /usr/bin/ssh -F "$DIR/ssh_config" "node$2" hostname
+  pid=$(init_pid "$1") || return 1
+  nsenter -t "$pid" -n -u -m -i -p -T -- /usr/bin/ssh -F "$DIR/ssh_config" "node$2" hostname
 }
 
 cmd_status() {
@@ -238,7 +281,7 @@ cmd_status() {
 }
 
 # --- command line -------------------------------------------------------------------------------------------------
-[ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up"
+[ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up | sshd nodeK stop|start"
 cmd=$1; shift
 PREFIX=$(saved prefix); PREFIX=${PREFIX:-btc}
 rate="" delay="" slots=1 nodes=""
@@ -279,5 +322,24 @@ case $cmd in
     n=${1#node}
     [ "$n" -le "$(saved nodes)" ] || usage "link: node$n does not exist (the cluster has $(saved nodes) nodes)"
     ip -n "$(ns "$n")" link set "$IFACE" "$2" ;;
-  *) usage "unknown command '$cmd': expected up, down, status, exec, shape or link" ;;
+  sshd)
+    [[ ${1:-} =~ ^node([1-9][0-9]*)$ ]] && [[ ${2:-} =~ ^(stop|start)$ ]] && [ $# -eq 2 ] \
+      || usage "sshd: expected nodeK stop|start"
+    need_root
+    [ -f "$DIR/cluster.env" ] || die "no cluster (state dir $DIR)"
+    n=${1#node}
+    [ "$n" -le "$(saved nodes)" ] || usage "sshd: node$n does not exist (the cluster has $(saved nodes) nodes)"
+    if [ "$2" = stop ]; then
+      # The listening daemon only: sessions it started and the node's other processes live on.
+      if pid=$(sshd_pid "$n"); then
+        kill -TERM "$pid"
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then die "node$n's sshd (pid $pid) did not stop"; fi
+      fi
+    elif ! sshd_pid "$n" >/dev/null; then
+      run_sshd "$n"
+      for _ in $(seq 1 50); do probe 1 "$n" >/dev/null 2>&1 && exit 0; sleep 0.1; done
+      die "node$n's sshd does not answer (see $DIR/node$n/sshd.log)"
+    fi ;;
+  *) usage "unknown command '$cmd': expected up, down, status, exec, shape, link or sshd" ;;
 esac

@@ -73,11 +73,11 @@ class Cluster:
                 **(extra or {})}
 
     def enter(self, node: str, cwd: Path = ROOT) -> list[str]:
-        """The argv prefix that runs a command on `node` in `cwd`: its network, hostname and /etc/hosts (its sshd's
-        namespaces, which every session on that node has too). Entering a mount namespace resets the working
-        directory to /, hence --wd."""
-        pid = (self.state_dir / node / "sshd.pid").read_text().strip()
-        return ["nsenter", "-t", pid, "-n", "-u", "-m", f"--wd={cwd}", "--"]
+        """The argv prefix that runs a command on `node` in `cwd`: all of its namespaces (network, hostname, IPC,
+        mount, pid, time), those of its pid 1, which every ssh session on that node has too. Entering a mount
+        namespace resets the working directory to /, hence --wd."""
+        pid = (self.state_dir / node / "init.pid").read_text().strip()
+        return ["nsenter", "-t", pid, "-n", "-u", "-m", "-i", "-p", "-T", f"--wd={cwd}", "--"]
 
     def run(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
             timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -106,6 +106,19 @@ class Cluster:
         done = _script(self.state_dir, "link", node, state)
         if done.returncode != 0:
             raise RuntimeError(f"testcluster.sh link {node} {state}: {done.stderr.strip()}")
+
+    def sshd(self, node: str, action: str) -> None:
+        """`stop` the node's sshd (nobody can log in to it; what runs there goes on) or `start` it again."""
+        done = _script(self.state_dir, "sshd", node, action)
+        if done.returncode != 0:
+            raise RuntimeError(f"testcluster.sh sshd {node} {action}: {done.stderr.strip()}")
+
+    def processes(self, node: str) -> list[str]:
+        """`pid args` of every process on the node (its own pid namespace) but its init, sshd and this ps."""
+        out = self.run(node, ["ps", "-e", "-o", "pid=,args="], timeout=30).stdout
+        rows = [line.strip() for line in out.splitlines() if line.strip()]
+        return [r for r in rows if not (r.split(None, 1)[0] == "1" or r.split(None, 1)[1].startswith(
+            ("sshd:", "sleep 1", "ps -e")))]
 
     def down(self) -> None:
         _script(self.state_dir, "down")

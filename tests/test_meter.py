@@ -43,3 +43,27 @@ def test_meter_with_a_fake_clock():
     assert s["samples"] == 64 and s["step_times_s"] == [0.5, 0.5]
     assert s["window_s"] == pytest.approx(1.3) and s["busy_s"] == pytest.approx(1.25)
     assert combine([s])["images_per_sec"] == pytest.approx(64 / 1.3)
+
+
+def test_ranks_on_hosts_with_unrelated_clocks_give_the_same_figures():
+    """Across hosts, each rank's clocks are its own: a monotonic clock 10^6 s ahead (another boot time) and a wall
+    clock an hour off change nothing but the wall-clock bounds, which are kept, never subtracted from each other."""
+    def summary(rank_no, host, mono0, wall0, span):
+        ticks = iter([mono0, mono0 + span / 2, mono0 + span, mono0 + span, mono0 + span + 0.01])
+        walls = iter([wall0, wall0 + span + 0.01])
+        meter = WindowMeter(clock=lambda: next(ticks), wall=lambda: next(walls))
+        meter.begin()
+        meter.step(8)
+        meter.step(8)
+        meter.busy_end()
+        meter.end()
+        return meter.rank_summary(rank_no, host)
+
+    same = combine([summary(0, "a", 50.0, 1e9, 2.0), summary(1, "b", 50.0, 1e9, 1.5)])
+    skewed = combine([summary(0, "a", 50.0, 1e9, 2.0), summary(1, "b", 1e6 + 7.0, 1e9 + 3600, 1.5)])
+    for key in ("window_s", "images_per_sec", "samples", "slowest_rank"):
+        assert skewed[key] == pytest.approx(same[key]), key
+    assert skewed["step_time_s"] == pytest.approx(same["step_time_s"])
+    for a, b in zip(skewed["per_rank"], same["per_rank"]):
+        assert a["host"] == b["host"] and a["window_s"] == pytest.approx(b["window_s"])
+    assert skewed["window_s"] == pytest.approx(2.01)

@@ -21,9 +21,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ import psutil
 from bench.backends import jobs
 from bench.backends.base import Outcome
 from bench.backends.hosts_config import Host, HostsConfig, configured_hosts
-from bench.backends.jobs import MODELS_DIR, TOKEN_VAR, free_port, last_error, tool_path, worker_program
+from bench.backends.jobs import LEASH_BEAT_S, LEASH_GRACE_S, MODELS_DIR, TOKEN_VAR, failed_node, free_port, \
+    last_error, tool_path, worker_program
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered, Ssh
@@ -43,6 +46,9 @@ from bench.runtimes import runtime_for
 REPO_ROOT = MODELS_DIR.parent
 PROBE_TIMEOUT_S = 30  # one node's check, ssh connection included
 SWEEP_TIMEOUT_S = 30
+# A leash's ssh gives up on a host that stops answering (a link down, a dead machine) after 3 unanswered probes 2 s
+# apart: the cell fails, naming the host, seconds after the link goes rather than at the cell's timeout.
+LEASH_SSH = ("-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3")
 MARKER = ".bench-shared"  # written into the workdir by this machine; every host must read the same token back
 
 # What a node is, as the node itself sees it. argv: repository root, marker path, interface name or "".
@@ -86,6 +92,9 @@ class Handle:
     hosts: tuple[str, ...]
     job: jobs.Handle | None = None  # the launcher (or the ssh that runs it on the first host)
     error: str | None = None  # why the cell failed before anything started (a node check)
+    leashes: dict[str, subprocess.Popen] = field(default_factory=dict)  # host -> ssh running its leash
+    beating: threading.Event = field(default_factory=threading.Event)  # cleared when the heartbeat must stop
+    lost: tuple[str, str] | None = None  # (host, what its leash's ssh said) when a host stopped answering
 
     @property
     def stopped(self) -> str | None:
@@ -331,7 +340,54 @@ class HostsBackend:
                       f"{shlex.join(rendered.argv)}")
             over_ssh = Rendered((*self.ssh_argv(hosts[0]), remote), {})
             handle.job = jobs.start(planned, over_ssh, cell_dir, self.timeout_s, (), token, reap_then=sweep)
+        self._leash(handle, cell_dir)
         return handle
+
+    # --- leashes: one per other host of a cell (jobs.leash runs there) -------------------------------------------
+    def _leash(self, handle: Handle, cell_dir: Path) -> None:
+        """Starts a leash over ssh on every other host of the cell, and the heartbeat down them. A leash's ssh that
+        ends while the cell runs means its host stopped answering; a leash that stops hearing the beat ends the
+        cell's processes on its host by itself (the link may be down: no sweep from here could reach them)."""
+        for host in self._remote_hosts(handle.hosts):
+            command = shlex.join(["env", f"PYTHONPATH={REPO_ROOT}", self.python, "-m", "bench.backends.jobs",
+                                  "--leash", handle.token, f"{LEASH_GRACE_S:g}"])
+            ssh = self.ssh_argv(host)
+            argv = [*ssh[:-1], *LEASH_SSH, ssh[-1], command]
+            with open(cell_dir / f"leash-{host}.txt", "wb") as out:
+                try:
+                    handle.leashes[host] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out,
+                                                            stderr=subprocess.STDOUT, start_new_session=True)
+                except OSError:
+                    continue  # no ssh: the node check said so already
+        if handle.leashes:
+            handle.beating.set()
+            threading.Thread(target=_beat, args=(handle,), daemon=True, name=f"leash-beat {handle.token}").start()
+
+    def _lost_host(self, handle: Handle) -> tuple[str, str] | None:
+        """A host whose leash's ssh ended while the cell ran: (host, ssh's last words)."""
+        for host, leash in handle.leashes.items():
+            if leash.poll() is not None:
+                said = _last_line(jobs.read_end(handle.job.cell_dir / f"leash-{host}.txt", 4096))
+                if not said or said.startswith("leash "):  # the leash's own line: ssh itself said nothing
+                    said = (f"no answer to {LEASH_SSH[-1].split('=')[1]} keep-alives {LEASH_SSH[1].split('=')[1]} s "
+                            f"apart" if leash.returncode == 255 else "")
+                return host, f"exit {leash.returncode}" + (f", {said}" if said else "")
+        return None
+
+    def _unleash(self, handle: Handle) -> None:
+        """Ends the heartbeat and closes each leash's input: a leash that still hears sweeps its host and exits."""
+        handle.beating.clear()
+        for leash in handle.leashes.values():
+            try:
+                leash.stdin.close()
+            except OSError:
+                pass
+        for leash in handle.leashes.values():
+            try:
+                leash.wait(timeout=SWEEP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                leash.kill()
+                leash.wait()
 
     def _remote_hosts(self, hosts: tuple[str, ...]) -> list[str]:
         return [h for h in hosts if not self._is_here(h)]
@@ -349,10 +405,11 @@ class HostsBackend:
         command = shlex.join(["env", f"PYTHONPATH={REPO_ROOT}", python, "-m", "bench.backends.jobs", "--sweep", token])
         return [*self.ssh_argv(host), command]
 
-    def _kill(self, handle: jobs.Handle, hosts: tuple[str, ...] = ()) -> None:
-        """The launcher and everything carrying the token here, then the token on every other host of the cell."""
+    def _kill(self, handle: jobs.Handle, hosts: tuple[str, ...] = (), lost: str | None = None) -> None:
+        """The launcher and everything carrying the token here, then the token on every other host of the cell
+        (not on a host that stopped answering: its leash sweeps it)."""
         jobs.kill(handle)
-        remote = self._remote_hosts(hosts)
+        remote = [h for h in self._remote_hosts(hosts) if h != lost]
         if remote:
             with ThreadPoolExecutor(max_workers=min(16, len(remote))) as pool:
                 list(pool.map(lambda h: subprocess.run(self._sweep_argv(h, handle.token), capture_output=True,
@@ -361,6 +418,11 @@ class HostsBackend:
 
     def poll(self, handle: Handle) -> bool:
         if handle.job is None:
+            return True
+        if handle.job.proc.poll() is None and (lost := self._lost_host(handle)):
+            handle.lost = lost
+            handle.job.stopped = "lost"
+            self._kill(handle.job, handle.hosts, lost[0])
             return True
         return jobs.poll(handle.job, lambda j: self._kill(j, handle.hosts))
 
@@ -373,14 +435,28 @@ class HostsBackend:
         if handle.job is None:
             return Outcome("failed", [], handle.error)
         job = handle.job
-        rc, records, bad, log, tail = jobs.finish(job, lambda j: self._kill(j, handle.hosts))
+        lost = handle.lost[0] if handle.lost else None
+        rc, records, bad, log, tail = jobs.finish(job, lambda j: self._kill(j, handle.hosts, lost))
+        if job.stopped is None and rc != 0:
+            handle.lost = self._lost_host(handle)  # a host gone at the same moment the launcher failed
+        self._unleash(handle)
         where = ", ".join(handle.hosts)
-        if job.stopped == "timeout":
+        died = failed_node(log, handle.hosts, handle.planned.per_node) if rc != 0 else None
+        if handle.lost:
+            host, said = handle.lost
+            outcome = Outcome("failed", records, f"{host} stopped answering during the cell (its leash's ssh: "
+                                                 f"{said}); the cell's processes were killed here and, within "
+                                                 f"{LEASH_GRACE_S:g} s of the last heartbeat, by its leash on {host}",
+                              tail, rc)
+        elif job.stopped == "timeout":
             outcome = Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; the cell's processes on "
                                                   f"{where} were killed", tail, rc)
         elif job.stopped == "interrupted":
             outcome = Outcome("interrupted", records, f"interrupted; the cell's processes on {where} were killed",
                               tail, rc)
+        elif died:
+            outcome = Outcome("failed", records, f"{died[0]}: {died[1]} (exit code {rc}; the cell's processes on "
+                                                 f"{where} were killed): {last_error(log) or 'see log.txt'}", tail, rc)
         elif rc != 0:
             outcome = Outcome("failed", records, f"exit code {rc} (on {where}): {last_error(log) or 'see log.txt'}",
                               tail, rc)
@@ -392,6 +468,18 @@ class HostsBackend:
     def sweep(self, token: str) -> int:
         """A dead run's leftovers on this machine (its watchdog sweeps the other hosts)."""
         return jobs.kill_family(None, token)
+
+
+def _beat(handle: Handle) -> None:
+    """The heartbeat down every leash of a cell, until the cell is collected."""
+    while handle.beating.is_set():
+        for leash in list(handle.leashes.values()):
+            try:
+                leash.stdin.write(b".")
+                leash.stdin.flush()
+            except (OSError, ValueError):
+                pass  # that leash's ssh is gone (poll sees it) or its input was closed (the cell ended)
+        time.sleep(LEASH_BEAT_S)
 
 
 def node_verdict(host: str, facts: dict[str, Any] | str, here: dict[str, Any], planned: PlannedCell,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -301,7 +302,7 @@ def tail_of(log: str) -> str:
 # complaints. horovodrun prefixes worker lines with "[rank]<stderr>:", hence the leading `.*?`. Consequences are
 # not causes: "Horovod has been shut down" is what the healthy ranks say after another rank died.
 _ERROR_LINES = (
-    re.compile(r"^.*?(bench worker: .*)$"),
+    re.compile(r"^.*?(bench worker: (?!repeat \d+: [\d.]+ img/s)(?!rank \d+ skipped).*)$"),  # not its progress lines
     re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)(?!.*Horovod has been shut down)"
                r"\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*|.*\*\*\* An error occurred in \S+.*)$"),
     re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*)$"),
@@ -319,8 +320,112 @@ def last_error(log: str) -> str | None:
     return None
 
 
+# Where a launcher says a process of the job died (the first one it noticed), by host or by rank:
+# Open MPI: "mpirun noticed that process rank 1 with PID 761 on node node2 exited on signal 9 (Killed)."
+# Hydra (MPICH, Intel MPI): "=   RANK 1 PID 1700 RUNNING AT node2" / "=   PID 1466 RUNNING AT node2", then
+#   "=   KILLED BY SIGNAL: 9 (Killed)" or "=   EXIT CODE: 9"
+# horovodrun, Open MPI's exit-status report: "Process name: 1" (or "[[29473,1],1]") then "Exit code: 255"
+_DIED_ON_HOST = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) (exited on signal \d+(?: \([^)]*\))?|"
+                           r"exited[^.]*)")
+_HYDRA_AT = re.compile(r"^=\s+(?:RANK (\d+) )?PID \d+ RUNNING AT (\S+)")
+_HYDRA_HOW = re.compile(r"^=\s+(KILLED BY SIGNAL: .*?|EXIT CODE: \d+)\s*$")
+_PROCESS_NAME = re.compile(r"^\s*Process name:\s*(?:\[\[\d+,\d+\],(\d+)\]|(\d+))\s*$")
+_EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)")
+
+
+def failed_node(log: str, hosts: tuple[str, ...], per_node: int) -> tuple[str, str] | None:
+    """(host, what happened) for the first process the launcher reported dead, from its own lines; a rank without
+    a host is placed by the launchers' block mapping (ranks per_node*i .. per_node*(i+1)-1 on hosts[i])."""
+    lines = log.splitlines()
+    for line in lines:
+        if m := _DIED_ON_HOST.search(line):
+            return m.group(2), f"rank {m.group(1)} {m.group(3).rstrip('. ')}"
+    for i, line in enumerate(lines):
+        if m := _HYDRA_AT.match(line):
+            how = next((h.group(1) for h in map(_HYDRA_HOW.match, lines[i + 1:i + 3]) if h), "")
+            how = (f"killed by signal {how.split(':', 1)[1].strip()}" if how.startswith("KILLED") else
+                   f"exited with code {how.split(':', 1)[1].strip()}" if how else "terminated badly")
+            return m.group(2), f"{f'rank {m.group(1)}' if m.group(1) else 'a process'} {how}"
+    for i, line in enumerate(lines):
+        if m := _PROCESS_NAME.match(line):
+            rank = int(m.group(1) or m.group(2))
+            code = next((c.group(1) for c in map(_EXIT_CODE.match, lines[i + 1:i + 3]) if c), "?")
+            if per_node > 0 and rank // per_node < len(hosts):
+                return hosts[rank // per_node], f"rank {rank} exited with code {code}"
+    return None
+
+
+# --- the leash: bench's hold on a cell's processes on another host ------------------------------------------------
+LEASH_BEAT_S = 1.0  # the controller's heartbeat down each leash's ssh
+LEASH_GRACE_S = 15.0  # a leash that hears nothing this long takes the controller (or the link) for gone
+
+
+def leash(token: str, grace_s: float) -> str:
+    """Runs on another host for as long as a cell runs there, started over ssh; each byte on stdin is the
+    controller's heartbeat. On end of input (the cell ended, or the ssh session died) or `grace_s` without a beat
+    (the link or the controller is gone: nothing else on this host would notice), it kills everything here carrying
+    the token, and the processes between them and sshd that the launcher started (Open MPI's orted, Hydra's proxy,
+    a remote shell): those carry no token, yet would wait on a dead link for minutes."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the session's end is read as end of input, then swept
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    fd = sys.stdin.fileno()
+    between: dict[int, psutil.Process] = {}
+    why = "end of input"
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], grace_s)
+            if not ready:
+                why = f"no heartbeat for {grace_s:g} s"
+                break
+            if not os.read(fd, 4096):
+                break
+            for p in _family(None, token):
+                for parent in _launcher_chain(p):
+                    between.setdefault(parent.pid, parent)
+    except KeyboardInterrupt:
+        why = "terminated"
+    killed = kill_family(None, token)
+    alive = []
+    for p in between.values():
+        try:
+            if p.is_running():  # same process (psutil compares the start time), not a reused pid
+                alive.append(p)
+        except psutil.Error:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=5)
+        if not alive:
+            break
+    return f"leash on {socket.gethostname()}: {why}; {killed} process(es) of the cell killed"
+
+
+def _launcher_chain(p: psutil.Process) -> list[psutil.Process]:
+    """p's ancestors below the ssh session (sshd) that started them; none if p was not started through sshd."""
+    chain = []
+    try:
+        for parent in p.parents():
+            if parent.name().startswith("sshd"):
+                return chain
+            chain.append(parent)
+    except psutil.Error:
+        pass
+    return []
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["--reap"]:
     _reap_when_orphaned(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:])
 elif __name__ == "__main__" and sys.argv[1:2] == ["--sweep"]:
     # Run on another host over ssh: end whatever carries the cell token there.
     print(kill_family(None, sys.argv[2]))
+elif __name__ == "__main__" and sys.argv[1:2] == ["--leash"]:
+    print(f"leash up on {socket.gethostname()}", flush=True)
+    said = leash(sys.argv[2], float(sys.argv[3]))
+    try:
+        print(said, flush=True)
+    except OSError:
+        pass  # the session is gone: nobody to tell
