@@ -25,14 +25,19 @@ usage() { echo "slurm_cluster: $*" >&2; exit 2; }
 
 saved() { sed -n "s/^$1=//p" "$CLUSTER/cluster.env" 2>/dev/null || true; }
 on() { local node=$1; shift; "$HERE/testcluster.sh" exec "$node" -- "$@"; }
-pid_in() { local pid; pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"; }
-alive() { pid_in "$1" >/dev/null; }
+# Pid files hold the pid as the node sees it (each node has its own pid namespace), so they are read and signalled
+# inside the node. A node that is gone has nothing alive.
+pid_in() {
+  local node=$1 pid
+  pid=$(cat "$2" 2>/dev/null) && [ -n "$pid" ] && on "$node" kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+alive() { pid_in "$1" "$2" >/dev/null; }
 stop() {
-  local pid
-  pid=$(pid_in "$1") || return 0
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  local node=$1 pid
+  pid=$(pid_in "$node" "$2") || return 0
+  on "$node" kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do on "$node" kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  on "$node" kill -KILL "$pid" 2>/dev/null || true
 }
 
 need() {
@@ -120,7 +125,7 @@ cmd_up() {
     dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1 count=1024 status=none
     chmod 400 "$DIR/munge/munge.key"
   fi
-  if ! alive "$DIR/munge/munged.pid"; then
+  if ! alive node1 "$DIR/munge/munged.pid"; then
     rm -f "$SOCKET" "$SOCKET.lock"
     on node1 munged --force --socket="$SOCKET" --key-file="$DIR/munge/munge.key" \
       --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" \
@@ -137,16 +142,16 @@ cmd_up() {
     changed=1
   fi
   if [ "$changed" = 1 ]; then
-    for i in $(seq 1 "$NODES"); do stop "$DIR/slurmd-node$i.pid"; done
-    stop "$DIR/slurmctld.pid"
+    for i in $(seq 1 "$NODES"); do stop "node$i" "$DIR/slurmd-node$i.pid"; done
+    stop node1 "$DIR/slurmctld.pid"
   fi
-  if ! alive "$DIR/slurmctld.pid"; then
+  if ! alive node1 "$DIR/slurmctld.pid"; then
     on node1 slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 \
       || die "slurmctld did not start on node1 (see $DIR/log/slurmctld.log)"
   fi
   for i in $(seq 1 "$NODES"); do
     cgroups_on "node$i"
-    if ! alive "$DIR/slurmd-node$i.pid"; then
+    if ! alive "node$i" "$DIR/slurmd-node$i.pid"; then
       on "node$i" slurmd -f "$CONF" >>"$DIR/log/slurmd-node$i.out" 2>&1 \
         || die "slurmd did not start on node$i (see $DIR/log/slurmd-node$i.log)"
     fi
@@ -181,16 +186,16 @@ sweep_jobs() {
 cmd_down() {
   local i
   [ -d "$DIR" ] || return 0
-  if alive "$DIR/slurmctld.pid"; then
+  if alive node1 "$DIR/slurmctld.pid"; then
     on node1 scancel --quiet --user=root >/dev/null 2>&1 || true
     for _ in $(seq 100); do
       [ -z "$(on node1 squeue -h -o %i 2>/dev/null || true)" ] && break
       sleep 0.1
     done
   fi
-  for i in $(seq 1 "$NODES"); do stop "$DIR/slurmd-node$i.pid"; done
-  stop "$DIR/slurmctld.pid"
-  stop "$DIR/munge/munged.pid"
+  for i in $(seq 1 "$NODES"); do stop "node$i" "$DIR/slurmd-node$i.pid"; done
+  stop node1 "$DIR/slurmctld.pid"
+  stop node1 "$DIR/munge/munged.pid"
   sweep_jobs
   rm -rf "$DIR"
 }
