@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench.errors import BenchInputError
 from bench.cell_keys import CELL_KEYS
+from models.cpufeatures import signature
 
 BASELINE_FORMAT = "bench-baseline"
 BASELINE_FORMAT_VERSION = 1
@@ -53,12 +54,32 @@ def _cell_settings(row: pd.Series) -> dict[str, Any]:
     return cell
 
 
+def record_cpu_signature(record_json: Any) -> str | None:
+    """The CPU feature signature (models/cpufeatures.signature) a record's env_probe holds; None for records made
+    before the probe read CPU flags, or without their JSON."""
+    if not isinstance(record_json, str) or not record_json:
+        return None
+    try:
+        cpu = (json.loads(record_json).get("env_probe") or {}).get("cpu") or {}
+    except (ValueError, AttributeError):
+        return None
+    return signature(cpu.get("features")) if isinstance(cpu, dict) else None
+
+
+def with_cpu_signatures(windows: pd.DataFrame) -> pd.DataFrame:
+    """Window rows with a `cpu_features` column (signature or None), from record_json where the rows have it."""
+    if "cpu_features" in windows:
+        return windows
+    source = windows["record_json"] if "record_json" in windows else pd.Series(None, index=windows.index)
+    return windows.assign(cpu_features=source.map(record_cpu_signature).astype(object))
+
+
 def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]], *, host: str | None = None,
                    bench_version: str | None = None) -> dict[str, Any]:
     """The baseline document from window-level rows of one or more runs (ok windows only)."""
     import bench
 
-    ok = windows[windows["status"] == "ok"]
+    ok = with_cpu_signatures(windows[windows["status"] == "ok"])
     if ok.empty:
         raise BenchInputError("nothing to save: the run(s) have no successful measurement")
     cells = []
@@ -67,8 +88,11 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
         for (run_id, job), j in g.groupby(["run_id", "job"], sort=True):
             j = j.sort_values("repeat")
             rates = [float(x) for x in j["images_per_sec"]]
-            jobs.append({"run_id": run_id, "job": int(job), "images_per_sec": statistics.median(rates),
-                         "windows": rates})
+            entry = {"run_id": run_id, "job": int(job), "images_per_sec": statistics.median(rates), "windows": rates}
+            cpu = next((x for x in j["cpu_features"] if isinstance(x, str)), None)
+            if cpu:  # optional: baselines saved before it load as 'features not recorded'
+                entry["cpu_features"] = cpu
+            jobs.append(entry)
         cells.append({"cell_id": cell_id, "cell": _cell_settings(g.iloc[0]), "jobs": jobs})
     now = time.time()
     return {
@@ -143,6 +167,8 @@ def load_baseline(path: Path) -> dict[str, Any]:
                 raise _corrupt(path, f"{jw}.windows: must be a non-empty list of positive numbers")
             if not _positive(job.get("images_per_sec")):
                 raise _corrupt(path, f"{jw}.images_per_sec: must be a positive number")
+            if "cpu_features" in job and not isinstance(job["cpu_features"], str):
+                raise _corrupt(path, f"{jw}.cpu_features: must be text ('+flag -flag ...')")
     return doc
 
 
@@ -155,10 +181,11 @@ def baseline_windows(doc: dict[str, Any]) -> pd.DataFrame:
     10,000-cell baseline must load in well under a second."""
     import numpy as np
 
-    cell_index, run_ids, jobs, repeats, rates = [], [], [], [], []
+    cell_index, run_ids, jobs, repeats, rates, cpus = [], [], [], [], [], []
     for i, cell in enumerate(doc["cells"]):
         for job in cell["jobs"]:
             windows = job["windows"]
+            cpus += [job.get("cpu_features")] * len(windows)
             cell_index += [i] * len(windows)
             run_ids += [job["run_id"]] * len(windows)
             jobs += [job["job"]] * len(windows)
@@ -172,6 +199,7 @@ def baseline_windows(doc: dict[str, Any]) -> pd.DataFrame:
     out["repeat"] = np.asarray(repeats, dtype=np.int64)
     out["status"] = "ok"
     out["images_per_sec"] = np.asarray(rates, dtype=float)
+    out["cpu_features"] = pd.Series(cpus, dtype=object)
     return out
 
 

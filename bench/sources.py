@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.baseline import baseline_windows, check_name, is_name, load_baseline
+from bench.baseline import baseline_windows, check_name, is_name, load_baseline, with_cpu_signatures
 from bench.errors import BenchInputError
 
 
@@ -16,7 +16,7 @@ class Source:
     """What one side of a check is: a label for people, and window-level rows (cell_id, cell keys, run_id, job,
     repeat, status, images_per_sec) for bench.analysis.regress.observations."""
     label: str
-    windows: pd.DataFrame
+    windows: pd.DataFrame  # with cpu_features: the CPU feature signature of the record/job, None if not recorded
 
 
 def open_store_with_runs(store_path: str | Path):
@@ -46,7 +46,7 @@ def resolve_run(store, spec: str) -> str:
 
 def run_windows(store, run_id: str) -> pd.DataFrame:
     df = store.dataframe()
-    return df[df["run_id"] == run_id].reset_index(drop=True)
+    return with_cpu_signatures(df[df["run_id"] == run_id].reset_index(drop=True))
 
 
 def resolve_source(spec: str, *, store_path: str | Path, baselines_dir: Path) -> Source:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from models import allocator
+from models.cpufeatures import SPEED_FLAGS, cpu_probe
 
 
 def cpu_model() -> str | None:
@@ -66,6 +67,7 @@ def base_probe() -> dict:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_probe(),  # identity and the flags that decide CPU speed (models/cpufeatures.py)
         "malloc": allocator.state,
     }
 
@@ -82,11 +84,32 @@ def horovod_probe(hvd) -> dict:
     }
 
 
+# /proc/cpuinfo flag → torch.cpu.get_capabilities() key, where torch spells it differently.
+_TORCH_NAMES = {"avx512f": "avx512_f", "fma": "fma3"}
+
+
+def torch_cpu_use(torch) -> dict:
+    """What torch itself detected and dispatches to: the ATen kernel level (get_cpu_capability: 'AVX2', 'AVX512',
+    ...; ATEN_CPU_CAPABILITY can lower it) and, where torch has the public call, the SPEED_FLAGS its cpuinfo sees
+    (CPUID and OS state: a kernel flag the OS does not enable for the process would show here as False)."""
+    out = {"torch_cpu_capability": None, "torch_cpu_features": None}
+    try:
+        out["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):
+        pass
+    get_capabilities = getattr(getattr(torch, "cpu", None), "get_capabilities", None)  # torch >= 2.9
+    if get_capabilities is not None:
+        caps = get_capabilities()
+        out["torch_cpu_features"] = {f: bool(caps[_TORCH_NAMES.get(f, f)]) for f in SPEED_FLAGS
+                                     if _TORCH_NAMES.get(f, f) in caps}
+    return out
+
+
 def probe_torch(hvd) -> dict:
     import torch
 
     info = {**base_probe(), "framework": "pytorch", "framework_version": torch.__version__,
-            "torch_threads": torch.get_num_threads(), **horovod_probe(hvd),
+            "torch_threads": torch.get_num_threads(), **torch_cpu_use(torch), **horovod_probe(hvd),
             "mpi_library": mpi_library_version(), "cuda": torch.version.cuda, "nccl": None, "gpu": None}
     if torch.cuda.is_available():
         try:

@@ -17,6 +17,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from models.cpufeatures import cpu_probe
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 pytestmark = pytest.mark.e2e
@@ -79,6 +80,8 @@ def test_run_measures_both_controllers_and_stores_consistent_records(workdir):
         assert np.isfinite(row.images_per_sec) and row.images_per_sec > 0
         assert rec["env_probe"]["horovod_controller"] == {"gloo": "gloo", "openmpi": "mpi"}[row.mpi]
         assert rec["env_probe"]["framework_version"].startswith("2.13.0")
+        # What ran, CPU side: the worker's probe read the same CPU (models/cpufeatures.py) and torch's kernel level
+        assert rec["env_probe"]["cpu"] == cpu_probe() and rec["env_probe"]["torch_cpu_capability"]
         assert Path(rec["command"][0]).name == {"gloo": "horovodrun", "openmpi": "mpirun"}[row.mpi]
         assert (d / "results" / "runs" / row.run_id / row.cell_id / f"job{row.job}" / "log.txt").stat().st_size > 0
 
@@ -101,6 +104,8 @@ def test_report_from_the_store_renders_in_a_headless_browser(workdir):
     assert "data:image/png;base64," in html and 'src="http' not in html  # self-contained
     cells = set(read_records(d).cell_id)
     assert all(c in html for c in cells)
+    cpu = cpu_probe()  # What ran names the CPU by family/model/stepping and its speed features
+    assert f"family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']}" in html and "AMX: " in html
     md = (d / "reports" / "summary.md").read_text()
     # Each cell is the only one of its series (gpus: [2]): no smaller run to divide by, so no speedup of 1.00×.
     scaling = [row for row in markdown_rows(md) if "speedup" in row]

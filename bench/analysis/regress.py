@@ -28,7 +28,12 @@ from bench.analysis import AnalysisError
 from bench.analysis.stats import median_ci
 from bench.cell_keys import CELL_KEYS
 
-VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data")
+VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data", "incomparable")
+
+# Precisions whose CPU speed turns on features one machine of a kind may have and another lack (AMX tiles, AVX-512
+# BF16/FP16): the same bf16 cell ran 2.5x its fp32 peer on one machine and 0.92x on another with AVX-512 BF16 but
+# no AMX. A CPU cell of these precisions measured with different features is `incomparable`, never regressed.
+FEATURE_BOUND_PRECISIONS = ("bf16", "fp16")
 
 # Exact distributions are computed while the arrangement count stays below this; the normal approximation (with
 # the tie correction) is already good there.
@@ -340,6 +345,56 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, settings: CheckSett
     result = pd.DataFrame(rows)
     keys = pd.concat([baseline, candidate], ignore_index=True).drop_duplicates("cell_id")[["cell_id", *CELL_KEYS]]
     return result.merge(keys, on="cell_id", how="left")[RESULT_COLUMNS]
+
+
+def _signatures(windows: pd.DataFrame) -> dict[str, set[str | None]]:
+    """cell_id → the CPU feature signatures its ok windows were measured with (None: not recorded)."""
+    if windows.empty or "cpu_features" not in windows:
+        return {}
+    ok = windows[windows["status"] == "ok"] if "status" in windows else windows
+    return {cell: set(g.tolist()) for cell, g in ok.groupby("cell_id", sort=False)["cpu_features"]}
+
+
+def _feature_note(base: set[str | None], cand: set[str | None]) -> str | None:
+    from models.cpufeatures import differences
+
+    b, c = base - {None}, cand - {None}
+    if not b or not c:
+        side = "baseline" if not b else "candidate"
+        return None if not b and not c else f"CPU features not recorded in the {side}"
+    if b == c:
+        return None
+    diffs = list(dict.fromkeys(d for x in sorted(b) for y in sorted(c) for d in differences(x, y)))
+    if not diffs:
+        return "CPU features differ (machines mixed within a side)"
+    return "CPU features differ: " + "; ".join(diffs)
+
+
+def mark_cpu_differences(result: pd.DataFrame, baseline_windows: pd.DataFrame,
+                         candidate_windows: pd.DataFrame) -> pd.DataFrame:
+    """Notes cells whose baseline and candidate ran on CPUs with different speed-deciding features (window rows
+    with `cpu_features`, see bench/sources.py). A CPU cell (gpu 'cpu') of a FEATURE_BOUND_PRECISIONS precision
+    with different features becomes `incomparable`: its ratio measures the machines, not the change. Other cells
+    keep their verdict and carry the note (fp32 moves less with these features; a GPU cell's math runs on the GPU);
+    a side without recorded features is noted for bf16/fp16 cells only."""
+    base, cand = _signatures(baseline_windows), _signatures(candidate_windows)
+    out = result.copy()
+    if not base and not cand:
+        return out
+    notes, verdicts = out["note"].tolist(), out["verdict"].tolist()
+    for i, (cell_id, precision, gpu, n_b, n_c) in enumerate(zip(out["cell_id"], out["precision"], out["gpu"],
+                                                                  out["n_baseline"], out["n_candidate"])):
+        if n_b == 0 or n_c == 0:
+            continue  # a cell on one side only has nothing to compare
+        note = _feature_note(base.get(cell_id, {None}), cand.get(cell_id, {None}))
+        bound = precision in FEATURE_BOUND_PRECISIONS
+        if note is None or (note.startswith("CPU features not recorded") and not bound):
+            continue
+        notes[i] = "; ".join(x for x in (notes[i], note) if x)
+        if bound and gpu == "cpu" and note.startswith("CPU features differ"):
+            verdicts[i] = "incomparable"
+    out["note"], out["verdict"] = notes, verdicts
+    return out
 
 
 def summary_counts(result: pd.DataFrame) -> dict[str, int]:

@@ -51,7 +51,7 @@ def _fmt(x: float, digits: int = 1) -> str:
 
 
 _STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "inconclusive": "yellow",
-          "insufficient-data": "dim"}
+          "insufficient-data": "dim", "incomparable": "magenta"}
 _MAX_ROWS = 60
 
 
@@ -61,7 +61,8 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from bench.analysis.regress import CheckSettings, compare, normalize_ratio_to, observations, summary_counts
+    from bench.analysis.regress import (CheckSettings, compare, mark_cpu_differences, normalize_ratio_to,
+                                        observations, summary_counts)
     from bench.sources import resolve_source
 
     settings = CheckSettings(min_effect=args.min_effect)
@@ -77,7 +78,7 @@ def run(args) -> int:
     if selector is not None:
         b_obs = normalize_ratio_to(b_obs, selector, "baseline")
         c_obs = normalize_ratio_to(c_obs, selector, "candidate")
-    result = compare(b_obs, c_obs, settings)
+    result = mark_cpu_differences(compare(b_obs, c_obs, settings), base.windows, cand.windows)
     counts = summary_counts(result)
 
     unit = "× reference" if selector else "img/s"
@@ -102,6 +103,10 @@ def run(args) -> int:
     if hidden:
         console.print(f"({hidden} more cells not shown, {counts['unchanged']} of all cells unchanged; --all shows "
                       f"every cell)", highlight=False)
+    for row in result[result["note"].str.contains("CPU features", regex=False, na=False)].to_dict("records"):
+        # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
+        feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
+        print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
     how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
     print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")

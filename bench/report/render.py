@@ -25,6 +25,7 @@ from bench.analysis.scaling import INPUT_BOUND_BELOW, cell_summary, input_bound,
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.report import charts as ch
+from models.cpufeatures import cpu_line
 from models.registry import WORKLOADS
 
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
@@ -124,13 +125,23 @@ def _short_label(r, drop: tuple[str, ...] = ()) -> str:
 
 
 # --- environments (sampled record_json) -------------------------------------------------------------------------
+def _cpu_cell(env: dict) -> str:
+    """'N × <model name> (vendor family F model M stepping S, microcode …); AMX: yes, AVX-512 BF16: yes, …', and
+    torch's kernel level where recorded; records made before the CPU probe show the model name alone."""
+    line = f"{env.get('cpu_count')} × " + (cpu_line(env.get("cpu") if isinstance(env.get("cpu"), dict) else None)
+                                            or str(env.get("cpu_model")))
+    if env.get("torch_cpu_capability"):
+        line += f"; torch kernels: {env['torch_cpu_capability']}"
+    return line
+
+
 def environments(record_json: list[str]) -> list[dict[str, str]]:
     seen: dict[tuple, dict] = {}
     for raw in record_json:
         env = json.loads(raw).get("env_probe", {}) if raw else {}
         gpu = env.get("gpu") or {}
         row = {
-            "host": env.get("hostname", "?"), "cpu": f"{env.get('cpu_model')} × {env.get('cpu_count')}",
+            "host": env.get("hostname", "?"), "cpu": _cpu_cell(env),
             "framework": f"{env.get('framework')} {env.get('framework_version')}",
             "horovod": f"{env.get('horovod_version')} ("
                        + ", ".join(k for k, v in (env.get("horovod_built") or {}).items() if v) + ")"
