@@ -316,8 +316,8 @@ def test_5000_cells_stay_readable(reports):
     assert "<details open>" in small and "Showing" not in small
 
 
-SECTIONS = {"small": ["scaling", "gpus", "mpi", "cost", "environment"],
-            "big": ["scaling", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
+SECTIONS = {"small": ["scaling", "study", "gpus", "mpi", "cost", "environment"],
+            "big": ["scaling", "study", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
 
 
 @pytest.mark.browser
@@ -403,3 +403,50 @@ def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small
     with open(small_store / "out" / "cells.csv") as f:
         assert {r["gpu"] for r in csv.DictReader(f)} == {"cpu", "V100"}
     assert "imported published records" not in html
+
+
+# Appended to a copy of the page: for each table, the nearest ancestor that scrolls sideways (if any), the table's
+# width and that box's; and whether the page itself grew wider than the window (something pushed out, cut off).
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const tables = [];
+  for (const t of document.querySelectorAll("table")) {
+    let box = t.parentElement;
+    while (box !== document.body && !["auto", "scroll"].includes(getComputedStyle(box).overflowX)) {
+      box = box.parentElement;
+    }
+    tables.push({id: t.id, width: t.scrollWidth, box: box === document.body ? null : box.clientWidth,
+                 box_scrolls: box !== document.body && box.scrollWidth > box.clientWidth});
+  }
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({page: document.documentElement.scrollWidth, window: window.innerWidth, tables});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.browser
+def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
+    import json
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed (make test installs it)")
+    page = reports / "small" / "probe.html"
+    page.write_text((reports / "small" / "index.html").read_text().replace("</body>", PROBE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1000,2000"]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=180).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the probe did not run"
+    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    wide = [t for t in probe["tables"] if t["box"] is None or t["width"] > t["box"]]
+    assert any(t["id"] == "scaling-table" for t in wide), probe  # 19 columns are wider than a 1000 px window
+    for t in probe["tables"]:
+        assert t["box"] is not None, f"table {t['id']!r} has no box that scrolls sideways"
+        assert t["box_scrolls"] == (t["width"] > t["box"]), t
+    assert probe["page"] <= probe["window"], "a table pushed the page wider than the window"
+    assert 'id="study"' in dom

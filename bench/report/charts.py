@@ -230,6 +230,23 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text))
 
 
+def study_figures(jobs: list[tuple]) -> list[Path]:
+    """study_figure for each argument tuple, in parallel processes when the machine has several cores (each
+    figure is independent; text rendering makes them the slow part of a small report)."""
+    if len(jobs) >= 2 and (os.cpu_count() or 1) > 1:
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
+                return list(pool.map(_study_job, jobs))
+        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
+            pass
+    return [_study_job(job) for job in jobs]
+
+
+def _study_job(job: tuple) -> Path:
+    return study_figure(*job)
+
+
 def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, measured: pd.DataFrame,
                  path: Path, published_label: str) -> Path:
     """The study's chart for one GPU series: images/sec and efficiency vs GPUs. Published bars: dotted, hollow

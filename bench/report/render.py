@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bench.analysis.compare import at_fixed_scale, compare, compare_all, precision_table
 from bench.analysis.cost import Price, catalogue_prices, cost_table, merge_prices
-from bench.analysis.scaling import INPUT_BOUND_BELOW, cell_summary, input_bound, latest_complete, \
+from bench.analysis.scaling import INPUT_BOUND_BELOW, SERIES_KEYS, cell_summary, input_bound, latest_complete, \
     latest_failures, scaling, series_label, split_imported, varying_workload_keys
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
@@ -28,6 +28,7 @@ from bench.report import charts as ch
 from models.registry import WORKLOADS
 
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
+STUDY_MEASURED_SERIES = 6  # measured series drawn per study chart
 OPEN_GROUPS_BELOW = 60  # main-table blocks are expanded when the whole table is this small
 ENV_SAMPLE = 200  # record_json parsed for the environments table: a sample, never every record
 
@@ -467,7 +468,7 @@ def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> d
     from bench.catalog import catalog
     from bench.report import study
 
-    title = "The 2018 study: published scaling per GPU series, the what-if model, and measurements here"
+    title = "The 2018 Batch AI study: published scaling, the what-if model, measured here"
     try:
         published = study.published_series()
     except (OSError, KeyError, ValueError) as e:
@@ -478,16 +479,24 @@ def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> d
     gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
     varying = varying_workload_keys(table) if not table.empty else []
     charts, measured_here = [], 0
+    more, jobs, titles = 0, [], []
     for gpu in gpus:
         mine = table[table["gpu"] == gpu] if not table.empty else table
         if not mine.empty:
-            mine = mine.assign(label=[series_label(r, varying).removeprefix(f"{gpu} · ") for _, r in mine.iterrows()])
             measured_here += len(mine)
-        path = ch.study_figure(gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
-                               out_dir / f"study_{ch._slug(gpu)}.png", study.PUBLISHED)
+            # The longest, then fastest, measured series: a legend of hundreds is unreadable (all are in Scaling).
+            groups = sorted(mine.groupby(SERIES_KEYS, dropna=False, sort=False),
+                            key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+            more += max(0, len(groups) - STUDY_MEASURED_SERIES)
+            mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
+                              for _, g in groups[:STUDY_MEASURED_SERIES]])
+        jobs.append((gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
+                     out_dir / f"study_{ch._slug(gpu)}.png", study.PUBLISHED))
+        titles.append(f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
+                      + (", measured here (solid)" if not mine.empty else ""))
+    for title, path in zip(titles, ch.study_figures(jobs)):
         written.append(path)
-        charts.append((f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
-                       + (", measured here (solid)" if not mine.empty else ""), _embed(path)))
+        charts.append((title, _embed(path)))
     pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
     rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
              "efficiency": f"{100 * r.efficiency:.0f}%",
@@ -502,7 +511,9 @@ def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> d
                     "so it is in no measured table, resume or check. Intel MPI ran over InfiniBand with Horovod "
                     "built without NCCL; Open MPI + NCCL over TCP. Dashed: the what-if model (bench model) from "
                     "each series' 1-GPU bar. Efficiency divides by the series' own 1-GPU bar. "
-                    + (f"Solid: {measured_here} cell(s) measured here on the same GPU types."
+                    + (f"Solid: {measured_here} cell(s) measured here on the same GPU types"
+                       + (f" (the {STUDY_MEASURED_SERIES} longest series per GPU drawn; {more} more series in the "
+                          "Scaling section)." if more else ".")
                        if measured_here else "No cell of these GPU types is measured in this store yet."),
             "charts": charts,
             "tables": [_table("study-table", ["gpu", "series", "workers", "images/sec", "efficiency",
