@@ -3,6 +3,7 @@ every cell with `--all` or `--format json`; optionally how each planned cell wou
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections import Counter
@@ -61,7 +62,11 @@ def run(args) -> int:
     else:
         # Plain lines, not a rich table: a summary must read the same piped as on a terminal (rich squeezes
         # tables to 80 columns off a terminal, and printing thousands of rows took seconds).
-        print("\n".join(summary_lines(matrix.name, planned)))
+        try:
+            print("\n".join(summary_lines(matrix.name, planned)), flush=True)
+        except BrokenPipeError:  # `bench plan m.yaml | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     if args.show_commands:
         for p in planned:
             if p.runnable:
