@@ -380,9 +380,23 @@ def test_published_series_and_predictions_equal_the_csv_and_the_model():
 
 
 def _store_state(path: Path):
+    """What resume and `check` read: the records and the cells the store counts as done."""
     with Store(path) as store:
-        records = store.records()
-    return len(records), sorted((r["run_id"], r["cell_id"], r["job"], r["repeat"]) for r in records)
+        records, done = store.records(), store.completed_cells()
+    return len(records), sorted((r["run_id"], r["cell_id"], r["job"], r["repeat"]) for r in records), done
+
+
+def test_a_first_run_whose_cells_all_failed_still_shows_the_study(tmp_path):
+    with Store(tmp_path / "bench.db") as store:
+        store.write(parse_record({**record(run_id="r1", repeat=0, repeats=1), "status": "failed",
+                                  "error": "exit code 1"}))
+    before = _store_state(tmp_path / "bench.db")
+    result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert 'class="omitted" id="scaling"' in html and 'id="study"' in html and 'id="study-table"' in html
+    assert "No cell of these GPU types is measured in this store yet." in html
+    assert _store_state(tmp_path / "bench.db") == before and before[2] == set()
 
 
 def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small_store):
