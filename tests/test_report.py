@@ -405,6 +405,7 @@ def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small
     assert result.returncode == 0, result.stderr
     html = (small_store / "out" / "index.html").read_text()
     assert 'id="study"' in html and "published (Batch AI 2018), not measured here" in html
+    assert re.search(r'<section id="study">\s*<h2>The 2018 Batch AI study: published scaling', html)
     assert "msalvaris/BatchAIHorovodBenchmark" in html and "msalvaris/BatchAIPyTorchHorovodBenchmark" in html
     for gpu in ("K80", "P40", "P100", "V100"):
         assert (small_store / "out" / f"study_{gpu}.png").stat().st_size > 10_000

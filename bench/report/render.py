@@ -494,9 +494,9 @@ def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> d
                      out_dir / f"study_{ch._slug(gpu)}.png", study.PUBLISHED))
         titles.append(f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
                       + (", measured here (solid)" if not mine.empty else ""))
-    for title, path in zip(titles, ch.study_figures(jobs)):
+    for caption, path in zip(titles, ch.study_figures(jobs)):
         written.append(path)
-        charts.append((title, _embed(path)))
+        charts.append((caption, _embed(path)))
     pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
     rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
              "efficiency": f"{100 * r.efficiency:.0f}%",
