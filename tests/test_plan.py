@@ -11,7 +11,7 @@ from bench.catalog import catalog
 from bench.cell import cell_id
 from bench.matrix import load_matrix_text
 from bench.plan import plan_cells
-from tests.conftest import bench_cli
+from tests.conftest import ROOT, bench_cli
 
 
 def plan(text, backend=None):
@@ -114,8 +114,34 @@ def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix
     assert all(r["reason"] and "command" not in r for r in rows if r["status"] == "skipped")
 
 
-def test_plan_table_prints(write_matrix, tmp_path):
+def test_plan_prints_a_summary_and_every_cell_only_with_all(write_matrix, tmp_path):
     path = write_matrix("name: tiny\naxes:\n  gpu: [cpu, K80]\n  precision: [fp32, fp16]\n")
-    result = bench_cli("plan", str(path), cwd=tmp_path, env={"COLUMNS": "200"})
-    assert result.returncode == 0
-    assert "tiny: 4 cells" in result.stdout and "fp16 on K80" in result.stdout
+    cells = json.loads(bench_cli("plan", str(path), "--format", "json", cwd=tmp_path).stdout)
+    planned = [c for c in cells if c["status"] == "planned"]
+    skipped = [c for c in cells if c["status"] == "skipped"]
+    assert planned and skipped
+    summary = bench_cli("plan", str(path), cwd=tmp_path)
+    assert summary.returncode == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    assert lines[0] == f"tiny: 4 cells, {len(planned)} planned, {len(skipped)} skipped"
+    # One count per distinct reason, adding up to the skipped cells; each planned cell on a line of its own.
+    reason_lines = lines[lines.index("skipped, by reason:") + 1:lines.index("planned cells:") - 1]
+    counts = {line.split(None, 1)[1]: int(line.split()[0]) for line in reason_lines}
+    assert counts == {r: sum(c["reason"] == r for c in skipped) for r in {c["reason"] for c in skipped}}
+    for c in planned:
+        assert any(line.split()[0] == c["cell_id"] for line in lines if line.startswith("  ")), c["cell_id"]
+    assert not any(c["cell_id"] in summary.stdout for c in skipped)  # skipped cells only counted
+    every = bench_cli("plan", str(path), "--all", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert every.returncode == 0
+    assert "tiny: 4 cells" in every.stdout and all(c["cell_id"] in every.stdout for c in cells)
+
+
+def test_plan_summary_of_the_default_matrix_is_short_when_piped(tmp_path):
+    result = bench_cli("plan", str(ROOT / "matrix.yaml"), cwd=tmp_path)  # piped: not a terminal
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(bench_cli("plan", str(ROOT / "matrix.yaml"), "--format", "json", cwd=tmp_path).stdout)
+    reasons = {r["reason"] for r in rows if r["status"] == "skipped"}
+    planned = sum(r["status"] == "planned" for r in rows)
+    # Header, reasons, planned cells and a few blank/hint lines; nothing per skipped cell.
+    assert len(result.stdout.splitlines()) <= len(reasons) + planned + 8
+    assert f"{len(rows)} cells, {planned} planned" in result.stdout

@@ -316,8 +316,8 @@ def test_5000_cells_stay_readable(reports):
     assert "<details open>" in small and "Showing" not in small
 
 
-SECTIONS = {"small": ["scaling", "gpus", "mpi", "cost", "environment"],
-            "big": ["scaling", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
+SECTIONS = {"small": ["scaling", "study", "gpus", "mpi", "cost", "environment"],
+            "big": ["scaling", "study", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
 
 
 @pytest.mark.browser
@@ -343,3 +343,125 @@ def test_page_renders_in_headless_chromium(reports, name):
     assert pixels.shape[0] >= 2000
     colourful = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.3).sum())
     assert colourful > 300, "the page shows no chart colours"
+
+
+# --- the study's charts (published references read from the repository) and legends --------------------------------
+def test_a_legend_names_what_differs_and_the_title_what_is_shared():
+    from bench.report.charts import differing_labels
+
+    rows = [pd.Series({**BASE, "mpi": m, "batch_per_gpu": b}) for m, b in (("gloo", 64), ("openmpi", 64),
+                                                                            ("openmpi", 32))]
+    labels, common = differing_labels(rows, ["batch_per_gpu"])
+    assert labels == ["gloo · batch_per_gpu=64", "openmpi · batch_per_gpu=64", "openmpi · batch_per_gpu=32"]
+    assert common == "pytorch · IB off · synthetic"
+    alone, nothing = differing_labels(rows[:1], [])
+    assert alone == ["pytorch · gloo · IB off · synthetic"] and nothing == ""
+
+
+def test_published_series_and_predictions_equal_the_csv_and_the_model():
+    from bench.analysis.model import predict
+    from bench.report.study import REFERENCE_DIR, published_series, predicted_series
+
+    with open(REFERENCE_DIR / "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv", newline="") as f:
+        bars = {(r["gpu_type"], r["mpi"], int(r["total_gpus"])): float(r["images_per_sec_total"])
+                for r in csv.DictReader(f) if r["status"].startswith("final") and r["model_arg"] == "resnet50"}
+    pub = published_series()
+    assert set(pub["gpu"]) == {"K80", "P40", "P100", "V100"} and set(pub["gpus"]) == {1, 2, 3, 4, 8, 16, 32}
+    pred = predicted_series(pub)
+    for gpu in ("K80", "P40", "P100", "V100"):
+        for mpi, series, fabric, route in (("IntelMPI", "TensorFlow · Intel MPI · IB", "ib", "host"),
+                                           ("OpenMPI+NCCL", "TensorFlow · Open MPI + NCCL · TCP", "tcp", "nccl")):
+            row = pub[(pub["gpu"] == gpu) & (pub["series"] == series) & (pub["gpus"] == 32)].iloc[0]
+            assert row["efficiency"] == pytest.approx(bars[(gpu, mpi, 32)] / (32 * bars[(gpu, mpi, 1)]))
+            want = predict(gpu, 32, bars[(gpu, mpi, 1)], 64, fabric=fabric, path=route).efficiency
+            got = pred[(pred["gpu"] == gpu) & (pred["series"] == series) & (pred["gpus"] == 32)]["efficiency"]
+            assert got.iloc[0] == pytest.approx(want)
+    assert (pub[pub["gpu"] == "V100"]["series"] == "PyTorch · Open MPI + NCCL · TCP").sum() == 7
+
+
+def _store_state(path: Path):
+    """What resume and `check` read: the records and the cells the store counts as done."""
+    with Store(path) as store:
+        records, done = store.records(), store.completed_cells()
+    return len(records), sorted((r["run_id"], r["cell_id"], r["job"], r["repeat"]) for r in records), done
+
+
+def test_a_first_run_whose_cells_all_failed_still_shows_the_study(tmp_path):
+    with Store(tmp_path / "bench.db") as store:
+        store.write(parse_record({**record(run_id="r1", repeat=0, repeats=1), "status": "failed",
+                                  "error": "exit code 1"}))
+    before = _store_state(tmp_path / "bench.db")
+    result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert 'class="omitted" id="scaling"' in html and 'id="study"' in html and 'id="study-table"' in html
+    assert "No cell of these GPU types is measured in this store yet." in html
+    assert _store_state(tmp_path / "bench.db") == before and before[2] == set()
+
+
+def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small_store):
+    before = _store_state(small_store / "bench.db")
+    result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=small_store)
+    assert result.returncode == 0, result.stderr
+    html = (small_store / "out" / "index.html").read_text()
+    assert 'id="study"' in html and "published (Batch AI 2018), not measured here" in html
+    assert re.search(r'<section id="study">\s*<h2>The 2018 Batch AI study: published scaling', html)
+    assert "msalvaris/BatchAIHorovodBenchmark" in html and "msalvaris/BatchAIPyTorchHorovodBenchmark" in html
+    for gpu in ("K80", "P40", "P100", "V100"):
+        assert (small_store / "out" / f"study_{gpu}.png").stat().st_size > 10_000
+    # The small store has one V100 cell: it is drawn on the V100 study chart, and only there.
+    assert "V100: published (Batch AI 2018), not measured here (dotted), what-if model (dashed), measured here" in html
+    assert "K80: published (Batch AI 2018), not measured here (dotted), what-if model (dashed)<" in html
+    # The references never reach the store (records, hence resume and check) nor a measured table.
+    after = _store_state(small_store / "bench.db")
+    assert after == before and not any(run.startswith("import:") for run, *_ in after[1])
+    with open(small_store / "out" / "cells.csv") as f:
+        assert {r["gpu"] for r in csv.DictReader(f)} == {"cpu", "V100"}
+    assert "imported published records" not in html
+
+
+# Appended to a copy of the page: for each table, the nearest ancestor that scrolls sideways (if any), the table's
+# width and that box's; and whether the page itself grew wider than the window (something pushed out, cut off).
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const tables = [];
+  for (const t of document.querySelectorAll("table")) {
+    let box = t.parentElement;
+    while (box !== document.body && !["auto", "scroll"].includes(getComputedStyle(box).overflowX)) {
+      box = box.parentElement;
+    }
+    tables.push({id: t.id, width: t.scrollWidth, box: box === document.body ? null : box.clientWidth,
+                 box_scrolls: box !== document.body && box.scrollWidth > box.clientWidth});
+  }
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({page: document.documentElement.scrollWidth, window: window.innerWidth, tables});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.browser
+def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
+    import json
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed (make test installs it)")
+    page = reports / "small" / "probe.html"
+    page.write_text((reports / "small" / "index.html").read_text().replace("</body>", PROBE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1000,2000"]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=180).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the probe did not run"
+    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    wide = [t for t in probe["tables"] if t["box"] is None or t["width"] > t["box"]]
+    assert any(t["id"] == "scaling-table" for t in wide), probe  # 19 columns are wider than a 1000 px window
+    for t in probe["tables"]:
+        assert t["box"] is not None, f"table {t['id']!r} has no box that scrolls sideways"
+        assert t["box_scrolls"] == (t["width"] > t["box"]), t
+    assert probe["page"] <= probe["window"], "a table pushed the page wider than the window"
+    assert 'id="study"' in dom

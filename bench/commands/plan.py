@@ -1,19 +1,24 @@
-"""`bench plan MATRIX`: every cell of a matrix, planned or skipped with the reason; optionally how each would run."""
+"""`bench plan MATRIX`: a summary of a matrix's cells (counts by status and by skip reason, and the planned cells);
+every cell with `--all` or `--format json`; optionally how each planned cell would run."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+from collections import Counter
 
 from bench.backends import BACKENDS
 from bench.commands import EXIT_OK
 
-HELP = "expand a matrix and show every cell, planned or skipped with the reason"
+HELP = "expand a matrix: counts by status and skip reason, and the planned cells (every cell with --all)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("matrix")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="json lists every cell (with its status and reason) whatever --all says")
+    parser.add_argument("--all", action="store_true", help="list every cell, skipped ones too, as a table")
     parser.add_argument("--show-commands", action="store_true",
                         help="add the exact argv and env of each runnable cell")
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
@@ -50,17 +55,18 @@ def run(args) -> int:
         print()
         return EXIT_OK
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
-    table = Table(title=f"{matrix.name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
-    for col in ("cell_id", "gpu", "framework", "mpi", "ib", "gpus", "nodes", "status", "reason"):
-        table.add_column(col, overflow="fold")
-    for p in planned:
-        c = p.cell
-        table.add_row(p.cell_id, c["gpu"], c["framework"], c["mpi"], "on" if c["ib"] else "off", str(c["gpus"]),
-                      str(p.nodes), p.status, p.reason or "")
-    console.print(table)
+    if args.all:
+        _print_every_cell(console, matrix.name, planned)
+    else:
+        # Plain lines, not a rich table: a summary must read the same piped as on a terminal (rich squeezes
+        # tables to 80 columns off a terminal, and printing thousands of rows took seconds).
+        try:
+            print("\n".join(summary_lines(matrix.name, planned)), flush=True)
+        except BrokenPipeError:  # `bench plan m.yaml | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     if args.show_commands:
         for p in planned:
             if p.runnable:
@@ -68,6 +74,41 @@ def run(args) -> int:
                 for key, value in backend.describe(p, run_id).items():
                     console.print(_show(key, value), highlight=False, soft_wrap=True, markup=False)
     return EXIT_OK
+
+
+def summary_lines(name: str, planned) -> list[str]:
+    """Counts by status, counts by skip reason (most common first), then one line per planned cell."""
+    runnable = [p for p in planned if p.runnable]
+    lines = [f"{name}: {len(planned)} cells, {len(runnable)} planned, {len(planned) - len(runnable)} skipped"]
+    reasons = Counter(p.reason for p in planned if not p.runnable)
+    if reasons:
+        lines.append("")
+        lines.append("skipped, by reason:")
+        width = len(str(max(reasons.values())))
+        lines += [f"  {count:>{width}}  {reason}" for reason, count in
+                  sorted(reasons.items(), key=lambda item: (-item[1], item[0]))]
+    lines.append("")
+    if runnable:
+        lines.append("planned cells:")
+        lines += [f"  {p.cell_id}  {p.label()}" for p in runnable]
+    else:
+        lines.append("planned cells: none")
+    lines.append("")
+    lines.append("(every cell: --all, or --format json)")
+    return lines
+
+
+def _print_every_cell(console, name: str, planned) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
+    for col in ("cell_id", "gpu", "framework", "mpi", "ib", "gpus", "nodes", "status", "reason"):
+        table.add_column(col, overflow="fold")
+    for p in planned:
+        c = p.cell
+        table.add_row(p.cell_id, c["gpu"], c["framework"], c["mpi"], "on" if c["ib"] else "off", str(c["gpus"]),
+                      str(p.nodes), p.status, p.reason or "")
+    console.print(table)
 
 
 def _show(key: str, value) -> str:

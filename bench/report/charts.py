@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys  # noqa: E402
+from bench.analysis.scaling import SERIES_KEYS, varying_workload_keys  # noqa: E402
 
 MAX_SERIES_PER_CHART = 12  # past this a legend is unreadable; the rest stay in the table
 MAX_BARS = 25
@@ -70,6 +70,26 @@ def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame 
     return [_scaling_figure(job) for job in jobs]
 
 
+def _series_parts(row: pd.Series, varying: list[str]) -> list[tuple[str, str]]:
+    """(key, words) for each setting a series label can name, in reading order."""
+    parts = [("framework", row["framework"] + (" (DDP)" if row.get("engine") == "native" else "")),
+             ("mpi", str(row["mpi"])), ("ib", f"IB {'on' if row['ib'] else 'off'}"),
+             ("data", f"ImageNet {row['data_layout']}" if row.get("data") == "imagenet" else "synthetic")]
+    return parts + [(k, f"{k}={row[k]}") for k in varying]
+
+
+def differing_labels(rows: list[pd.Series], varying: list[str]) -> tuple[list[str], str]:
+    """A legend label per series naming only the settings that differ between the chart's series, and the
+    settings they all share (for the title). One series: its label is everything, nothing is shared."""
+    parts = [_series_parts(r, varying) for r in rows]
+    if len(parts) <= 1:
+        return [" · ".join(w for _, w in p) for p in parts], ""
+    keys = [k for k, _ in parts[0]]
+    same = {k for i, k in enumerate(keys) if len({p[i][1] for p in parts}) == 1}
+    labels = [" · ".join(w for k, w in p if k not in same) for p in parts]
+    return labels, " · ".join(w for k, w in parts[0] if k in same)
+
+
 def _scaling_figure(job) -> tuple[str, Path]:
     gpu, by_gpu, ref_gpu, varying, out_dir = job
     groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
@@ -78,14 +98,14 @@ def _scaling_figure(job) -> tuple[str, Path]:
     shown = groups[:MAX_SERIES_PER_CHART]
     ref_groups = list(ref_gpu.groupby("ref_label", sort=True))[:4] if not ref_gpu.empty else []
     legend_rows = (len(shown) + len(ref_groups) + 1) // 2
-    height = 4.4 + 0.19 * legend_rows
+    height = 4.6 + 0.19 * legend_rows
     fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, height))
     # Fixed margins instead of constrained layout (a third of the drawing time): legend below both plots.
-    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.45 / height, bottom=(0.75 + 0.19 * legend_rows) / height,
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.62 / height, bottom=(0.75 + 0.19 * legend_rows) / height,
                         wspace=0.22)
-    for _, s in shown:
+    labels, common = differing_labels([s.iloc[0] for _, s in shown], varying)
+    for (_, s), label in zip(shown, labels):
         s = s.sort_values("gpus")
-        label = series_label(s.iloc[0], varying).removeprefix(f"{gpu} · ")
         line = ax_t.errorbar(_x(s["gpus"]), s["images_per_sec"], yerr=_yerr(s), marker="o", capsize=3,
                              label=label)
         colour = line[0].get_color()
@@ -101,6 +121,8 @@ def _scaling_figure(job) -> tuple[str, Path]:
             base = r.iloc[0]
             ax_e.plot(_x(r["gpus"]), 100 * r["images_per_sec"] / (r["gpus"] / base["gpus"] * base["images_per_sec"]),
                       linestyle=":", marker="D", markerfacecolor="none", color=line[0].get_color(), alpha=0.7)
+    if common:
+        fig.suptitle(f"{gpu}, every series: {common}", fontsize=9, y=1 - 0.08 / height, va="top")
     ax_t.set(title=f"{gpu}: throughput (dashed: ideal linear scaling)", xlabel="workers (GPUs)",
              ylabel="images/sec (global, median; bars: 95% CI)")
     ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="workers (GPUs)",
@@ -206,3 +228,61 @@ def prediction_chart(rows: pd.DataFrame, path: Path) -> Path:
 
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text))
+
+
+def study_figures(jobs: list[tuple]) -> list[Path]:
+    """study_figure for each argument tuple, in parallel processes when the machine has several cores (each
+    figure is independent; text rendering makes them the slow part of a small report)."""
+    if len(jobs) >= 2 and (os.cpu_count() or 1) > 1:
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
+                return list(pool.map(_study_job, jobs))
+        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
+            pass
+    return [_study_job(job) for job in jobs]
+
+
+def _study_job(job: tuple) -> Path:
+    return study_figure(*job)
+
+
+def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, measured: pd.DataFrame,
+                 path: Path, published_label: str) -> Path:
+    """The study's chart for one GPU series: images/sec and efficiency vs GPUs. Published bars: dotted, hollow
+    diamonds; the what-if model: dashed, same colour; measured cells of this GPU here: solid, filled circles."""
+    entries = 2 * published["series"].nunique() + (measured["label"].nunique() if not measured.empty else 0)
+    height = 4.2 + 0.17 * entries
+    fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, height))
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.4 / height, bottom=(0.75 + 0.17 * entries) / height,
+                        wspace=0.22)
+    xs = list(published["gpus"]) + list(measured["gpus"]) if not measured.empty else list(published["gpus"])
+    for series, s in published.groupby("series", sort=True):
+        s = s.sort_values("gpus")
+        line = ax_t.plot(_x(s["gpus"]), s["images_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
+                         label=f"{series}: {published_label}")
+        colour = line[0].get_color()
+        ax_e.plot(_x(s["gpus"]), 100 * s["efficiency"], linestyle=":", marker="D", markerfacecolor="none",
+                  color=colour)
+        p = predicted[predicted["series"] == series].sort_values("gpus")
+        if not p.empty:
+            ax_t.plot(_x(p["gpus"]), p["images_per_sec"], linestyle="--", color=colour, alpha=0.8,
+                      label=f"{series}: what-if model (bench model)")
+            ax_e.plot(_x(p["gpus"]), 100 * p["efficiency"], linestyle="--", color=colour, alpha=0.8)
+    for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
+        m = m.sort_values("gpus")
+        line = ax_t.plot(_x(m["gpus"]), m["images_per_sec"], marker="o", linewidth=2,
+                         label=f"{label}: measured here")
+        if len(m) > 1:
+            ax_e.plot(_x(m["gpus"]), 100 * m["efficiency"], marker="o", linewidth=2, color=line[0].get_color())
+    ax_t.set(title=f"{gpu}: ResNet-50 throughput", xlabel="GPUs", ylabel="images/sec (global)")
+    ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="GPUs", ylabel="efficiency % vs the series' 1-GPU run")
+    ax_e.axhline(100, color="grey", linewidth=0.8)
+    top = measured["efficiency"].max() if not measured.empty else float("nan")
+    ax_e.set_ylim(0, max(110, 105 * top if pd.notna(top) else 0))
+    for ax in (ax_t, ax_e):
+        _log2_ticks(ax, xs)
+        ax.grid(alpha=0.3)
+    ax_t.set_ylim(bottom=0)
+    fig.legend(*ax_t.get_legend_handles_labels(), loc="lower center", ncols=1, fontsize=8, frameon=False)
+    return _save(fig, path)

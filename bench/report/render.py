@@ -20,8 +20,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bench.analysis.compare import at_fixed_scale, compare, compare_all, precision_table
 from bench.analysis.cost import Price, catalogue_prices, cost_table, merge_prices
-from bench.analysis.scaling import INPUT_BOUND_BELOW, cell_summary, input_bound, latest_complete, \
-    latest_failures, scaling, series_label, split_imported
+from bench.analysis.scaling import INPUT_BOUND_BELOW, SERIES_KEYS, cell_summary, input_bound, latest_complete, \
+    latest_failures, scaling, series_label, split_imported, varying_workload_keys
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.report import charts as ch
@@ -29,6 +29,7 @@ from models.cpufeatures import cpu_line
 from models.registry import WORKLOADS
 
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
+STUDY_MEASURED_SERIES = 6  # measured series drawn per study chart
 OPEN_GROUPS_BELOW = 60  # main-table blocks are expanded when the whole table is this small
 ENV_SAMPLE = 200  # record_json parsed for the environments table: a sample, never every record
 
@@ -472,6 +473,65 @@ def _prediction_section(table, out_dir, written) -> dict | None:
                               rows)]}
 
 
+def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> dict:
+    """The published Batch AI curves per GPU series (read from bench/data/reference/, never from the store), the
+    what-if model dashed over them, and this store's measured cells of the same GPU on the same axes."""
+    from bench.catalog import catalog
+    from bench.report import study
+
+    title = "The 2018 Batch AI study: published scaling, the what-if model, measured here"
+    try:
+        published = study.published_series()
+    except (OSError, KeyError, ValueError) as e:
+        return {"id": "study", "title": title, "omitted": f"{title}: omitted — the published reference could not be "
+                f"read ({type(e).__name__}: {str(e)[:120]})."}
+    predicted = study.predicted_series(published)
+    order = {k: i for i, k in enumerate(catalog())}
+    gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
+    varying = varying_workload_keys(table) if not table.empty else []
+    charts, measured_here = [], 0
+    more, jobs, titles = 0, [], []
+    for gpu in gpus:
+        mine = table[table["gpu"] == gpu] if not table.empty else table
+        if not mine.empty:
+            measured_here += len(mine)
+            # The longest, then fastest, measured series: a legend of hundreds is unreadable (all are in Scaling).
+            groups = sorted(mine.groupby(SERIES_KEYS, dropna=False, sort=False),
+                            key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+            more += max(0, len(groups) - STUDY_MEASURED_SERIES)
+            mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
+                              for _, g in groups[:STUDY_MEASURED_SERIES]])
+        jobs.append((gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
+                     out_dir / f"study_{ch._slug(gpu)}.png", study.PUBLISHED))
+        titles.append(f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
+                      + (", measured here (solid)" if not mine.empty else ""))
+    for caption, path in zip(titles, ch.study_figures(jobs)):
+        written.append(path)
+        charts.append((caption, _embed(path)))
+    pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
+    rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
+             "efficiency": f"{100 * r.efficiency:.0f}%",
+             "what-if efficiency": _num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"), "source": r.source,
+             "_bad": False} for r in published.itertuples()]
+    sources = ", ".join(sorted({s.rsplit("/experiments/", 1)[0].rsplit("/plot.svg", 1)[0]
+                                for s in published["source"]}))
+    return {"id": "study", "title": title,
+            "note": f"Dotted, hollow diamonds: {study.PUBLISHED} — ResNet-50, synthetic data, batch 64 per GPU, "
+                    "4 GPUs per VM, bar heights read from the SVG charts of " + sources + " (±0.2%); the data is "
+                    "bench/data/reference/ in this repository, read by the report and never written to the store, "
+                    "so it is in no measured table, resume or check. Intel MPI ran over InfiniBand with Horovod "
+                    "built without NCCL; Open MPI + NCCL over TCP. Dashed: the what-if model (bench model) from "
+                    "each series' 1-GPU bar. Efficiency divides by the series' own 1-GPU bar. "
+                    + (f"Solid: {measured_here} cell(s) measured here on the same GPU types"
+                       + (f" (the {STUDY_MEASURED_SERIES} longest series per GPU drawn; {more} more series in the "
+                          "Scaling section)." if more else ".")
+                       if measured_here else "No cell of these GPU types is measured in this store yet."),
+            "charts": charts,
+            "tables": [_table("study-table", ["gpu", "series", "workers", "images/sec", "efficiency",
+                                              "what-if efficiency", "source"], rows,
+                              title=f"Published bars ({study.PUBLISHED})")]}
+
+
 def reference_summary(imported: pd.DataFrame) -> pd.DataFrame:
     """Published references (imported records): median images/sec per cell, labelled by their source."""
     if imported.empty:
@@ -515,6 +575,7 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
     if table.empty:
         sections.append({"id": "scaling", "title": "Scaling", "omitted": "Scaling: omitted — no cell has a complete "
                          "successful run yet" + (" (see the failed cells below)." if failures else ".")})
+        sections.append(_study_section(table, out_dir, written))
     else:
         charts = ch.scaling_charts(table, out_dir, refs)
         written += [p for _, p in charts]
@@ -534,6 +595,7 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
                                  + (" Dotted hollow diamonds: published references (imported, not measured here)."
                                     if not refs.empty else ""),
                          "charts": [(t, _embed(p)) for t, p in charts], "tables": tables, "main": True})
+        sections.append(_study_section(table, out_dir, written))
         sections.append(_gpu_section(table, out_dir, written))
         # The reference value of each comparison is its registry's first entry (pytorch, openmpi).
         sections.append(_axis_section(table, "framework", "Framework comparison", next(iter(WORKLOADS)), out_dir,
