@@ -25,6 +25,8 @@ MIN_SIZES = 3
 # Bus bandwidth may dip a little past a cache size; a fall by more than this fraction below the best bandwidth of
 # any smaller size means the curve is not one α and one β (contention, a protocol switch, a noisy run).
 MAX_BANDWIDTH_DROP = 0.30
+# At the largest size the bytes must take at least this share of the time, or there is no bandwidth to measure.
+MIN_BANDWIDTH_SHARE = 0.05
 BOOTSTRAP = 1000
 CONFIDENCE = 0.95
 
@@ -96,8 +98,9 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
                                             f"smaller size")
         best = max(best, bw)
     alpha, slope = _wls(x, y)
-    if slope <= 0:
-        return AlphaBeta(**base, reason="the time does not grow with the message size: no bandwidth to fit")
+    if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
+        return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
+                                        f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to fit")
     rng = np.random.default_rng(0)
     alphas, betas = [], []
     for _ in range(BOOTSTRAP):
