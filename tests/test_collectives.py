@@ -94,3 +94,19 @@ def test_a_collective_cell_has_its_own_id_and_training_ids_do_not_move():
                                "axes: {gpu: [cpu]}\n").cells()
     assert len({cell_id(train), cell_id(coll), cell_id(bigger)}) == 3
     assert "max_message_bytes" not in cell_id_text(train) and "max_message_bytes=8192" in cell_id_text(bigger)
+
+
+def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_flags(tmp_path):
+    from bench.backends.jobs import worker_program
+    from bench.cell import PlannedCell
+    from bench.feasibility import build_reason
+
+    tf, = load_matrix_text("name: t\nworkload: {model: allreduce}\naxes: {gpu: [cpu], framework: [tensorflow]}\n"
+                           ).cells()
+    assert build_reason(tf) == "model=allreduce: the collective sweep runs through pytorch only (framework=tensorflow)"
+    cell, = load_matrix_text(SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]")).cells()
+    assert build_reason(cell) is None
+    argv = worker_program(PlannedCell(cell, cell_id(cell), "planned"), "r1", tmp_path / "out.jsonl", 1)
+    assert argv[1].endswith("models/allreduce.py")
+    assert argv[argv.index("--max-bytes") + 1] == "4194304" and argv[argv.index("--steps") + 1] == "3"
+    assert "--batch-size" not in argv
