@@ -95,6 +95,8 @@ class PlannedCell:
     def label(self) -> str:
         c = self.cell
         framework = c["framework"] + ("+ddp" if c["engine"] == "native" else "")
+        if c.get("model", "resnet50") != "resnet50":
+            framework = f"{c['model']}:{framework}"  # a collective sweep, not training
         data = "" if c["data"] == "synthetic" else f"/{c['data']}-{c['data_layout']}"
         nodes = f"/{self.nodes}n" if self.nodes > 1 else ""
         return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{nodes}{data}"

@@ -110,3 +110,17 @@ def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_f
     assert argv[1].endswith("models/allreduce.py")
     assert argv[argv.index("--max-bytes") + 1] == "4194304" and argv[argv.index("--steps") + 1] == "3"
     assert "--batch-size" not in argv
+
+
+def test_the_native_engine_sweeps_through_torch_distributed_under_torchrun(tmp_path):
+    text = SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]").replace("repeats: 2", "repeats: 1") \
+        .replace("  threads: 1\n", "  threads: 1\n  engine: native\n")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (record,) = rows(tmp_path, "records")
+    rec = json.loads(record["record_json"])
+    assert rec["engine"] == "native" and rec["env_probe"]["collective_backend"] == "gloo"
+    sizes = rows(tmp_path, "collectives")
+    assert [s["bytes"] for s in sizes] == SIZES and all(s["engine"] == "native" for s in sizes)
+    assert all(s["busbw_bytes_per_s"] > 0 for s in sizes)
