@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
-from models.common import fail  # noqa: E402
+from models.common import Comm, fail  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
 
@@ -112,8 +112,6 @@ class Engine:
             if cuda:
                 torch.cuda.set_device(self.device)
             token = torch.zeros(1)
-            from models.common import Comm
-
             self.comm = Comm(hvd.rank(), hvd.size(), hvd.local_size(),
                              barrier=lambda: hvd.allreduce(token, name="bench.barrier"),
                              allgather_object=hvd.allgather_object,

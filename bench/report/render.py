@@ -432,7 +432,7 @@ def _latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.Dat
     return collectives.merge(ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"])
 
 
-def _collectives_section(sweeps: pd.DataFrame, out_dir, written) -> dict:
+def _collectives_section(sweeps: pd.DataFrame) -> dict:
     """Per collective cell: bus bandwidth and time against message size (median over repeats), and the stack's
     fitted α/β."""
     from bench.analysis.collectives import fit_alpha_beta
@@ -577,7 +577,7 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
         if pred is not None:
             sections.append(pred)
     if not sweeps.empty:
-        sections.append(_collectives_section(sweeps, out_dir, written))
+        sections.append(_collectives_section(sweeps))
     if not refs.empty:
         rrows = [{"source": r.ref_label, "gpu": r.gpu, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
                   "records": int(r.records), "_bad": False} for r in refs.itertuples()]
