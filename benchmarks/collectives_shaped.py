@@ -67,7 +67,7 @@ def bits_per_s(rate: str) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rates", default="1gbit,200mbit", help="comma-separated tc rates; the unshaped run comes first")
-    p.add_argument("--max-bytes", type=int, default=16 << 20)
+    p.add_argument("--max-bytes", type=int, default=102_228_128, help="largest message (default: ResNet-50's gradients)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mpi", default="gloo,openmpi")
     args = p.parse_args()
