@@ -88,19 +88,23 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     y = np.array([float(r["time_median_s"]) for r in rows])
     if (y <= 0).any():
         return AlphaBeta(**base, reason="a time that is not positive")
-    # The bandwidth curve, median over repeats per size, in size order.
-    busbw = [float(np.median([xi / yi for xi, yi, r in zip(x, y, rows) if int(r["bytes"]) == s])) for s in sizes]
-    best = busbw[0]
-    for size, bw in zip(sizes[1:], busbw[1:]):
+    alpha, slope = _wls(x, y)
+    if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
+        return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
+                                        f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to fit")
+    # The bandwidth curve (median over repeats per size, in size order) where bandwidth decides the time (the bytes
+    # take at least as long as α by the fit): below that, busbw is size / latency and jitters with it.
+    busbw = {s: float(np.median([xi / yi for xi, yi, r in zip(x, y, rows) if int(r["bytes"]) == s])) for s in sizes}
+    k_of = {int(r["bytes"]): 2 * (int(r["world_size"]) - 1) / int(r["world_size"]) for r in rows}
+    curve = [s for s in sizes if k_of[s] * s * slope >= alpha] or sizes[-1:]
+    best = busbw[curve[0]]
+    for size in curve[1:]:
+        bw = busbw[size]
         if bw < (1 - MAX_BANDWIDTH_DROP) * best:
             return AlphaBeta(**base, reason=f"non-monotone bandwidth curve: {bw / 1e9:.3f} GB/s at {size:,} bytes, "
                                             f"below {1 - MAX_BANDWIDTH_DROP:.0%} of {best / 1e9:.3f} GB/s at a "
                                             f"smaller size")
         best = max(best, bw)
-    alpha, slope = _wls(x, y)
-    if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
-        return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
-                                        f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to fit")
     rng = np.random.default_rng(0)
     alphas, betas = [], []
     for _ in range(BOOTSTRAP):
