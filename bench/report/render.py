@@ -542,8 +542,9 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
 
     sections: list[dict] = []
     if table.empty:
-        sections.append({"id": "scaling", "title": "Scaling", "omitted": "Scaling: omitted — no "
-                         + ("training " if not sweeps.empty else "") + "cell has a complete successful run yet" + (" (see the failed cells below)." if failures else ".")})
+        which = "training cell" if not sweeps.empty else "cell"  # collective cells have their own section
+        sections.append({"id": "scaling", "title": "Scaling", "omitted": f"Scaling: omitted — no {which} has a "
+                         "complete successful run yet" + (" (see the failed cells below)." if failures else ".")})
     else:
         charts = ch.scaling_charts(table, out_dir, refs)
         written += [p for _, p in charts]
