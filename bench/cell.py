@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.catalog import GpuSku, catalog
-from models.registry import WORKLOADS
+from models.registry import COLLECTIVES, WORKLOADS
 
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 
@@ -18,8 +18,9 @@ def cell_nodes(cell: dict[str, Any], sku: GpuSku | None = None) -> int:
     return sku.nodes_for(cell["gpus"], cell.get("workers_per_node"))
 
 
-def workload_version(framework: str) -> str:
-    spec = WORKLOADS.get(framework)
+def workload_version(framework: str, model: str = "resnet50") -> str:
+    """The version of the worker that measures the cell: the framework's ResNet-50, or a collective's own."""
+    spec = COLLECTIVES.get(model) or WORKLOADS.get(framework)
     return spec["version"] if spec else "none"
 
 
@@ -38,6 +39,7 @@ ID_SCHEME_1_KEYS = frozenset({
 # listed here is recorded as None.
 ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
     "workers_per_node": None,  # unset: nodes from the catalogue (one node for cpu cells), as before the key
+    "max_message_bytes": None,  # unset: a training cell (ignores it), or a collective sweep's default largest size
 }
 
 
@@ -59,7 +61,8 @@ def cell_id_text(cell: dict[str, Any]) -> str:
     no scheme 1 text can (scheme 1 texts begin with `v=`).
     """
     keys = sorted(k for k in cell if k in ID_SCHEME_1_KEYS or not _is_recorded_default(k, cell[k]))
-    return ";".join([f"v={workload_version(cell['framework'])}", *(f"{k}={cell[k]}" for k in keys)])
+    version = workload_version(cell["framework"], cell.get("model", "resnet50"))
+    return ";".join([f"v={version}", *(f"{k}={cell[k]}" for k in keys)])
 
 
 def cell_id(cell: dict[str, Any]) -> str:
@@ -92,6 +95,8 @@ class PlannedCell:
     def label(self) -> str:
         c = self.cell
         framework = c["framework"] + ("+ddp" if c["engine"] == "native" else "")
+        if c.get("model", "resnet50") != "resnet50":
+            framework = f"{c['model']}:{framework}"  # a collective sweep, not training
         data = "" if c["data"] == "synthetic" else f"/{c['data']}-{c['data_layout']}"
         nodes = f"/{self.nodes}n" if self.nodes > 1 else ""
         return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{nodes}{data}"

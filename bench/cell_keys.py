@@ -9,5 +9,6 @@ key added there and not here fails at once (and in tests/test_cell_keys.py).
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 # The workload settings (bench.matrix.Workload's fields, in declaration order); any may also be an axis.
 WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "batch_per_gpu", "image_size",
-                 "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node")
+                 "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node",
+                 "max_message_bytes")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS

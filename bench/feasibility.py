@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.catalog import GpuSku
 from bench.launch import LAUNCHERS, flavour_named
-from models.registry import WORKLOADS
+from models.registry import COLLECTIVES, WORKLOADS
 
 
 def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
@@ -44,6 +44,16 @@ def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
 
 def build_reason(cell: dict[str, Any]) -> str | None:
     framework = cell["framework"]
+    collective = COLLECTIVES.get(cell.get("model"))
+    if collective is not None:
+        if framework not in collective["frameworks"]:
+            return (f"model={cell['model']}: the collective sweep runs through {', '.join(collective['frameworks'])} "
+                    f"only (framework={framework})")
+        if cell["engine"] == "native" and flavour_named(cell["mpi"]).native is None:
+            able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
+                               for name, f in LAUNCHERS.items() if f.native)
+            return f"engine=native with mpi={cell['mpi']}: torch.distributed is started by {able}"
+        return None
     workload = WORKLOADS[framework]
     if cell["data"] not in workload["data"]:
         return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"

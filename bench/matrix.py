@@ -20,7 +20,7 @@ from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
-from models.registry import WORKLOADS
+from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES, WORKLOADS
 
 MAX_CELLS = 1_000_000
 
@@ -37,7 +37,8 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: Literal["resnet50"] = "resnet50"
+    # What a cell measures: ResNet-50 training, or a collective sweep (docs/collectives.md).
+    model: Literal[("resnet50", *COLLECTIVES)] = "resnet50"
     # Who averages the gradients: Horovod, or the framework's own engine (PyTorch DDP) for comparison.
     engine: Literal["horovod", "native"] = "horovod"
     data: DataKind = "synthetic"
@@ -59,6 +60,9 @@ class Workload(BaseModel):
     # Workers on each node; null = as many as one VM of the SKU has GPUs (a cpu cell: all on one node). Sets the
     # cell's node count: gpus / workers_per_node.
     workers_per_node: int | None = Field(None, gt=0, le=1024)
+    # Collective cells: the largest message of the sweep in bytes (float32 elements, so a multiple of 4); the sweep
+    # is 4 KiB x 4^k below it, then it. null = ResNet-50's fp32 gradients. Training cells ignore it.
+    max_message_bytes: int | None = Field(None, ge=4096, le=1 << 34, multiple_of=4)
 
 
 class MatrixFile(BaseModel):

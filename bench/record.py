@@ -53,6 +53,27 @@ class StepTimes(BaseModel):
     p90: float
 
 
+class CollectiveRow(BaseModel):
+    """One message size of a collective sweep (models/allreduce.py): the slowest rank's time per iteration, and
+    nccl-tests' bandwidths at the median time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["allreduce"]
+    bytes: int = Field(gt=0)
+    iterations: int = Field(gt=0)
+    time_median_s: float = Field(gt=0)
+    time_p10_s: float = Field(gt=0)
+    time_p90_s: float = Field(gt=0)
+    time_min_s: float = Field(gt=0)
+    time_max_s: float = Field(gt=0)
+    algbw_bytes_per_s: float = Field(ge=0)
+    busbw_bytes_per_s: float = Field(ge=0)
+
+
+COLLECTIVE_MODELS = ("allreduce",)  # cell `model` values whose records carry `collective` rows, not images/sec
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -108,6 +129,8 @@ class Record(BaseModel):
     transport_verdict: str | None = None
     transport_evidence: str | None = None
     log_tail: str | None = None
+    # Collective cells (model: allreduce): one row per message size; their image rates stay null.
+    collective: list[CollectiveRow] = []
 
     @field_validator("images_per_sec", "images_per_sec_per_gpu")
     @classmethod
@@ -122,6 +145,10 @@ class Record(BaseModel):
             if not self.error:
                 raise ValueError(f"a {self.status} record must say why (error)")
             return self
+        if self.cell.get("model") in COLLECTIVE_MODELS:
+            return self._consistent_collective()
+        if self.collective:
+            raise ValueError("a training record carries collective rows")
         for name in ("samples", "window_s", "images_per_sec", "measured_steps"):
             if getattr(self, name) is None:
                 raise ValueError(f"an ok record needs {name}")
@@ -137,6 +164,24 @@ class Record(BaseModel):
             raise ValueError(f"world_size {self.world_size} but {len(self.per_rank)} ranks reported")
         if self.window_s + 1e-9 < max(r.window_s for r in self.per_rank):
             raise ValueError("window_s is shorter than a rank's own window")
+        return self
+
+    def _consistent_collective(self) -> "Record":
+        if not self.collective:
+            raise ValueError("an ok collective record needs collective rows")
+        if self.images_per_sec is not None or self.per_rank:
+            raise ValueError("a collective record has no image rates")
+        n = self.world_size or 1
+        for row in self.collective:
+            algbw = row.bytes / row.time_median_s
+            if not math.isclose(row.algbw_bytes_per_s, algbw, rel_tol=1e-6):
+                raise ValueError(f"collective {row.bytes} bytes: algbw {row.algbw_bytes_per_s} != bytes / time {algbw}")
+            busbw = algbw * 2 * (n - 1) / n
+            if not math.isclose(row.busbw_bytes_per_s, busbw, rel_tol=1e-6, abs_tol=1e-9):
+                raise ValueError(f"collective {row.bytes} bytes: busbw {row.busbw_bytes_per_s} != algbw x 2(n-1)/n "
+                                 f"= {busbw}")
+            if not row.time_min_s <= row.time_median_s <= row.time_max_s:
+                raise ValueError(f"collective {row.bytes} bytes: median time outside [min, max]")
         return self
 
     def to_json(self) -> str:

@@ -200,8 +200,7 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
     elapsed = time.monotonic() - started
     if outcome.status == "ok":
         summary.ok += 1
-        rate = statistics.median(r.images_per_sec for r in records)
-        console.print(f"[green]ok[/]     {cell.label():<40} {rate:10.1f} img/s  (median of {len(records)}, "
+        console.print(f"[green]ok[/]     {cell.label():<40} {_headline(records)}  (median of {len(records)}, "
                       f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
         if any(r.transport_verdict == "mismatch" for r in records):
             console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
@@ -212,6 +211,15 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
         summary.failed.append((cell, reason))
         console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {escape(reason)}  {cell.cell_id}",
                       highlight=False)
+
+
+def _headline(records: list[Record]) -> str:
+    """The figure a finished cell is summed up by: images/sec, or a collective's bus bandwidth at its largest size."""
+    if records[0].collective:
+        top = [r.collective[-1] for r in records]
+        busbw = statistics.median(t.busbw_bytes_per_s for t in top)
+        return f"{busbw / 1e9:8.3f} GB/s busbw at {top[0].bytes:,} B"
+    return f"{statistics.median(r.images_per_sec for r in records):10.1f} img/s"
 
 
 def _heartbeat(store: Store, cell: PlannedCell, run_id: str, token: str | None) -> None:

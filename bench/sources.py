@@ -45,7 +45,11 @@ def resolve_run(store, spec: str) -> str:
 
 
 def run_windows(store, run_id: str) -> pd.DataFrame:
-    df = store.dataframe()
+    """A run's training records (collective cells have no image rates to compare; docs/collectives.md), each with
+    its CPU feature signature."""
+    from bench.analysis.collectives import training_only
+
+    df = training_only(store.dataframe())
     return with_cpu_signatures(df[df["run_id"] == run_id].reset_index(drop=True))
 
 

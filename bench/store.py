@@ -22,7 +22,7 @@ from bench.cell_keys import CELL_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 5
+STORE_SCHEMA_VERSION = 6
 DEFAULT_STORE = Path("results/bench.db")
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
@@ -117,6 +117,21 @@ MIGRATIONS: dict[int, str] = {
     # 5: workers per node (a cell key; null = as many as the SKU's VM holds).
     5: """
     ALTER TABLE records ADD COLUMN workers_per_node INTEGER;
+    """,
+    # 6: collective cells (model: allreduce): the sweep's largest message (a cell key), and one row per message
+    # size per repeat, beside the record that carries the same rows in its JSON. The stack's keys are copied in so
+    # fitting latency and bandwidth per stack reads this table alone.
+    6: """
+    ALTER TABLE records ADD COLUMN max_message_bytes INTEGER;
+    CREATE TABLE collectives (
+        run_id TEXT NOT NULL, cell_id TEXT NOT NULL, job INTEGER NOT NULL, repeat INTEGER NOT NULL,
+        op TEXT NOT NULL, bytes INTEGER NOT NULL, iterations INTEGER NOT NULL,
+        time_median_s REAL NOT NULL, time_p10_s REAL, time_p90_s REAL, time_min_s REAL, time_max_s REAL,
+        algbw_bytes_per_s REAL, busbw_bytes_per_s REAL,
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, engine TEXT, world_size INTEGER, nodes INTEGER,
+        PRIMARY KEY (run_id, cell_id, job, repeat, op, bytes)
+    );
+    CREATE INDEX collectives_stack ON collectives (mpi, ib, engine, nodes)
     """,
 }
 
@@ -258,18 +273,26 @@ class Store:
     def write_many(self, records: Iterable[Record]) -> int:
         """A job's records in one transaction: all of them or none (a controller killed mid-write never leaves
         half a job that could pass for a measured cell). Retried while another writer holds the store."""
+        records = list(records)
         rows = [_row(r) for r in records]
+        sizes = [row for r in records for row in _collective_rows(r)]
         if rows:
-            _retry(lambda: self._insert(rows))
+            _retry(lambda: self._insert(rows, sizes))
         return len(rows)
 
-    def _insert(self, rows: list[dict[str, Any]]) -> None:
+    def _insert(self, rows: list[dict[str, Any]], sizes: list[dict[str, Any]] = ()) -> None:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
             for row in rows:
                 c.execute(f"INSERT OR REPLACE INTO records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                           tuple(row.values()))
+                # A record written again replaces its sizes too (its sweep may differ).
+                c.execute("DELETE FROM collectives WHERE run_id = ? AND cell_id = ? AND job = ? AND repeat = ?",
+                          (row["run_id"], row["cell_id"], row["job"], row["repeat"]))
+            for size in sizes:
+                c.execute(f"INSERT OR REPLACE INTO collectives ({', '.join(size)}) "
+                          f"VALUES ({', '.join('?' * len(size))})", tuple(size.values()))
             c.execute("COMMIT")
         except BaseException:
             if c.in_transaction:
@@ -336,6 +359,12 @@ class Store:
                                 (run_id,) if run_id is not None else ())
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def collectives(self):
+        """One row per message size per repeat of every collective cell (a DataFrame; empty when none ran)."""
+        import pandas as pd
+
+        return pd.read_sql("SELECT * FROM collectives ORDER BY run_id, cell_id, job, repeat, op, bytes", self.conn)
 
     def runs(self) -> list[dict[str, Any]]:
         cur = self.conn.execute("SELECT * FROM runs ORDER BY started_unix")
@@ -454,6 +483,15 @@ def _row(record: Record) -> dict[str, Any]:
         "record_json": record.to_json(), "written_unix": time.time(),
     })
     return row
+
+
+def _collective_rows(record: Record) -> list[dict[str, Any]]:
+    cell = record.cell
+    stack = {"gpu": cell.get("gpu"), "framework": cell.get("framework"), "mpi": cell.get("mpi"),
+             "ib": int(cell["ib"]) if isinstance(cell.get("ib"), bool) else cell.get("ib"),
+             "engine": cell.get("engine"), "world_size": record.world_size, "nodes": record.nodes}
+    return [{"run_id": record.run_id, "cell_id": record.cell_id, "job": record.job, "repeat": record.repeat,
+             **row.model_dump(), **stack} for row in record.collective]
 
 
 def _check_sqlite_header(path: Path) -> None:

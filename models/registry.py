@@ -31,3 +31,16 @@ WORKLOADS = {
         "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
     },
 }
+
+# Cell kinds beside ResNet-50 training (the cell key `model`): a collective sweep, run by the same engine and launcher
+# a training cell of the same settings uses. Not a framework: its cells name the framework whose binding runs it.
+COLLECTIVES = {
+    "allreduce": {
+        "script": "allreduce.py",
+        "version": "1",
+        "frameworks": ("pytorch",),  # horovod.torch or torch.distributed move the tensors
+    },
+}
+# ResNet-50's fp32 gradients, 25,557,032 parameters x 4 bytes: what one training step reduces, and the default
+# largest message of a collective sweep.
+RESNET50_GRADIENT_BYTES = 25_557_032 * 4

@@ -104,7 +104,8 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
     base = {"cell_id": "s", "gpu": "cpu", "framework": "pytorch", "mpi": "gloo", "ib": False, "gpus": 2,
             "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
             "batch_per_gpu": 16, "image_size": 64, "precision": "fp32", "warmup_steps": 1, "steps": 2, "repeats": 2,
-            "jobs": 1, "channels_last": False, "threads": 1, "workers_per_node": None, "images_per_sec": 100.0}
+            "jobs": 1, "channels_last": False, "threads": 1, "workers_per_node": None, "max_message_bytes": None,
+            "images_per_sec": 100.0}
     df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "images_per_sec": 50.0},
                        {**base, "cell_id": "r2", "data": "imagenet", "data_layout": "tfrecord", "loader_workers": 2,
                         "images_per_sec": 95.0},

@@ -29,7 +29,8 @@ from tests.factories import record
 BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1,
         "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
         "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
-        "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "nodes": 1}
+        "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+        "nodes": 1}
 
 
 def summary(*cells):

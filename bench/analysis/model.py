@@ -18,6 +18,10 @@ shape, not from a fit: backprop produces the last stage's gradients first, and c
 parameters while taking about a fifth of the FLOPs, so the bulk of the bytes can be on the wire for the remaining
 ~75-80% of the backward pass. 0 means no overlap (communication after backprop), 1 the whole backward pass.
 
+Measured links: when the store holds a usable α/β fit of the cell's own stack (bench/analysis/collectives.py, from
+its allreduce sweep: gpu, mpi, ib, engine, nodes), the allreduce time is that fit's α + 2(n−1)/n · G / β for the
+whole collective, and every prediction says which it used (`links`: "measured" or "data sheet").
+
 Link figures (α latency, β achievable bandwidth) and their sources are in LINKS; the fabric of each catalogue key is
 in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays descriptive).
 """
@@ -131,12 +135,15 @@ class Prediction:
     step_s: float
     images_per_sec: float
     efficiency: float  # against the 1-GPU throughput given
+    links: str = "data sheet"  # where α and β came from: "data sheet" (LINKS) or "measured" (a fitted sweep)
 
 
 def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
             path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
-            gpus_per_node: int | None = None, links: dict[str, Link] | None = None) -> Prediction:
-    """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput."""
+            gpus_per_node: int | None = None, links: dict[str, Link] | None = None,
+            measured: Any = None) -> Prediction:
+    """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput.
+    `measured`: a usable collectives.AlphaBeta of the cell's stack; its allreduce replaces the data-sheet links."""
     from bench.catalog import catalog
 
     if not 0 <= overlap <= 1:
@@ -150,12 +157,16 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
     per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / images_per_sec_1gpu
-    comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
-                       links["pcie3-pageable"])
+    if measured is not None and measured.usable:
+        comm, source = measured.allreduce_s(gpus, gradient_bytes(precision)), "measured"
+    else:
+        comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
+                           links["pcie3-pageable"])
+        source = "data sheet"
     exposed = max(0.0, comm - overlap * BACKWARD_FRACTION * compute)
     step = compute + exposed
     return Prediction(gpus, math.ceil(gpus / per_node), fabric, path, compute, comm, exposed, step,
-                      gpus * batch_per_gpu / step, compute / step)
+                      gpus * batch_per_gpu / step, compute / step, source)
 
 
 # --- validation against the 2018 Batch AI charts -----------------------------------------------------------------
@@ -219,20 +230,29 @@ def with_tcp(gbit_s: float) -> dict[str, Link]:
 
 # --- for the report: prediction next to measurement ---------------------------------------------------------------
 
-def predict_table(scaled):
+def predict_table(scaled, fits: Mapping[tuple, Any] | None = None):
     """Adds predicted_images_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
     a 1-worker baseline on a GPU the model knows. A flavour that reaches InfiniBand without SR-IOV (Intel MPI, through
-    DAPL) uses the host path on such a SKU (as in 2018), everything else NCCL. Rows it cannot predict get NaN."""
+    DAPL) uses the host path on such a SKU (as in 2018), everything else NCCL. Rows it cannot predict get NaN.
+
+    `fits`: collectives.fit_stacks() of the store's allreduce rows. A row whose stack has a usable fit is predicted
+    from it (cpu cells too: their links are then measured, not guessed); `predicted_links` says which values each
+    prediction used, and why a measured fit was passed over."""
     import pandas as pd
 
     from bench.catalog import catalog
     from bench.launch import LAUNCHERS
 
+    from bench.analysis.collectives import stack_of
+
     out = scaled.copy()
-    pred_x, pred_e = [], []
+    pred_x, pred_e, used = [], [], []
     for _, r in out.iterrows():
         x = e = float("nan")
-        known = r["gpu"] in FABRICS and r["gpu"] != "cpu"
+        source = None
+        fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
+        measured = fit if fit is not None and fit.usable else None
+        known = r["gpu"] in FABRICS and (r["gpu"] != "cpu" or measured is not None)
         if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_images_per_sec")):
             fabric = "ib" if r["ib"] else "tcp"
             flavour = LAUNCHERS.get(r["mpi"])
@@ -240,12 +260,27 @@ def predict_table(scaled):
             route = "host" if host else "nccl"
             try:
                 p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),
-                            fabric=fabric, path=route, precision=r.get("precision") or "fp32")
+                            fabric=fabric, path=route, precision=r.get("precision") or "fp32",
+                            gpus_per_node=_per_node(r) if measured else None, measured=measured)
                 x, e = p.images_per_sec, p.efficiency
+                source = p.links
+                if fit is not None and not fit.usable:
+                    source += f" (measured fit unusable: {fit.reason})"
             except (ValueError, KeyError):
                 pass
         pred_x.append(x)
         pred_e.append(e)
+        used.append(source)
     out["predicted_images_per_sec"] = pred_x
     out["predicted_efficiency"] = pred_e
+    out["predicted_links"] = used
     return out
+
+
+def _per_node(row) -> int | None:
+    """Workers per node of a table row, when it spans nodes (else the catalogue's VM decides)."""
+    try:
+        nodes, gpus = int(row["nodes"]), int(row["gpus"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return math.ceil(gpus / nodes) if nodes > 1 else None

@@ -31,7 +31,8 @@ from typing import Any
 from bench import images
 from bench.backends.azureml_config import AzureMLConfig
 from bench.backends.base import Outcome
-from bench.backends.jobs import MODELS_DIR, judge, last_error, read_end, read_records, tail_of, worker_program
+from bench.backends.jobs import (MODELS_DIR, judge, last_error, read_end, read_records, tail_of, worker_program,
+                                 worker_script)
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
@@ -39,7 +40,6 @@ from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.fabric import nccl_env
 from bench.redact import SENSITIVE_NAME
 from bench.transport import debug_env
-from models.registry import WORKLOADS
 
 RECORDS = "records"  # the job's named output; rank 0 writes records.jsonl into it
 IMAGENET = "imagenet"  # the job's named input for data=imagenet cells
@@ -250,7 +250,7 @@ class AzureMLBackend:
         data_dir = f"${{{{inputs.{IMAGENET}}}}}" if c["data"] == "imagenet" else None
         argv = worker_program(planned, run_id, f"${{{{outputs.{RECORDS}}}}}/records.jsonl",
                               self.threads_for(planned), python="python", data_dir=data_dir)
-        script = f"${ROOT_VAR}/{MODELS_DIR.name}/{WORKLOADS[c['framework']]['script']}"
+        script = f"${ROOT_VAR}/{MODELS_DIR.name}/{worker_script(c)}"
         return ("python", script, *argv[2:])
 
     def command_line(self, planned: PlannedCell, run_id: str) -> str:

@@ -26,7 +26,7 @@ from bench.backends.base import Outcome
 from bench.cell import PlannedCell
 from bench.launch import Rendered
 from bench.redact import redact_text
-from models.registry import WORKLOADS
+from models.registry import COLLECTIVES, WORKLOADS
 
 MODELS_DIR = Path(models.__file__).resolve().parent
 TOKEN_VAR = "BENCH_CELL_TOKEN"  # marks every process of a cell, so none can outlive it unnoticed
@@ -37,15 +37,26 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path, threads: int,
                    python: str = sys.executable, data_dir: Path | None = None) -> tuple[str, ...]:
     """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell."""
     c = planned.cell
-    script = MODELS_DIR / WORKLOADS[c["framework"]]["script"]
+    script = MODELS_DIR / worker_script(c)
+    engine = ("--engine", "native") if c["engine"] == "native" else ()
+    if c["model"] in COLLECTIVES:
+        sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
+        return (python, str(script), *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
+                "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
+                "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
             "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
-    engine = ("--engine", "native") if c["engine"] == "native" else ()
     return (python, str(script), *engine, *data,
             "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
             "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
             "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+
+
+def worker_script(cell: dict[str, Any]) -> str:
+    """The program under models/ that measures the cell: a collective sweep, or the framework's ResNet-50."""
+    spec = COLLECTIVES.get(cell["model"]) or WORKLOADS[cell["framework"]]
+    return spec["script"]
 
 
 def tool_path(tool: str, python: str) -> str:

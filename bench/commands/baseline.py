@@ -37,7 +37,9 @@ def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, 
             run_id = resolve_run(store, spec)
             if run_id not in run_ids:
                 run_ids.append(run_id)
-        df = store.dataframe()
+        from bench.analysis.collectives import training_only
+
+        df = training_only(store.dataframe())  # a baseline holds image rates; collective cells have none
         runs = [r for r in store.runs() if r["run_id"] in run_ids]
     finally:
         store.close()

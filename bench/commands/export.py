@@ -1,4 +1,5 @@
-"""`bench export -o FILE`: the store's records as CSV, JSON lines or Parquet."""
+"""`bench export -o FILE`: the store's records as CSV, JSON lines or Parquet; `--table collectives` the collective
+sweeps' rows instead (one per message size per repeat)."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
@@ -9,6 +10,8 @@ HELP = "export the store's records"
 def add_arguments(parser) -> None:
     parser.add_argument("--store", default="results/bench.db")
     parser.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
+    parser.add_argument("--table", choices=("records", "collectives"), default="records",
+                        help="records (one row per measured repeat) or collectives (one row per message size)")
     parser.add_argument("-o", "--output", required=True)
 
 
@@ -18,7 +21,7 @@ def run(args) -> int:
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
-        df = store.dataframe()
+        df = store.dataframe() if args.table == "records" else store.collectives()
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.format == "csv":
@@ -27,5 +30,5 @@ def run(args) -> int:
         df.to_json(out, orient="records", lines=True)
     else:
         df.to_parquet(out, index=False)
-    print(f"{len(df)} records → {out}")
+    print(f"{len(df)} {'records' if args.table == 'records' else 'collective rows'} → {out}")
     return EXIT_OK

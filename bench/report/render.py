@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from bench.analysis.collectives import fit_stacks, training_only
 from bench.analysis.compare import at_fixed_scale, compare, compare_all, precision_table
 from bench.analysis.cost import Price, catalogue_prices, cost_table, merge_prices
 from bench.analysis.scaling import INPUT_BOUND_BELOW, SERIES_KEYS, cell_summary, input_bound, latest_complete, \
@@ -189,6 +190,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
     override = load_prices(prices_file) if prices_file else None
     with Store(store_path, create=False) as store:
         records, env_json = read_store(store)
+        collectives = store.collectives()
     if records.empty:
         raise BenchInputError("the store has no records yet (run `bench run MATRIX` first)", store_path)
     selected = apply_where(records, terms)
@@ -196,8 +198,9 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
         raise BenchInputError(f"no records match '{where}' ({len(records)} records in the store)", "--where")
     if terms:  # the sample must describe what the report shows
         env_json = None if len(selected) < len(records) else env_json
+    collectives = collectives[collectives["cell_id"].isin(selected["cell_id"])]
     return write_report(selected, out_dir, store_path=store_path, prices=override, env_json=env_json,
-                        where=where if terms else None)
+                        where=where if terms else None, collectives=collectives)
 
 
 # --- sections -----------------------------------------------------------------------------------------------------
@@ -434,7 +437,40 @@ def _precision_section(table, out_dir, written) -> dict:
             "tables": [_table("precision-table", columns, rows, csv=csv, total=len(pt))]}
 
 
-def _prediction_section(table, out_dir, written) -> dict | None:
+def _latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.DataFrame:
+    """The collective rows of each cell's latest complete run (the runs `ok` holds)."""
+    if collectives is None or collectives.empty or ok.empty:
+        return pd.DataFrame(columns=["cell_id", "run_id", "bytes", "time_median_s", "busbw_bytes_per_s"])
+    return collectives.merge(ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"])
+
+
+def _collectives_section(sweeps: pd.DataFrame) -> dict:
+    """Per collective cell: bus bandwidth and time against message size (median over repeats), and the stack's
+    fitted α/β."""
+    from bench.analysis.collectives import fit_alpha_beta
+
+    tables = []
+    for i, (cell, rows) in enumerate(sweeps.groupby("cell_id", sort=False)):
+        first = rows.iloc[0]
+        fit = fit_alpha_beta(rows.to_dict("records"))
+        per_size = rows.groupby("bytes").agg(time=("time_median_s", "median"), busbw=("busbw_bytes_per_s", "median"),
+                                             algbw=("algbw_bytes_per_s", "median"), repeats=("repeat", "size"))
+        trows = [{"bytes": f"{b:,}", "time (median)": f"{r.time * 1e3:,.3f} ms",
+                  "algbw": f"{r.algbw / 1e9:,.3f} GB/s", "busbw": f"{r.busbw / 1e9:,.3f} GB/s",
+                  "repeats": int(r.repeats), "_bad": False} for b, r in per_size.iterrows()]
+        title = (f"{first['op']} · {first['gpu']}/{first['mpi']}/{first['engine']}/ib={'on' if first['ib'] else 'off'}"
+                 f" · {int(first['world_size'])} workers on {int(first['nodes'])} node(s) · {cell} · "
+                 f"fit: {fit.describe()}")
+        tables.append(_table(f"collectives-table-{i + 1}", ["bytes", "time (median)", "algbw", "busbw", "repeats"],
+                             trows, title=title, open_=True))
+    return {"id": "collectives", "title": "Collectives: bandwidth vs message size",
+            "note": "Allreduce sweeps (docs/collectives.md): time is the slowest rank's, median over iterations and "
+                    "repeats; algbw = bytes / time, busbw = algbw · 2(n−1)/n (nccl-tests' definitions). The fit is "
+                    "time = α + 2(n−1)/n · bytes / β, with 95% bootstrap intervals.",
+            "tables": tables}
+
+
+def _prediction_section(table, out_dir, written, fits=None) -> dict | None:
     """Only if bench.analysis.model exists and exposes predict(); anything else leaves the section out."""
     title = "Predicted vs measured efficiency"
     try:
@@ -446,7 +482,7 @@ def _prediction_section(table, out_dir, written) -> dict | None:
     if not callable(predict):
         return None
     try:
-        pred = predict(table)
+        pred = predict(table, fits) if fits else predict(table)
     except Exception as e:  # a model still being written must not break the report
         return {"id": "prediction", "title": title, "omitted": f"{title}: omitted — the what-if model failed "
                 f"({type(e).__name__}: {str(e)[:120]})."}
@@ -457,7 +493,9 @@ def _prediction_section(table, out_dir, written) -> dict | None:
     if col is None:
         return {"id": "prediction", "title": title,
                 "omitted": f"{title}: omitted — the what-if model gives no efficiency."}
-    merged = table.merge(pred[["cell_id", col]].rename(columns={col: "predicted_efficiency"}), on="cell_id")
+    links = pred["predicted_links"] if "predicted_links" in pred else pd.Series("data sheet", index=pred.index)
+    merged = table.merge(pred[["cell_id", col]].rename(columns={col: "predicted_efficiency"})
+                         .assign(links=links.fillna("data sheet")), on="cell_id")
     merged = merged[merged["predicted_efficiency"].notna() & (merged["series_cells"] > 1)]
     if merged.empty:
         return {"id": "prediction", "title": title, "omitted": f"{title}: omitted — no prediction for a scaled cell."}
@@ -465,12 +503,12 @@ def _prediction_section(table, out_dir, written) -> dict | None:
     written.append(chart)
     rows = [{"cell": _short_label(r), "efficiency": f"{100 * r['efficiency']:.0f}%",
              "predicted": f"{100 * r['predicted_efficiency']:.0f}%",
-             "difference": f"{100 * (r['predicted_efficiency'] - r['efficiency']):+.0f} pts", "cell_id": r["cell_id"],
-             "_bad": False} for _, r in merged.iterrows()]
+             "difference": f"{100 * (r['predicted_efficiency'] - r['efficiency']):+.0f} pts", "links": r["links"],
+             "cell_id": r["cell_id"], "_bad": False} for _, r in merged.iterrows()]
     return {"id": "prediction", "title": title, "note": "Predicted by bench.analysis.model (α-β what-if model).",
             "charts": [(title, _embed(chart))],
-            "tables": [_table("prediction-table", ["cell", "efficiency", "predicted", "difference", "cell_id"],
-                              rows)]}
+            "tables": [_table("prediction-table", ["cell", "efficiency", "predicted", "difference", "links",
+                                                   "cell_id"], rows)]}
 
 
 def _study_section(table: pd.DataFrame, out_dir: Path, written: list[Path]) -> dict:
@@ -556,12 +594,14 @@ def reference_summary(imported: pd.DataFrame) -> pd.DataFrame:
 # --- the report ---------------------------------------------------------------------------------------------------
 def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "results/bench.db", *,
                  prices: dict[str, Price] | None = None, env_json: list[str] | None = None,
-                 where: str | None = None) -> list[Path]:
+                 where: str | None = None, collectives: pd.DataFrame | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     measured, imported = split_imported(records)
-    ok = latest_complete(measured)
+    all_ok = latest_complete(measured)
+    ok = training_only(all_ok)  # collective cells have no image rates: their own section below
+    sweeps = _latest_sweeps(collectives, all_ok)
     table = input_bound(scaling(cell_summary(ok)))
     refs = reference_summary(imported)
     fails = latest_failures(measured)
@@ -573,8 +613,9 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
 
     sections: list[dict] = []
     if table.empty:
-        sections.append({"id": "scaling", "title": "Scaling", "omitted": "Scaling: omitted — no cell has a complete "
-                         "successful run yet" + (" (see the failed cells below)." if failures else ".")})
+        which = "training cell" if not sweeps.empty else "cell"  # collective cells have their own section
+        sections.append({"id": "scaling", "title": "Scaling", "omitted": f"Scaling: omitted — no {which} has a "
+                         "complete successful run yet" + (" (see the failed cells below)." if failures else ".")})
         sections.append(_study_section(table, out_dir, written))
     else:
         charts = ch.scaling_charts(table, out_dir, refs)
@@ -606,9 +647,11 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "result
         sections.append(_data_section(table, out_dir, written))
         sections.append(_cost_section(table, merge_prices(catalogue_prices(), prices), out_dir, written))
         sections.append(_precision_section(table, out_dir, written))
-        pred = _prediction_section(table, out_dir, written)
+        pred = _prediction_section(table, out_dir, written, fit_stacks(sweeps.to_dict("records")))
         if pred is not None:
             sections.append(pred)
+    if not sweeps.empty:
+        sections.append(_collectives_section(sweeps))
     if not refs.empty:
         rrows = [{"source": r.ref_label, "gpu": r.gpu, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
                   "records": int(r.records), "_bad": False} for r in refs.itertuples()]

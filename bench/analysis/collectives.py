@@ -1,0 +1,142 @@
+"""Latency α and bandwidth β of a stack, fitted from its measured allreduce sweep (pure: rows in, numbers out).
+
+The model of one allreduce of `bytes` over n ranks (ring: each link carries 2(n−1)/n of the message):
+
+    time = α + k · bytes / β        k = 2(n−1)/n
+
+α is the whole collective's fixed cost (launch, Horovod's cycle, the ring's 2(n−1) hops), β the bandwidth each link
+delivers: with this k, β is what nccl-tests calls bus bandwidth at large sizes, comparable with the link's rate.
+
+The fit is weighted least squares with weights 1/time² (each point's relative error counts the same), so the small
+sizes decide α and the large ones β; an unweighted fit would let the largest message drown α. The interval is a
+percentile bootstrap over the points (fixed seed: the same rows give the same interval).
+
+A stack is (gpu, mpi, ib, engine, nodes): the fabric is the SKU's and `ib`'s, the launcher the MPI flavour's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+STACK_KEYS = ("gpu", "mpi", "ib", "engine", "nodes")
+MIN_SIZES = 3
+# Bus bandwidth may dip a little past a cache size; a fall by more than this fraction below the best bandwidth of
+# any smaller size means the curve is not one α and one β (contention, a protocol switch, a noisy run).
+MAX_BANDWIDTH_DROP = 0.30
+# At the largest size the bytes must take at least this share of the time, or there is no bandwidth to measure.
+MIN_BANDWIDTH_SHARE = 0.05
+BOOTSTRAP = 1000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """A fitted stack, or why it cannot be used (`reason`; then α and β are None)."""
+
+    stack: tuple
+    sizes: int
+    points: int
+    alpha_s: float | None = None
+    beta_Bps: float | None = None
+    alpha_ci: tuple[float, float] | None = None
+    beta_ci: tuple[float, float] | None = None
+    reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.reason is None
+
+    def allreduce_s(self, ranks: int, nbytes: float) -> float:
+        """Predicted time of one allreduce of nbytes over `ranks` ranks on this stack."""
+        if not self.usable:
+            raise ValueError(f"stack {self.stack}: {self.reason}")
+        if ranks <= 1:
+            return 0.0
+        return self.alpha_s + 2 * (ranks - 1) / ranks * nbytes / self.beta_Bps
+
+    def describe(self) -> str:
+        if not self.usable:
+            return f"unusable: {self.reason}"
+        return (f"α {self.alpha_s * 1e6:.0f} µs [{self.alpha_ci[0] * 1e6:.0f}, {self.alpha_ci[1] * 1e6:.0f}], "
+                f"β {self.beta_Bps / 1e9:.3f} GB/s [{self.beta_ci[0] / 1e9:.3f}, {self.beta_ci[1] / 1e9:.3f}]")
+
+
+def _wls(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Intercept and slope of y = a + b x, weights 1/y²."""
+    w = 1 / y
+    a_col = np.column_stack([w, x * w])
+    (a, b), *_ = np.linalg.lstsq(a_col, y * w, rcond=None)
+    return float(a), float(b)
+
+
+def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> AlphaBeta:
+    """α and β of one stack from its allreduce rows (each: bytes, time_median_s, world_size; one per size per
+    repeat). Unusable, with the reason, when there are too few sizes, a single rank, a bandwidth curve that falls,
+    or a time that does not grow with size."""
+    rows = [r for r in rows if r.get("op", "allreduce") == "allreduce"]
+    sizes = sorted({int(r["bytes"]) for r in rows})
+    base = dict(stack=stack, sizes=len(sizes), points=len(rows))
+    if len(sizes) < MIN_SIZES:
+        return AlphaBeta(**base, reason=f"too few message sizes: {len(sizes)} (a fit needs at least {MIN_SIZES})")
+    worlds = {int(r["world_size"]) for r in rows}
+    if min(worlds) < 2:
+        return AlphaBeta(**base, reason="a single rank reduces nothing: no link to fit")
+    k = np.array([2 * (int(r["world_size"]) - 1) / int(r["world_size"]) for r in rows])
+    x = k * np.array([float(r["bytes"]) for r in rows])
+    y = np.array([float(r["time_median_s"]) for r in rows])
+    if (y <= 0).any():
+        return AlphaBeta(**base, reason="a time that is not positive")
+    alpha, slope = _wls(x, y)
+    if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
+        return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
+                                        f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to fit")
+    # The bandwidth curve (median over repeats per size, in size order) where bandwidth decides the time (the bytes
+    # take at least as long as α by the fit): below that, busbw is size / latency and jitters with it.
+    busbw = {s: float(np.median([xi / yi for xi, yi, r in zip(x, y, rows) if int(r["bytes"]) == s])) for s in sizes}
+    k_of = {int(r["bytes"]): 2 * (int(r["world_size"]) - 1) / int(r["world_size"]) for r in rows}
+    curve = [s for s in sizes if k_of[s] * s * slope >= alpha] or sizes[-1:]
+    best = busbw[curve[0]]
+    for size in curve[1:]:
+        bw = busbw[size]
+        if bw < (1 - MAX_BANDWIDTH_DROP) * best:
+            return AlphaBeta(**base, reason=f"non-monotone bandwidth curve: {bw / 1e9:.3f} GB/s at {size:,} bytes, "
+                                            f"below {1 - MAX_BANDWIDTH_DROP:.0%} of {best / 1e9:.3f} GB/s at a "
+                                            f"smaller size")
+        best = max(best, bw)
+    rng = np.random.default_rng(0)
+    alphas, betas = [], []
+    for _ in range(BOOTSTRAP):
+        pick = rng.integers(0, len(x), len(x))
+        if len(np.unique(x[pick])) < 2:
+            continue
+        a, b = _wls(x[pick], y[pick])
+        if b > 0:
+            alphas.append(a)
+            betas.append(1 / b)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    alpha_ci = tuple(float(v) for v in np.percentile(alphas, [tail, 100 - tail]))
+    beta_ci = tuple(float(v) for v in np.percentile(betas, [tail, 100 - tail]))
+    return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci)
+
+
+def stack_of(row: Mapping[str, Any]) -> tuple:
+    return tuple(bool(row[k]) if k == "ib" else row[k] for k in STACK_KEYS)
+
+
+def fit_stacks(rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:
+    """One fit per stack (STACK_KEYS) from collective rows of any number of stacks."""
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault(stack_of(r), []).append(r)
+    return {stack: fit_alpha_beta(group, stack) for stack, group in groups.items()}
+
+
+def training_only(records):
+    """The records of training cells: collective cells (models.registry.COLLECTIVES) have no image rates."""
+    from models.registry import COLLECTIVES
+
+    if "model" not in records.columns:
+        return records
+    return records[~records["model"].isin(list(COLLECTIVES))]

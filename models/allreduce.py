@@ -1,0 +1,228 @@
+"""Allreduce over a sweep of message sizes, through the engine a training cell of the same settings uses.
+
+Horovod (`hvd.allreduce_`, under whichever launcher and controller the cell's MPI flavour or Gloo gives it) or
+torch.distributed (`--engine native`: Gloo on CPU, NCCL on GPU). Float32 tensors from 4 KiB up to --max-bytes
+(default: ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest.
+
+Timing, per size: warm-up iterations, then --steps timed ones. Each iteration starts after a barrier (an allreduce of
+one element, as the training window opens) and ends when this rank's allreduce has returned (and the device has
+synchronised); the iteration's time is the slowest rank's, gathered after the sweep. Median, p10/p90, min and max
+over the timed iterations.
+
+Bandwidths use the definitions nccl-tests publishes (its doc/PERFORMANCE.md): algorithm bandwidth algbw = bytes /
+time, and bus bandwidth busbw = algbw x 2(n-1)/n for allreduce, the rate each link must carry in a ring allreduce,
+comparable with the link's own rate whatever n is.
+
+Horovod's tensor fusion (HOROVOD_FUSION_THRESHOLD, 64 MiB by default) packs small tensors submitted together into
+one buffer; here one tensor is in flight at a time, so fusion has nothing to pack, but every call still waits for
+Horovod's background cycle (HOROVOD_CYCLE_TIME): that wait is part of the measured latency, as it is in training.
+Both settings are recorded as the worker saw them.
+
+Correctness: rank r fills element i with (r + 1) + (i mod 7); the sum over n ranks is n(n+1)/2 + n(i mod 7), exact in
+float32. Every timed iteration's result is checked; a wrong value fails the cell naming the size and the first wrong
+element. Imports nothing from the control plane.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+from models.common import Comm, fail  # noqa: E402
+from models.record import write_record  # noqa: E402
+from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
+
+VERSION = COLLECTIVES["allreduce"]["version"]
+MIN_BYTES = 4096
+PATTERN_PERIOD = 7
+# TEST-ONLY: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of its input at size B, so the check can be
+# proven to catch a wrong reduction with real processes. Unset in every real run.
+CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", choices=("horovod", "native"), default="horovod")
+    p.add_argument("--max-bytes", type=int, default=RESNET50_GRADIENT_BYTES, help="largest message (bytes)")
+    p.add_argument("--warmup-steps", type=int, default=5, help="untimed iterations per size")
+    p.add_argument("--steps", type=int, default=20, help="timed iterations per size")
+    p.add_argument("--repeats", type=int, default=3, help="sweeps, one record each")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = cores / local workers")
+    p.add_argument("--cell-id", default=None)
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if args.max_bytes < MIN_BYTES or args.max_bytes % 4:
+        fail(f"--max-bytes must be a multiple of 4 and at least {MIN_BYTES}, got {args.max_bytes}")
+    for name in ("steps", "repeats"):
+        if getattr(args, name) <= 0:
+            fail(f"--{name} must be positive, got {getattr(args, name)}")
+    if args.warmup_steps < 0:
+        fail("--warmup-steps must be >= 0")
+    return args
+
+
+def sweep_sizes(max_bytes: int) -> list[int]:
+    sizes, size = [], MIN_BYTES
+    while size < max_bytes:
+        sizes.append(size)
+        size *= 4
+    return [*sizes, max_bytes]
+
+
+def corruption(rank: int) -> tuple[int, int] | None:
+    """(bytes, element) this rank must corrupt, from the test-only variable; None in every real run."""
+    text = os.environ.get(CORRUPT_VAR)
+    if not text:
+        return None
+    opts = dict(f.split("=", 1) for f in text.split(":") if "=" in f)
+    if int(opts.get("rank", -1)) != rank:
+        return None
+    return int(opts["bytes"]), int(opts.get("element", 0))
+
+
+class Engine:
+    """The allreduce, the barrier and the object gather of whichever engine runs the cell."""
+
+    def __init__(self, args, torch):
+        self.torch = torch
+        if args.engine == "native":
+            from models import torch_native
+
+            self.comm, local_rank, backend = torch_native.init(torch)
+            import torch.distributed as dist
+
+            self.dist, self.hvd, self.backend = dist, None, backend
+            self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+            self._shutdown = torch_native.shutdown
+        else:
+            try:
+                import horovod.torch as hvd
+            except ImportError:
+                fail("the collective sweep needs Horovod (horovod.torch) for engine=horovod")
+            hvd.init()
+            self.hvd, self.dist, self.backend = hvd, None, "horovod"
+            cuda = torch.cuda.is_available()
+            self.device = torch.device("cuda", hvd.local_rank()) if cuda else torch.device("cpu")
+            if cuda:
+                torch.cuda.set_device(self.device)
+            token = torch.zeros(1)
+            self.comm = Comm(hvd.rank(), hvd.size(), hvd.local_size(),
+                             barrier=lambda: hvd.allreduce(token, name="bench.barrier"),
+                             allgather_object=hvd.allgather_object,
+                             broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
+            self._shutdown = hvd.shutdown
+
+    def allreduce_(self, tensor, name: str) -> None:
+        if self.hvd is not None:
+            self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=name)
+        else:
+            self.dist.all_reduce(tensor)
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def shutdown(self) -> None:
+        self._shutdown()
+
+
+def expected(torch, n_elem: int, world: int, device):
+    period = torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD)
+    return period.mul_(world).add_(world * (world + 1) / 2)
+
+
+def check(result, want, size: int, rank: int) -> None:
+    wrong = (result != want).nonzero()
+    if wrong.numel():
+        i = int(wrong[0, 0])
+        fail(f"allreduce of {size} bytes returned a wrong value on rank {rank}: element {i} is "
+             f"{float(result[i])}, expected {float(want[i])}")
+
+
+def time_size(engine: Engine, torch, size: int, args, bad: tuple[int, int] | None) -> list[float]:
+    """This rank's timed iterations at one size (seconds), every result checked."""
+    comm, device = engine.comm, engine.device
+    n = size // 4
+    base = torch.arange(n, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD).add_(comm.rank + 1)
+    if bad is not None and bad[0] == size:
+        base[bad[1]] += 1
+    want = expected(torch, n, comm.size, device)
+    work = torch.empty_like(base)
+    times = []
+    for i in range(args.warmup_steps + args.steps):
+        work.copy_(base)
+        comm.barrier()
+        t0 = time.perf_counter()
+        engine.allreduce_(work, name=f"bench.allreduce.{size}")
+        elapsed = time.perf_counter() - t0
+        check(work, want, size, comm.rank)
+        if i >= args.warmup_steps:
+            times.append(elapsed)
+    return times
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def size_row(size: int, per_rank: list[list[float]], world: int) -> dict:
+    """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median."""
+    slowest = [max(ts) for ts in zip(*per_rank)]
+    median = statistics.median(slowest)
+    algbw = size / median
+    return {"op": "allreduce", "bytes": size, "iterations": len(slowest), "time_median_s": median,
+            "time_p10_s": quantile(slowest, 0.1), "time_p90_s": quantile(slowest, 0.9),
+            "time_min_s": min(slowest), "time_max_s": max(slowest),
+            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * 2 * (world - 1) / world}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    engine = Engine(args, torch)
+    comm = engine.comm
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // comm.local_size))
+    sizes = sweep_sizes(args.max_bytes)
+    bad = corruption(comm.rank)
+    base = {"kind": "measurement", "cell_id": args.cell_id, "run_id": args.run_id, "status": "ok",
+            "framework": "pytorch", "workload": "allreduce", "workload_version": VERSION,
+            "engine": args.engine, "device": engine.device.type, "world_size": comm.size,
+            "local_size": comm.local_size, "threads_per_worker": torch.get_num_threads(),
+            "warmup_steps": args.warmup_steps, "measured_steps": args.steps}
+    if comm.rank == 0:
+        from models.envprobe import probe_torch
+
+        base["env_probe"] = {**probe_torch(engine.hvd),
+                             "collective_backend": engine.backend,
+                             **{k: os.environ[k] for k in ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME")
+                                if k in os.environ}}
+    host = socket.gethostname()
+    for repeat in range(args.repeats):
+        start = time.time()
+        mine = {size: time_size(engine, torch, size, args, bad) for size in sizes}
+        comm.barrier()
+        end = time.time()
+        gathered = comm.allgather_object({"host": host, "times": mine})
+        if comm.rank == 0:
+            rows = [size_row(size, [g["times"][size] for g in gathered], comm.size) for size in sizes]
+            write_record({**base, "repeat": repeat, "start_unix": start, "end_unix": end, "collective": rows},
+                         args.out)
+            top = rows[-1]
+            print(f"bench worker: repeat {repeat}: allreduce of {top['bytes']} bytes over {comm.size} workers: "
+                  f"{top['time_median_s'] * 1e3:.2f} ms median, busbw {top['busbw_bytes_per_s'] / 1e9:.3f} GB/s",
+                  flush=True)
+    engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""α and β fitted from allreduce sweeps (bench/analysis/collectives.py), and the what-if model using them."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.analysis.collectives import fit_alpha_beta, fit_stacks
+from bench.analysis.model import gradient_bytes, predict, predict_table
+
+SIZES = [4096 * 4 ** k for k in range(9)]  # 4 KiB … 256 MiB
+
+
+def sweep(alpha, beta, world=4, repeats=3, noise=0.02, seed=1, stack=None):
+    """Rows as the store's collectives table holds them, times from time = α + 2(n−1)/n · bytes / β with
+    multiplicative noise."""
+    rng = np.random.default_rng(seed)
+    k = 2 * (world - 1) / world
+    rows = []
+    for repeat in range(repeats):
+        for b in SIZES:
+            t = (alpha + k * b / beta) * (1 + noise * rng.standard_normal())
+            rows.append({"op": "allreduce", "bytes": b, "time_median_s": t, "world_size": world, "repeat": repeat,
+                         **(stack or {})})
+    return rows
+
+
+@pytest.mark.parametrize("alpha,beta", [(50e-6, 1.25e9), (2e-3, 25e6), (10e-6, 12e9)])
+def test_known_alpha_and_beta_are_recovered_with_an_interval_that_holds_them(alpha, beta):
+    fit = fit_alpha_beta(sweep(alpha, beta))
+    assert fit.usable, fit.reason
+    assert fit.beta_Bps == pytest.approx(beta, rel=0.03)
+    assert fit.alpha_s == pytest.approx(alpha, rel=0.10)
+    assert fit.alpha_ci[0] <= alpha <= fit.alpha_ci[1]
+    assert fit.beta_ci[0] <= beta <= fit.beta_ci[1]
+    assert fit.allreduce_s(4, 1e8) == pytest.approx(alpha + 1.5 * 1e8 / beta, rel=0.05)
+
+
+def test_the_same_rows_give_the_same_interval():
+    rows = sweep(50e-6, 1e9)
+    assert fit_alpha_beta(rows) == fit_alpha_beta(rows)
+
+
+def test_too_few_sizes_is_unusable_and_says_so():
+    rows = [r for r in sweep(50e-6, 1e9) if r["bytes"] in SIZES[:2]]
+    fit = fit_alpha_beta(rows)
+    assert not fit.usable and fit.alpha_s is None
+    assert fit.reason == "too few message sizes: 2 (a fit needs at least 3)"
+    with pytest.raises(ValueError, match="too few message sizes"):
+        fit.allreduce_s(4, 1e8)
+
+
+def test_a_falling_bandwidth_curve_is_unusable_and_names_the_size():
+    rows = sweep(50e-6, 1e9, noise=0)
+    for r in rows:
+        if r["bytes"] == SIZES[6]:
+            r["time_median_s"] *= 3  # a third of the bandwidth at 64 MiB
+    fit = fit_alpha_beta(rows)
+    assert not fit.usable
+    assert fit.reason.startswith("non-monotone bandwidth curve:") and f"{SIZES[6]:,} bytes" in fit.reason
+
+
+def test_a_single_rank_and_a_time_that_does_not_grow_are_unusable():
+    assert "single rank" in fit_alpha_beta(sweep(50e-6, 1e9, world=1)).reason
+    flat = [{**r, "time_median_s": 1e-3} for r in sweep(50e-6, 1e9)]
+    fit = fit_alpha_beta(flat)
+    assert not fit.usable and "does not grow" in fit.reason
+
+
+def test_stacks_are_fitted_apart():
+    a = sweep(50e-6, 1e9, stack={"gpu": "cpu", "mpi": "gloo", "ib": 0, "engine": "horovod", "nodes": 2})
+    b = sweep(50e-6, 4e9, stack={"gpu": "cpu", "mpi": "openmpi", "ib": 0, "engine": "horovod", "nodes": 2})
+    fits = fit_stacks(a + b)
+    assert fits[("cpu", "gloo", False, "horovod", 2)].beta_Bps == pytest.approx(1e9, rel=0.03)
+    assert fits[("cpu", "openmpi", False, "horovod", 2)].beta_Bps == pytest.approx(4e9, rel=0.03)
+
+
+def test_the_model_uses_a_measured_fit_and_says_so_and_falls_back_to_the_data_sheet_otherwise():
+    fit = fit_alpha_beta(sweep(1e-3, 62.5e6, world=2))  # a 500 Mbit/s link
+    measured = predict("V100", 2, 100.0, 64, fabric="tcp", gpus_per_node=1, measured=fit)
+    sheet = predict("V100", 2, 100.0, 64, fabric="tcp", gpus_per_node=1)
+    assert measured.links == "measured" and sheet.links == "data sheet"
+    assert measured.comm_s == pytest.approx(1e-3 + gradient_bytes() / 62.5e6, rel=0.05)
+    unusable = fit_alpha_beta(sweep(1e-3, 62.5e6, world=2)[:2])
+    assert predict("V100", 2, 100.0, 64, fabric="tcp", gpus_per_node=1, measured=unusable).links == "data sheet"
+
+
+def _table(gpu="cpu", mpi="gloo"):
+    return pd.DataFrame([{"cell_id": f"c{g}", "gpu": gpu, "mpi": mpi, "ib": False, "engine": "horovod",
+                          "nodes": g, "gpus": g, "batch_per_gpu": 32, "precision": "fp32", "baseline_gpus": 1,
+                          "baseline_images_per_sec": 10.0} for g in (1, 2)])
+
+
+def test_predict_table_predicts_cpu_cells_from_a_measured_fit_and_names_the_values_it_used():
+    stack = {"gpu": "cpu", "mpi": "gloo", "ib": 0, "engine": "horovod", "nodes": 2}
+    fits = fit_stacks(sweep(1e-3, 62.5e6, world=2, stack=stack))
+    out = predict_table(_table(), fits)
+    two = out[out.gpus == 2].iloc[0]
+    assert two.predicted_links == "measured"
+    compute = 32 / 10.0
+    comm = 1e-3 + gradient_bytes() / 62.5e6
+    expect = compute / (compute + max(0.0, comm - 0.75 * 2 / 3 * compute))
+    assert two.predicted_efficiency == pytest.approx(expect, rel=0.02)
+    assert predict_table(_table()).predicted_efficiency.isna().all()  # cpu without a fit: no links to guess
+
+
+def test_predict_table_says_why_a_measured_fit_was_passed_over():
+    stack = {"gpu": "V100", "mpi": "openmpi", "ib": 0, "engine": "horovod", "nodes": 2}
+    fits = fit_stacks([r for r in sweep(1e-3, 62.5e6, world=2, stack=stack) if r["bytes"] < 20000])
+    out = predict_table(_table("V100", "openmpi"), fits)
+    two = out[out.gpus == 2].iloc[0]
+    assert two.predicted_links.startswith("data sheet (measured fit unusable: too few message sizes")

@@ -1,0 +1,126 @@
+"""The collective workload (model: allreduce) for real: 2-rank sweeps under Gloo and Open MPI through `bench run`,
+their rows in the store, export and report; a corrupted reduction fails its cell naming size and element."""
+import json
+import sqlite3
+
+import pytest
+
+from bench.cell import cell_id, cell_id_text
+from bench.matrix import load_matrix_text
+from models.allreduce import sweep_sizes
+from tests.conftest import bench_cli
+
+pytestmark = pytest.mark.e2e
+
+SWEEP = """
+name: collectives
+workload:
+  model: allreduce
+  max_message_bytes: 4194304
+  warmup_steps: 1
+  steps: 3
+  repeats: 2
+  threads: 1
+axes:
+  gpu: [cpu]
+  mpi: [gloo, openmpi]
+  gpus: [2]
+"""
+SIZES = [4096, 16384, 65536, 262144, 1048576, 4194304]
+
+
+def rows(d, table: str) -> list[dict]:
+    with sqlite3.connect(d / "results" / "bench.db") as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(f"SELECT * FROM {table}")]
+
+
+def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_and_report(tmp_path):
+    (tmp_path / "m.yaml").write_text(SWEEP, encoding="utf-8")
+    ids = {c["mpi"]: cell_id(c) for c in load_matrix_text(SWEEP).cells()}
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "GB/s busbw at 4,194,304 B" in result.stderr
+    records = rows(tmp_path, "records")
+    assert sorted((r["cell_id"], r["repeat"]) for r in records) == sorted((i, k) for i in ids.values() for k in (0, 1))
+    for r in records:
+        assert r["status"] == "ok" and r["model"] == "allreduce" and r["images_per_sec"] is None
+        rec = json.loads(r["record_json"])
+        assert [s["bytes"] for s in rec["collective"]] == SIZES
+    sizes = rows(tmp_path, "collectives")
+    assert len(sizes) == 2 * 2 * len(SIZES)  # two cells, two repeats, six sizes
+    for s in sizes:
+        assert s["op"] == "allreduce" and s["world_size"] == 2 and s["nodes"] == 1 and s["iterations"] == 3
+        assert s["busbw_bytes_per_s"] > 0
+        assert s["algbw_bytes_per_s"] == pytest.approx(s["bytes"] / s["time_median_s"])
+        assert s["busbw_bytes_per_s"] == pytest.approx(s["algbw_bytes_per_s"])  # 2(n-1)/n = 1 at n = 2
+        assert s["time_min_s"] <= s["time_median_s"] <= s["time_max_s"]
+    assert {s["mpi"] for s in sizes} == {"gloo", "openmpi"}
+
+    out = bench_cli("export", "--table", "collectives", "-o", "c.csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "c.csv").read_text().count("\n") == len(sizes) + 1
+    rep = bench_cli("report", "--out", "rep", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "Collectives: bandwidth vs message size" in html and "4,194,304" in html
+    assert ids["openmpi"] in html and ids["gloo"] in html
+
+
+def test_a_wrong_reduction_fails_the_cell_naming_the_size_and_the_first_wrong_element(tmp_path):
+    text = SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [openmpi]").replace("repeats: 2", "repeats: 1")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300,
+                       env={"BENCH_COLLECTIVE_CORRUPT": "rank=1:bytes=65536:element=5"})
+    assert result.returncode == 1, result.stderr[-3000:]
+    (row,) = rows(tmp_path, "records")
+    assert row["status"] == "failed"
+    assert "allreduce of 65536 bytes returned a wrong value" in row["error"], row["error"]
+    # Rank r sends (r + 1) + (i mod 7): 6 + 7 = 13 at element 5, and rank 1's extra 1 makes it 14.
+    assert "element 5 is 14.0, expected 13.0" in row["error"], row["error"]
+    assert not rows(tmp_path, "collectives")
+
+
+def test_the_sweep_reaches_resnet50s_gradients_by_default_and_stops_at_its_largest_size():
+    assert sweep_sizes(102_228_128)[-2:] == [67_108_864, 102_228_128]
+    assert sweep_sizes(4096) == [4096]
+    assert sweep_sizes(4 << 20) == SIZES
+
+
+def test_a_collective_cell_has_its_own_id_and_training_ids_do_not_move():
+    train, = load_matrix_text("name: t\naxes: {gpu: [cpu]}\n").cells()
+    coll, = load_matrix_text("name: t\nworkload: {model: allreduce}\naxes: {gpu: [cpu]}\n").cells()
+    bigger, = load_matrix_text("name: t\nworkload: {model: allreduce, max_message_bytes: 8192}\n"
+                               "axes: {gpu: [cpu]}\n").cells()
+    assert len({cell_id(train), cell_id(coll), cell_id(bigger)}) == 3
+    assert "max_message_bytes" not in cell_id_text(train) and "max_message_bytes=8192" in cell_id_text(bigger)
+
+
+def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_flags(tmp_path):
+    from bench.backends.jobs import worker_program
+    from bench.cell import PlannedCell
+    from bench.feasibility import build_reason
+
+    tf, = load_matrix_text("name: t\nworkload: {model: allreduce}\naxes: {gpu: [cpu], framework: [tensorflow]}\n"
+                           ).cells()
+    assert build_reason(tf) == "model=allreduce: the collective sweep runs through pytorch only (framework=tensorflow)"
+    cell, = load_matrix_text(SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]")).cells()
+    assert build_reason(cell) is None
+    argv = worker_program(PlannedCell(cell, cell_id(cell), "planned"), "r1", tmp_path / "out.jsonl", 1)
+    assert argv[1].endswith("models/allreduce.py")
+    assert argv[argv.index("--max-bytes") + 1] == "4194304" and argv[argv.index("--steps") + 1] == "3"
+    assert "--batch-size" not in argv
+
+
+def test_the_native_engine_sweeps_through_torch_distributed_under_torchrun(tmp_path):
+    text = SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]").replace("repeats: 2", "repeats: 1") \
+        .replace("  threads: 1\n", "  threads: 1\n  engine: native\n")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (record,) = rows(tmp_path, "records")
+    rec = json.loads(record["record_json"])
+    assert rec["engine"] == "native" and rec["env_probe"]["collective_backend"] == "gloo"
+    sizes = rows(tmp_path, "collectives")
+    assert [s["bytes"] for s in sizes] == SIZES and all(s["engine"] == "native" for s in sizes)
+    assert all(s["busbw_bytes_per_s"] > 0 for s in sizes)
