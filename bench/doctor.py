@@ -12,26 +12,26 @@ import sys
 
 from bench.backends.local import local_gpus
 from bench.launch.flavour import Probe
+from models.registry import WORKLOADS
 
 # Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
 _PROBE = r"""
-import importlib, json, os
+import importlib, json, os, sys
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1"); os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+workloads = json.loads(sys.argv[1])  # framework -> (module to import, version label, Horovod's module or None)
 out = {}
-for name, mod in (("pytorch", "torch"), ("tensorflow", "tensorflow")):
+for name, (mod, label, _) in workloads.items():
     try:
-        out[name] = importlib.import_module(mod).__version__
+        out[name] = label + importlib.import_module(mod).__version__
     except Exception as e:
         out[name] = None; out[name + "_error"] = f"{type(e).__name__}: {e}"[:200]
-try:
-    import tf_keras; out["keras"] = "tf-keras " + tf_keras.__version__
-except Exception as e:
-    out["keras"] = None
 try:
     import horovod; out["horovod"] = horovod.__version__
 except Exception as e:
     out["horovod"] = None
-for name, mod in (("pytorch", "horovod.torch"), ("tensorflow", "horovod.tensorflow")):
+for name, (_, _, mod) in workloads.items():
+    if mod is None:
+        continue
     try:
         h = importlib.import_module(mod)
         out["horovod_" + name] = {"mpi": bool(h.mpi_built()), "gloo": bool(h.gloo_built()), "nccl": bool(h.nccl_built())}
@@ -52,7 +52,9 @@ def examine() -> tuple[list[str], list[str]]:
     from bench.launch import LAUNCHERS
     from bench.runtimes import runtime_for
 
-    probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+    probing = {name: (w["imports"], w.get("version_label", ""), w["horovod_module"]) for name, w in WORKLOADS.items()}
+    probe = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probing)], capture_output=True, text=True,
+                           timeout=300)
     info = json.loads(probe.stdout) if probe.returncode == 0 else {}
     gpus = local_gpus()
     # Each flavour's launcher, as this Python's runtime for it finds it.
@@ -66,25 +68,24 @@ def examine() -> tuple[list[str], list[str]]:
     lines = [
         f"python       {sys.version.split()[0]} ({sys.executable})",
         f"cpu cores    {os.cpu_count()}",
-        f"pytorch      {info.get('pytorch') or 'missing'}",
-        f"tensorflow   {info.get('tensorflow') or 'missing'}",
-        f"keras        {info.get('keras') or 'missing'}",
+        *(f"{name:<12} {info.get(name) or 'missing'}" for name in WORKLOADS),
         f"horovod      {info.get('horovod') or 'missing'}",
-        f"  pytorch    {_caps(info.get('horovod_pytorch'))}",
-        f"  tensorflow {_caps(info.get('horovod_tensorflow'))}",
+        *(f"  {name:<10} {_caps(info.get('horovod_' + name))}" for name, w in WORKLOADS.items()
+          if w["horovod_module"]),
         "launchers    " + "; ".join(f"{name}: {version or 'missing'}" for name, version in launchers.items()),
         f"gpus         {', '.join(gpus) if gpus else 'none (CPU fallback cells only)'}",
     ]
     missing = []
-    for framework in ("pytorch", "tensorflow"):
+    for framework, workload in WORKLOADS.items():
         if not info.get(framework):
-            missing.append(f"{framework} ({info.get(framework + '_error', 'not importable')})")
+            missing.append(f"{workload['imports'].replace('_', '-')} ({workload['needed_for']})" if "needed_for" in
+                           workload else f"{framework} ({info.get(framework + '_error', 'not importable')})")
+        if not workload["horovod_module"]:
+            continue
         built = info.get(f"horovod_{framework}") or {}
         for controller in sorted({f.controller for f in LAUNCHERS.values()}):
             if not built.get(controller):
                 missing.append(f"horovod for {framework} with {controller}")
-    if not info.get("keras"):
-        missing.append("tf-keras (Keras 2 for Horovod's Keras integration)")
     missing += [name for name, version in launchers.items() if version is None]
     return lines, missing
 

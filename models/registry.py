@@ -8,6 +8,9 @@ WORKLOADS = {
     "pytorch": {
         "script": "resnet50_pytorch.py",
         "version": "1",
+        # What `bench doctor` imports to find the framework, and Horovod's module for it (None: rides on another's).
+        "imports": "torch",
+        "horovod_module": "horovod.torch",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg",),
         "engines": ("horovod", "native"),
@@ -16,6 +19,8 @@ WORKLOADS = {
     "tensorflow": {
         "script": "resnet50_tensorflow.py",
         "version": "1",
+        "imports": "tensorflow",
+        "horovod_module": "horovod.tensorflow",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),
         "engines": ("horovod",),
@@ -24,6 +29,11 @@ WORKLOADS = {
     "keras": {
         "script": "resnet50_keras.py",
         "version": "1",
+        # Keras 2 as tf-keras: Horovod 0.28's Keras optimizer does not average under Keras 3 (docs/mpi-flavours.md).
+        "imports": "tf_keras",
+        "version_label": "tf-keras ",
+        "horovod_module": None,  # horovod.tensorflow.keras, built with TensorFlow's
+        "needed_for": "Keras 2 for Horovod's Keras integration",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),
         "engines": ("horovod",),

@@ -211,6 +211,9 @@ def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
     models_dir = Path(__file__).resolve().parent.parent / "models"
     assert (models_dir / w["script"]).is_file(), f"workload {framework}: no script {w['script']}"
     assert isinstance(w["version"], str) and w["version"], f"workload {framework}: no version"
+    # bench doctor finds the framework and its Horovod build through these (bench/doctor.py keeps no list of its own)
+    assert isinstance(w.get("imports"), str) and w["imports"], f"workload {framework}: no module for doctor to import"
+    assert "horovod_module" in w, f"workload {framework}: no horovod_module (None if it rides on another's)"
     assert set(w["data"]) <= set(get_args(DataKind)), f"workload {framework}: data outside the matrix's"
     assert set(w["precision"]) <= set(get_args(Precision)), f"workload {framework}: precision outside the matrix's"
     assert set(w["engines"]) <= set(get_args(Workload.model_fields["engine"].annotation)), \
