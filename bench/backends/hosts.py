@@ -35,7 +35,7 @@ from bench.backends import jobs
 from bench.backends.base import Outcome
 from bench.backends.hosts_config import Host, HostsConfig, configured_hosts
 from bench.backends.jobs import LEASH_BEAT_S, LEASH_GRACE_S, MODELS_DIR, TOKEN_VAR, failed_node, free_port, \
-    last_error, tool_path, worker_program
+    imagenet_reach_reason, last_error, make_imagenet_sample_if_needed, tool_path, worker_program
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered, Ssh
@@ -129,11 +129,8 @@ class HostsBackend:
         return tuple(fitting[:nodes]) if len(fitting) >= nodes else None
 
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
-        if cell["data"] == "imagenet":
-            if self.imagenet_dir is None:
-                return "data=imagenet: no dataset configured (set backend.imagenet_dir)"
-            if not self.imagenet_dir.exists() and self.imagenet_sample is None:
-                return f"data=imagenet: no dataset at {self.imagenet_dir}"
+        if reason := imagenet_reach_reason(cell, self.imagenet_dir, self.imagenet_sample):
+            return reason
         if self.hosts_for(cell, nodes) is None:
             per_node = math.ceil(cell["gpus"] / nodes)
             roomy = sum(1 for h in self.hosts if h.slots is None or h.slots >= per_node)
@@ -261,14 +258,7 @@ class HostsBackend:
         if runnable:
             say(f"hosts backend: {len(used)} host(s) in use ({', '.join(h.name for h in self.hosts if h.name in used)}),"
                 f" workdir {self.workdir}")
-        if self.imagenet_sample is None or self.imagenet_dir is None or self.imagenet_dir.exists():
-            return
-        if any(p.cell["data"] == "imagenet" for p in runnable):
-            from bench.datasets import make_imagenet_sample
-
-            made = make_imagenet_sample(self.imagenet_dir, self.imagenet_sample.classes,
-                                        self.imagenet_sample.per_class)
-            say(f"made an ImageNet sample for the real-data cells: {made['images']} images in {made['dir']}")
+        make_imagenet_sample_if_needed(runnable, self.imagenet_dir, self.imagenet_sample, say)
 
     def _probe(self, host: str | None, python: str) -> dict[str, Any] | str:
         """The node's facts (PROBE), or one line saying why they could not be had. host None = this machine."""

@@ -12,7 +12,8 @@ from typing import Any
 
 from bench.backends import jobs
 from bench.backends.base import Outcome
-from bench.backends.jobs import Handle, free_port, last_error, tool_path, worker_program
+from bench.backends.jobs import Handle, free_port, imagenet_reach_reason, last_error, make_imagenet_sample_if_needed, \
+    tool_path, worker_program
 from bench.catalog import catalog
 from bench.cell import PlannedCell
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
@@ -50,23 +51,12 @@ class LocalBackend:
 
     def prepare(self, planned: list[PlannedCell], say=print) -> None:
         """Makes the generated ImageNet sample if runnable cells need it and the matrix asked for one."""
-        if self.imagenet_sample is None or self.imagenet_dir is None or self.imagenet_dir.exists():
-            return
-        if any(p.runnable and p.cell["data"] == "imagenet" for p in planned):
-            from bench.datasets import make_imagenet_sample
-
-            made = make_imagenet_sample(self.imagenet_dir, self.imagenet_sample.classes,
-                                        self.imagenet_sample.per_class)
-            say(f"made an ImageNet sample for the real-data cells: {made['images']} images, "
-                f"{made['classes']} classes, {' and '.join(made['layouts'])} layouts, in {made['dir']}")
+        make_imagenet_sample_if_needed(planned, self.imagenet_dir, self.imagenet_sample, say)
 
     # --- planning -----------------------------------------------------------------------------------------------
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
-        if cell["data"] == "imagenet":
-            if self.imagenet_dir is None:
-                return "data=imagenet: no dataset configured (set backend.imagenet_dir)"
-            if not self.imagenet_dir.exists() and self.imagenet_sample is None:
-                return f"data=imagenet: no dataset at {self.imagenet_dir}"
+        if reason := imagenet_reach_reason(cell, self.imagenet_dir, self.imagenet_sample):
+            return reason
         if nodes > 1:
             return f"needs {nodes} nodes; the local backend runs on this one machine"
         sku = catalog()[cell["gpu"]]

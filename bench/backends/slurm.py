@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.backends.base import Outcome
-from bench.backends.jobs import judge, last_error, read_end, read_records, tail_of, tool_path, worker_program
+from bench.backends.jobs import imagenet_reach_reason, judge, last_error, make_imagenet_sample_if_needed, read_end, \
+    read_records, tail_of, tool_path, worker_program
 from bench.backends.slurm_config import SlurmConfig
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
@@ -119,23 +120,14 @@ class SlurmBackend:
         if not any(p.runnable for p in planned):
             return
         self.check(planned)
-        if self.imagenet_sample is not None and self.imagenet_dir is not None and not self.imagenet_dir.exists() \
-                and any(p.runnable and p.cell["data"] == "imagenet" for p in planned):
-            from bench.datasets import make_imagenet_sample
-
-            made = make_imagenet_sample(self.imagenet_dir, self.imagenet_sample.classes,
-                                        self.imagenet_sample.per_class)
-            say(f"made an ImageNet sample for the real-data cells: {made['images']} images in {made['dir']}")
+        make_imagenet_sample_if_needed(planned, self.imagenet_dir, self.imagenet_sample, say)
 
     # --- planning -------------------------------------------------------------------------------------------------
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
         from bench.catalog import catalog
 
-        if cell["data"] == "imagenet":
-            if self.imagenet_dir is None:
-                return "data=imagenet: no dataset configured (set backend.imagenet_dir)"
-            if not self.imagenet_dir.exists() and self.imagenet_sample is None:
-                return f"data=imagenet: no dataset at {self.imagenet_dir}"
+        if reason := imagenet_reach_reason(cell, self.imagenet_dir, self.imagenet_sample):
+            return reason
         if nodes > self.config.max_nodes:
             return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
         if cell["engine"] == "native" and nodes > 1:
