@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         w.hvd.shutdown()
     if w.native is not None:
         w.native.shutdown()
+        w.native.leave(code)
     return code
 
 
