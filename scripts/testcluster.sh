@@ -4,7 +4,10 @@
 # trying the multi-node launch lines by hand. Needs root and the Debian packages iproute2, openssh-server and
 # openssh-client.
 #
-#   scripts/testcluster.sh up N [--rate R] [--delay D] [--slots S] [--prefix P]   (replaces a cluster of that prefix)
+#   scripts/testcluster.sh up N [--rate R] [--delay D] [--slots S] [--prefix P] [--pin]
+#                                                     (replaces a cluster of that prefix; --pin: node I runs on CPU
+#                                                     (I-1) mod nproc only, a node a CPU of its own as on real
+#                                                     machines, so one node's work never borrows another's core)
 #   scripts/testcluster.sh down [--prefix P]          kill everything in the nodes, delete namespaces and the state dir
 #   scripts/testcluster.sh status                     the nodes, and whether each sshd answers
 #   scripts/testcluster.sh exec nodeK -- CMD...       run CMD on nodeK (its network, hostname and /etc/hosts)
@@ -23,6 +26,8 @@
 #                        eth1 addresses) and a boot id of its own on /proc/sys/kernel/random/boot_id (UCX and NCCL
 #                        take equal boot ids for one machine and would use shared memory between nodes); sshd
 #                        listens on 198.18.0.(10+i):22 only; everything started over ssh inherits all of these
+#   with --pin           nodeI/cpus in the state dir names node I's CPU; its init, sshd and everything entered with
+#                        `exec` run under `taskset -c` on it (children inherit the affinity)
 #   state dir            $BENCH_CLUSTER_DIR (default /tmp/bench-testcluster): keys, ssh_config, hostfile, an `ssh`
 #                        wrapper in bin/ that adds `-F ssh_config` (put bin/ first on PATH so every launcher's ssh
 #                        finds the nodes), per node: sshd config and log, init.pid (the host's pid of the node's
@@ -84,6 +89,13 @@ init_pid() {
   [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
 }
 
+# `taskset -c CPU` when node $1 is pinned (up --pin), else nothing: the prefix for anything started in the node.
+pin() {
+  local f=$DIR/node$1/cpus
+  [ -s "$f" ] && printf 'taskset -c %s' "$(cat "$f")"
+  return 0
+}
+
 # The host's pid of node $1's listening sshd (a child of the node's init), if there is one.
 sshd_pid() {
   local init
@@ -95,7 +107,8 @@ sshd_pid() {
 in_node() {
   local n=$1 pid; shift
   pid=$(init_pid "$n") || die "node$n is not up; run: $0 up N"
-  exec nsenter -t "$pid" -n -u -m -i -p -T --wd="$PWD" -- "$@"
+  # shellcheck disable=SC2046
+  exec $(pin "$n") nsenter -t "$pid" -n -u -m -i -p -T --wd="$PWD" -- "$@"
 }
 
 cmd_down() {
@@ -177,6 +190,7 @@ EOF
   # A boot id of its own: UCX (and NCCL) tell "same machine" from the boot id and would otherwise reach a rank on
   # another node through shared memory (UCX picked sysv/cma between two nodes here), never crossing eth1.
   cat /proc/sys/kernel/random/uuid >"$nd/boot_id"
+  if [ "$PIN" = 1 ]; then echo $(( (i - 1) % $(nproc) )) >"$nd/cpus"; fi
   start_init "$i"
   run_sshd "$i"
 }
@@ -190,7 +204,8 @@ EOF
 start_init() {
   local i=$1 netns nd launcher init=""
   netns=$(ns "$i"); nd=$DIR/node$i
-  ip netns exec "$netns" unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
+  # shellcheck disable=SC2046
+  ip netns exec "$netns" $(pin "$i") unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
     --time --monotonic "$((i * 1000000))" --boottime "$((i * 1000000))" -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id || exit 1
      trap "exit 0" TERM
@@ -212,7 +227,8 @@ run_sshd() {
   local i=$1 nd pid
   nd=$DIR/node$i
   pid=$(init_pid "$i") || die "node$i is not up"
-  nsenter -t "$pid" -n -u -m -i -p -T -- "$SSHD" -f "$nd/sshd_config" -E "$nd/sshd.log" \
+  # shellcheck disable=SC2046
+  $(pin "$i") nsenter -t "$pid" -n -u -m -i -p -T -- "$SSHD" -f "$nd/sshd_config" -E "$nd/sshd.log" \
     || die "sshd did not start on node$i (see $nd/sshd.log)"
 }
 
@@ -222,7 +238,7 @@ cmd_up() {
   trap 'cmd_down' EXIT  # a failed `up` leaves nothing behind
   mkdir -p "$DIR"
   chmod 755 "$DIR"
-  printf 'prefix=%s\nnodes=%s\nrate=%s\ndelay=%s\nslots=%s\n' "$PREFIX" "$nodes" "$rate" "$delay" "$slots" \
+  printf 'prefix=%s\nnodes=%s\nrate=%s\ndelay=%s\nslots=%s\npin=%s\n' "$PREFIX" "$nodes" "$rate" "$delay" "$slots" "$PIN" \
     >"$DIR/cluster.env"
   mkdir -p /run/sshd  # sshd's privilege-separation directory (its service unit normally makes it)
   write_ssh_files "$nodes" "$slots"
@@ -276,6 +292,7 @@ cmd_status() {
     else answer="sshd does not answer"
     fi
     qdisc=$(ip -n "$(ns "$i")" -br link show "$IFACE" 2>/dev/null | awk '{print $2}')
+    [ -s "$DIR/node$i/cpus" ] && answer="$answer, pinned to CPU $(cat "$DIR/node$i/cpus")"
     printf '  node%-3s %-16s %s %s %-5s %s\n' "$i" "$(addr "$i")" "$(ns "$i")" "$IFACE" "${qdisc:-absent}" "$answer"
   done
 }
@@ -284,13 +301,14 @@ cmd_status() {
 [ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up | sshd nodeK stop|start"
 cmd=$1; shift
 PREFIX=$(saved prefix); PREFIX=${PREFIX:-btc}
-rate="" delay="" slots=1 nodes=""
+rate="" delay="" slots=1 nodes="" PIN=0
 parse_opts() {
   while [ $# -gt 0 ]; do
     case $1 in
       --rate) [ $# -ge 2 ] || usage "--rate needs a value"; check_rate "$2"; rate=$2; shift 2 ;;
       --delay) [ $# -ge 2 ] || usage "--delay needs a value"; check_delay "$2"; delay=$2; shift 2 ;;
       --slots) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage "--slots '${2:-}': expected a positive integer"; slots=$2; shift 2 ;;
+      --pin) PIN=1; shift ;;
       --prefix) [[ ${2:-} =~ ^[a-z][a-z0-9]{0,11}$ ]] || usage "--prefix '${2:-}': expected 1-12 of [a-z0-9], letter first"
         PREFIX=$2; shift 2 ;;
       *) usage "unknown option '$1'" ;;

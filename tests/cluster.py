@@ -77,7 +77,9 @@ class Cluster:
         mount, pid, time), those of its pid 1, which every ssh session on that node has too. Entering a mount
         namespace resets the working directory to /, hence --wd."""
         pid = (self.state_dir / node / "init.pid").read_text().strip()
-        return ["nsenter", "-t", pid, "-n", "-u", "-m", "-i", "-p", "-T", f"--wd={cwd}", "--"]
+        cpus = self.state_dir / node / "cpus"  # `up --pin`: the node's own CPU, as its sshd has
+        pin = ["taskset", "-c", cpus.read_text().strip()] if cpus.exists() else []
+        return [*pin, "nsenter", "-t", pid, "-n", "-u", "-m", "-i", "-p", "-T", f"--wd={cwd}", "--"]
 
     def run(self, node: str, argv: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
             timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -124,11 +126,12 @@ class Cluster:
         _script(self.state_dir, "down")
 
 
-def start(nodes: int = 2) -> Cluster:
-    """Brings up a fresh cluster for this process (tearing down any stale one first)."""
+def start(nodes: int = 2, pin: bool = False) -> Cluster:
+    """Brings up a fresh cluster for this process (tearing down any stale one first); `pin`: each node on a CPU of
+    its own (testcluster.sh up --pin)."""
     reap_stale()
     state = Path(f"{STATE_PREFIX}{os.getpid()}")
-    up = _script(state, "up", str(nodes), "--prefix", f"bt{os.getpid()}", timeout=120)
+    up = _script(state, "up", str(nodes), "--prefix", f"bt{os.getpid()}", *(["--pin"] if pin else []), timeout=120)
     if up.returncode != 0:
         raise RuntimeError(f"testcluster.sh up {nodes} failed: {up.stderr.strip() or up.stdout.strip()}")
     hosts = tuple(f"node{i}" for i in range(1, nodes + 1))
