@@ -206,7 +206,8 @@ def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, i
         base[bad[1]] += 1
     want = expected(torch, op, n, comm.size, device)
     work = torch.empty_like(base)
-    out = torch.empty(n, dtype=torch.float32, device=device) if op == "allgather" else work
+    # torch.distributed gathers into this; Horovod allocates its own output on every call.
+    out = torch.empty(n, dtype=torch.float32, device=device) if op == "allgather" and engine.hvd is None else None
     name = f"bench.{op}.{size}"
     times = []
     for i in range(args.warmup_steps + args.steps):
@@ -214,8 +215,8 @@ def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, i
             work.zero_()  # not the pattern: a broadcast that delivered nothing fails the check
         else:
             work.copy_(base)
-        if op == "allgather":
-            out.zero_()
+        if out is not None:
+            out.zero_()  # last iteration's gather must not pass for this one's
         comm.barrier()
         t0 = time.perf_counter()
         if op == "allreduce":
