@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import BenchInputError
+from models.registry import COLLECTIVES
 
 SCHEMA_VERSION = 1
 MAX_IMAGES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
@@ -59,7 +60,7 @@ class CollectiveRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["allreduce"]
+    op: Literal[tuple(COLLECTIVES)]
     bytes: int = Field(gt=0)
     iterations: int = Field(gt=0)
     time_median_s: float = Field(gt=0)
@@ -71,7 +72,7 @@ class CollectiveRow(BaseModel):
     busbw_bytes_per_s: float = Field(ge=0)
 
 
-COLLECTIVE_MODELS = ("allreduce",)  # cell `model` values whose records carry `collective` rows, not images/sec
+COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec
 
 
 class Record(BaseModel):
@@ -129,7 +130,7 @@ class Record(BaseModel):
     transport_verdict: str | None = None
     transport_evidence: str | None = None
     log_tail: str | None = None
-    # Collective cells (model: allreduce): one row per message size; their image rates stay null.
+    # Collective cells (model: allreduce, allgather, broadcast): one row per message size; their image rates stay null.
     collective: list[CollectiveRow] = []
 
     @field_validator("images_per_sec", "images_per_sec_per_gpu")
@@ -172,14 +173,18 @@ class Record(BaseModel):
         if self.images_per_sec is not None or self.per_rank:
             raise ValueError("a collective record has no image rates")
         n = self.world_size or 1
+        model = self.cell.get("model")
         for row in self.collective:
+            if row.op != model:
+                raise ValueError(f"collective {row.bytes} bytes: a {row.op} row in a model={model} cell's record")
             algbw = row.bytes / row.time_median_s
             if not math.isclose(row.algbw_bytes_per_s, algbw, rel_tol=1e-6):
                 raise ValueError(f"collective {row.bytes} bytes: algbw {row.algbw_bytes_per_s} != bytes / time {algbw}")
-            busbw = algbw * 2 * (n - 1) / n
+            spec = COLLECTIVES[row.op]
+            busbw = algbw * spec["bus_factor"](n)
             if not math.isclose(row.busbw_bytes_per_s, busbw, rel_tol=1e-6, abs_tol=1e-9):
-                raise ValueError(f"collective {row.bytes} bytes: busbw {row.busbw_bytes_per_s} != algbw x 2(n-1)/n "
-                                 f"= {busbw}")
+                raise ValueError(f"collective {row.bytes} bytes: busbw {row.busbw_bytes_per_s} != algbw x "
+                                 f"{spec['bus_formula']} = {busbw} ({row.op}, n = {n})")
             if not row.time_min_s <= row.time_median_s <= row.time_max_s:
                 raise ValueError(f"collective {row.bytes} bytes: median time outside [min, max]")
         return self

@@ -1,8 +1,12 @@
-"""Allreduce over a sweep of message sizes, through the engine a training cell of the same settings uses.
+"""A collective (allreduce, allgather or broadcast) over a sweep of message sizes, through the engine a training
+cell of the same settings uses.
 
-Horovod (`hvd.allreduce_`, under whichever launcher and controller the cell's MPI flavour or Gloo gives it) or
-torch.distributed (`--engine native`: Gloo on CPU, NCCL on GPU). Float32 tensors from 4 KiB up to --max-bytes
-(default: ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest.
+Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.broadcast_` from rank 0, under whichever launcher and controller the
+cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`: `all_reduce`, `all_gather_single`,
+`broadcast` from rank 0; Gloo on CPU, NCCL on GPU). Float32 tensors from 4 KiB up to --max-bytes (default:
+ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
+is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
+rank) for allgather, rounded down to whole float32 slices when n does not divide it (the row holds what was gathered).
 
 Timing, per size: warm-up iterations, then --steps timed ones. Each iteration starts after a barrier (an allreduce of
 one element, as the training window opens) and ends when this rank's allreduce has returned (and the device has
@@ -10,17 +14,22 @@ synchronised); the iteration's time is the slowest rank's, gathered after the sw
 over the timed iterations.
 
 Bandwidths use the definitions nccl-tests publishes (its doc/PERFORMANCE.md): algorithm bandwidth algbw = bytes /
-time, and bus bandwidth busbw = algbw x 2(n-1)/n for allreduce, the rate each link must carry in a ring allreduce,
-comparable with the link's own rate whatever n is.
+time, and bus bandwidth busbw = algbw x factor, 2(n-1)/n for allreduce, (n-1)/n for allgather, 1 for broadcast
+(models/registry.py COLLECTIVES): the rate each link must carry in the ring algorithm, comparable with the link's own
+rate whatever n is.
 
 Horovod's tensor fusion (HOROVOD_FUSION_THRESHOLD, 64 MiB by default) packs small tensors submitted together into
 one buffer; here one tensor is in flight at a time, so fusion has nothing to pack, but every call still waits for
 Horovod's background cycle (HOROVOD_CYCLE_TIME): that wait is part of the measured latency, as it is in training.
 Both settings are recorded as the worker saw them.
 
-Correctness: rank r fills element i with (r + 1) + (i mod 7); the sum over n ranks is n(n+1)/2 + n(i mod 7), exact in
-float32. Every timed iteration's result is checked; a wrong value fails the cell naming the size and the first wrong
-element. Imports nothing from the control plane.
+Correctness: rank r's data has element i = (r + 1) + (i mod 7). Allreduce: the sum over n ranks is n(n+1)/2 +
+n(i mod 7). Allgather: slice r of the output holds rank r's data. Broadcast: every rank ends with rank 0's data, 1 +
+(i mod 7), the other ranks' buffers being zeroed before each call so a broadcast that delivered nothing is caught. All
+exact in float32, computed from the formula, never from what a rank sent. Every iteration's result (warm-up
+included) is checked on every rank that receives one (a broadcast's root holds only its source); a wrong value fails
+the cell naming the size and the first wrong element.
+Imports nothing from the control plane.
 """
 from __future__ import annotations
 
@@ -37,16 +46,19 @@ from models.common import Comm, fail  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
 
-VERSION = COLLECTIVES["allreduce"]["version"]
+OPS = tuple(COLLECTIVES)
+ROOT = 0  # broadcast's source rank
 MIN_BYTES = 4096
 PATTERN_PERIOD = 7
-# TEST-ONLY: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of its input at size B, so the check can be
-# proven to catch a wrong reduction with real processes. Unset in every real run.
+# TEST-ONLY: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size B (allreduce:
+# its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels), so the check
+# can be proven to catch a wrong result with real processes. Unset in every real run.
 CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--op", choices=OPS, default="allreduce", help="the collective swept")
     p.add_argument("--engine", choices=("horovod", "native"), default="horovod")
     p.add_argument("--max-bytes", type=int, default=RESNET50_GRADIENT_BYTES, help="largest message (bytes)")
     p.add_argument("--warmup-steps", type=int, default=5, help="untimed iterations per size")
@@ -75,6 +87,15 @@ def sweep_sizes(max_bytes: int) -> list[int]:
     return [*sizes, max_bytes]
 
 
+def op_sizes(op: str, max_bytes: int, world: int) -> list[int]:
+    """The sweep's sizes as the op moves them: allgather's output is n whole float32 slices (at least one element
+    each), so a size n does not divide is rounded down to what is gathered; sizes that round to the same one once."""
+    if op != "allgather":
+        return sweep_sizes(max_bytes)
+    sizes = [4 * world * max(1, size // (4 * world)) for size in sweep_sizes(max_bytes)]
+    return list(dict.fromkeys(sizes))
+
+
 def corruption(rank: int) -> tuple[int, int] | None:
     """(bytes, element) this rank must corrupt, from the test-only variable; None in every real run."""
     text = os.environ.get(CORRUPT_VAR)
@@ -87,7 +108,7 @@ def corruption(rank: int) -> tuple[int, int] | None:
 
 
 class Engine:
-    """The allreduce, the barrier and the object gather of whichever engine runs the cell."""
+    """The collectives, the barrier and the object gather of whichever engine runs the cell."""
 
     def __init__(self, args, torch):
         self.torch = torch
@@ -98,6 +119,8 @@ class Engine:
             import torch.distributed as dist
 
             self.dist, self.hvd, self.backend = dist, None, backend
+            # all_gather_into_tensor's new name since torch 2.13 (the old one warns); same call, same semantics.
+            self._gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
             self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
             self._shutdown = torch_native.shutdown
         else:
@@ -123,6 +146,26 @@ class Engine:
             self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=name)
         else:
             self.dist.all_reduce(tensor)
+        self._sync()
+
+    def allgather(self, out, mine, name: str):
+        """Every rank's `mine`, concatenated in rank order; returns the tensor holding them (Horovod allocates its
+        own output, torch.distributed fills `out`)."""
+        if self.hvd is not None:
+            out = self.hvd.allgather(mine, name=name)
+        else:
+            self._gather_single(out, mine)
+        self._sync()
+        return out
+
+    def broadcast_(self, tensor, name: str) -> None:
+        if self.hvd is not None:
+            self.hvd.broadcast_(tensor, root_rank=ROOT, name=name)
+        else:
+            self.dist.broadcast(tensor, src=ROOT)
+        self._sync()
+
+    def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
@@ -130,36 +173,63 @@ class Engine:
         self._shutdown()
 
 
-def expected(torch, n_elem: int, world: int, device):
-    period = torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD)
-    return period.mul_(world).add_(world * (world + 1) / 2)
+def pattern(torch, n_elem: int, rank: int, device):
+    """Rank `rank`'s data: element i is (rank + 1) + (i mod 7)."""
+    return torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD).add_(rank + 1)
 
 
-def check(result, want, size: int, rank: int) -> None:
+def expected(torch, op: str, n_elem: int, world: int, device):
+    """What every rank must hold after the op, from the formula alone. n_elem: the result's elements."""
+    if op == "allreduce":
+        period = torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD)
+        return period.mul_(world).add_(world * (world + 1) / 2)
+    if op == "allgather":
+        return torch.cat([pattern(torch, n_elem // world, r, device) for r in range(world)])
+    return pattern(torch, n_elem, ROOT, device)
+
+
+def check(result, want, op: str, size: int, rank: int) -> None:
     wrong = (result != want).nonzero()
     if wrong.numel():
         i = int(wrong[0, 0])
-        fail(f"allreduce of {size} bytes returned a wrong value on rank {rank}: element {i} is "
+        fail(f"{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is "
              f"{float(result[i])}, expected {float(want[i])}")
 
 
-def time_size(engine: Engine, torch, size: int, args, bad: tuple[int, int] | None) -> list[float]:
+def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, int] | None) -> list[float]:
     """This rank's timed iterations at one size (seconds), every result checked."""
     comm, device = engine.comm, engine.device
-    n = size // 4
-    base = torch.arange(n, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD).add_(comm.rank + 1)
+    n = size // 4  # the result's elements
+    sent = n // comm.size if op == "allgather" else n
+    base = pattern(torch, sent, comm.rank, device)
     if bad is not None and bad[0] == size:
         base[bad[1]] += 1
-    want = expected(torch, n, comm.size, device)
+    want = expected(torch, op, n, comm.size, device)
     work = torch.empty_like(base)
+    # torch.distributed gathers into this; Horovod allocates its own output on every call.
+    out = torch.empty(n, dtype=torch.float32, device=device) if op == "allgather" and engine.hvd is None else None
+    name = f"bench.{op}.{size}"
     times = []
     for i in range(args.warmup_steps + args.steps):
-        work.copy_(base)
+        if op == "broadcast" and comm.rank != ROOT:
+            work.zero_()  # not the pattern: a broadcast that delivered nothing fails the check
+        else:
+            work.copy_(base)
+        if out is not None:
+            out.zero_()  # last iteration's gather must not pass for this one's
         comm.barrier()
         t0 = time.perf_counter()
-        engine.allreduce_(work, name=f"bench.allreduce.{size}")
+        if op == "allreduce":
+            engine.allreduce_(work, name=name)
+            result = work
+        elif op == "allgather":
+            result = engine.allgather(out, work, name=name)
+        else:
+            engine.broadcast_(work, name=name)
+            result = work
         elapsed = time.perf_counter() - t0
-        check(work, want, size, comm.rank)
+        if op != "broadcast" or comm.rank != ROOT:  # the root's buffer is the source: the receivers judge it
+            check(result, want, op, size, comm.rank)
         if i >= args.warmup_steps:
             times.append(elapsed)
     return times
@@ -173,15 +243,15 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def size_row(size: int, per_rank: list[list[float]], world: int) -> dict:
+def size_row(op: str, size: int, per_rank: list[list[float]], world: int) -> dict:
     """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median."""
     slowest = [max(ts) for ts in zip(*per_rank)]
     median = statistics.median(slowest)
     algbw = size / median
-    return {"op": "allreduce", "bytes": size, "iterations": len(slowest), "time_median_s": median,
+    return {"op": op, "bytes": size, "iterations": len(slowest), "time_median_s": median,
             "time_p10_s": quantile(slowest, 0.1), "time_p90_s": quantile(slowest, 0.9),
             "time_min_s": min(slowest), "time_max_s": max(slowest),
-            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * 2 * (world - 1) / world}
+            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * COLLECTIVES[op]["bus_factor"](world)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,10 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(args, torch)
     comm = engine.comm
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // comm.local_size))
-    sizes = sweep_sizes(args.max_bytes)
+    op = args.op
+    sizes = op_sizes(op, args.max_bytes, comm.size)
     bad = corruption(comm.rank)
     base = {"kind": "measurement", "cell_id": args.cell_id, "run_id": args.run_id, "status": "ok",
-            "framework": "pytorch", "workload": "allreduce", "workload_version": VERSION,
+            "framework": "pytorch", "workload": op, "workload_version": COLLECTIVES[op]["version"],
             "engine": args.engine, "device": engine.device.type, "world_size": comm.size,
             "local_size": comm.local_size, "threads_per_worker": torch.get_num_threads(),
             "warmup_steps": args.warmup_steps, "measured_steps": args.steps}
@@ -208,16 +279,16 @@ def main(argv: list[str] | None = None) -> int:
     host = socket.gethostname()
     for repeat in range(args.repeats):
         start = time.time()
-        mine = {size: time_size(engine, torch, size, args, bad) for size in sizes}
+        mine = {size: time_size(engine, torch, op, size, args, bad) for size in sizes}
         comm.barrier()
         end = time.time()
         gathered = comm.allgather_object({"host": host, "times": mine})
         if comm.rank == 0:
-            rows = [size_row(size, [g["times"][size] for g in gathered], comm.size) for size in sizes]
+            rows = [size_row(op, size, [g["times"][size] for g in gathered], comm.size) for size in sizes]
             write_record({**base, "repeat": repeat, "start_unix": start, "end_unix": end, "collective": rows},
                          args.out)
             top = rows[-1]
-            print(f"bench worker: repeat {repeat}: allreduce of {top['bytes']} bytes over {comm.size} workers: "
+            print(f"bench worker: repeat {repeat}: {op} of {top['bytes']} bytes over {comm.size} workers: "
                   f"{top['time_median_s'] * 1e3:.2f} ms median, busbw {top['busbw_bytes_per_s'] / 1e9:.3f} GB/s",
                   flush=True)
     engine.shutdown()

@@ -124,3 +124,84 @@ def test_the_native_engine_sweeps_through_torch_distributed_under_torchrun(tmp_p
     sizes = rows(tmp_path, "collectives")
     assert [s["bytes"] for s in sizes] == SIZES and all(s["engine"] == "native" for s in sizes)
     assert all(s["busbw_bytes_per_s"] > 0 for s in sizes)
+
+
+OPS_SWEEP = """
+name: ops
+workload:
+  max_message_bytes: 65536
+  warmup_steps: 1
+  steps: 3
+  repeats: 1
+  threads: 1
+axes:
+  gpu: [cpu]
+  model: [allgather, broadcast]
+  mpi: [gloo, openmpi]
+  engine: [horovod, native]
+  gpus: [2]
+exclude:
+  - {mpi: openmpi, engine: native}
+"""
+OPS_SIZES = [4096, 16384, 65536]
+
+
+def test_allgather_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their_own_bus_factors(tmp_path):
+    (tmp_path / "m.yaml").write_text(OPS_SWEEP, encoding="utf-8")
+    cells = load_matrix_text(OPS_SWEEP).cells()
+    assert len(cells) == 6
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = rows(tmp_path, "records")
+    assert sorted(r["cell_id"] for r in records) == sorted(cell_id(c) for c in cells)
+    for r in records:
+        rec = json.loads(r["record_json"])
+        assert r["status"] == "ok" and rec["workload"] == r["model"] and rec["workload_version"] == "1"
+        assert "--op" in rec["command"] and rec["command"][rec["command"].index("--op") + 1] == r["model"]
+    sizes = rows(tmp_path, "collectives")
+    assert len(sizes) == 6 * len(OPS_SIZES)
+    assert {(s["op"], s["mpi"], s["engine"]) for s in sizes} == {
+        (op, mpi, engine) for op in ("allgather", "broadcast") for mpi, engine in
+        (("gloo", "horovod"), ("gloo", "native"), ("openmpi", "horovod"))}
+    for s in sizes:
+        assert s["world_size"] == 2 and s["iterations"] == 3 and s["busbw_bytes_per_s"] > 0
+        assert s["algbw_bytes_per_s"] == pytest.approx(s["bytes"] / s["time_median_s"])
+        # nccl-tests' factors at n = 2: (n-1)/n = 1/2 for allgather, 1 for broadcast.
+        factor = 0.5 if s["op"] == "allgather" else 1.0
+        assert s["busbw_bytes_per_s"] == pytest.approx(s["algbw_bytes_per_s"] * factor)
+    for op in ("allgather", "broadcast"):
+        assert sorted(s["bytes"] for s in sizes if s["op"] == op and s["mpi"] == "gloo"
+                      and s["engine"] == "native") == OPS_SIZES
+
+    out = bench_cli("export", "--table", "collectives", "--format", "json", "-o", "c.jsonl", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    exported = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert sorted(e["op"] for e in exported) == sorted(s["op"] for s in sizes)
+    rep = bench_cli("report", "--out", "rep", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "allgather · cpu/gloo/native" in html and "broadcast · cpu/openmpi/horovod" in html
+    assert "fit: " not in html  # α/β are fitted from allreduce sweeps only
+    assert html.index("allgather · cpu/") < html.index("broadcast · cpu/")  # grouped by op
+
+
+@pytest.mark.parametrize("op,mpi,corrupt,wrong", [
+    # Rank 1 sends (1 + 1) + (j mod 7), 7 at its element 5, +1 = 8; its slice starts at 65536 / 4 / 2 = 8192.
+    ("allgather", "openmpi", "rank=1:bytes=65536:element=5", "allgather of 65536 bytes returned a wrong value on "
+                                                              "rank {r}: element 8197 is 8.0, expected 7.0"),
+    # Only the root's data travels in a broadcast: rank 1 (its buffer zeroed, then filled by the broadcast) receives
+    # 1 + 5 + 1 at element 5 and is the one to say so; the root holds only its source and checks nothing.
+    ("broadcast", "gloo", "rank=0:bytes=65536:element=5", "broadcast of 65536 bytes returned a wrong value on "
+                                                           "rank 1: element 5 is 7.0, expected 6.0"),
+])
+def test_a_wrong_allgather_or_broadcast_fails_the_cell_naming_the_size_and_the_first_wrong_element(
+        tmp_path, op, mpi, corrupt, wrong):
+    text = OPS_SWEEP.replace("model: [allgather, broadcast]", f"model: [{op}]") \
+        .replace("mpi: [gloo, openmpi]", f"mpi: [{mpi}]").replace("engine: [horovod, native]", "engine: [horovod]")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300, env={"BENCH_COLLECTIVE_CORRUPT": corrupt})
+    assert result.returncode == 1, result.stderr[-3000:]
+    (row,) = rows(tmp_path, "records")
+    assert row["status"] == "failed"
+    assert any(wrong.format(r=r) in row["error"] for r in (0, 1)), row["error"]
+    assert not rows(tmp_path, "collectives")

@@ -75,9 +75,11 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     """α and β of one stack from its allreduce rows (each: bytes, time_median_s, world_size; one per size per
     repeat). Unusable, with the reason, when there are too few sizes, a single rank, a bandwidth curve that falls,
     or a time that does not grow with size."""
-    rows = [r for r in rows if r.get("op", "allreduce") == "allreduce"]
+    rows = [r for r in rows if r.get("op", "allreduce") == "allreduce"]  # allgather/broadcast move other shares
     sizes = sorted({int(r["bytes"]) for r in rows})
     base = dict(stack=stack, sizes=len(sizes), points=len(rows))
+    if not rows:
+        return AlphaBeta(**base, reason="no allreduce rows (α and β are fitted from allreduce sweeps only)")
     if len(sizes) < MIN_SIZES:
         return AlphaBeta(**base, reason=f"too few message sizes: {len(sizes)} (a fit needs at least {MIN_SIZES})")
     worlds = {int(r["world_size"]) for r in rows}
@@ -126,9 +128,12 @@ def stack_of(row: Mapping[str, Any]) -> tuple:
 
 
 def fit_stacks(rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:
-    """One fit per stack (STACK_KEYS) from collective rows of any number of stacks."""
+    """One fit per stack (STACK_KEYS) from collective rows of any number of stacks; a stack with no allreduce rows
+    (only allgather or broadcast sweeps) has no fit, so the model keeps its data-sheet links there."""
     groups: dict[tuple, list] = {}
     for r in rows:
+        if r.get("op", "allreduce") != "allreduce":
+            continue
         groups.setdefault(stack_of(r), []).append(r)
     return {stack: fit_alpha_beta(group, stack) for stack, group in groups.items()}
 

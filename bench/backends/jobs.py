@@ -41,7 +41,7 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path, threads: int,
     engine = ("--engine", "native") if c["engine"] == "native" else ()
     if c["model"] in COLLECTIVES:
         sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
-        return (python, str(script), *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
+        return (python, str(script), "--op", c["model"], *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
                 "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
                 "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
