@@ -70,6 +70,9 @@ class CollectiveRow(BaseModel):
     time_max_s: float = Field(gt=0)
     algbw_bytes_per_s: float = Field(ge=0)
     busbw_bytes_per_s: float = Field(ge=0)
+    # The busiest rank's process CPU seconds per iteration (all its threads), median; null in sweeps recorded before
+    # it was measured.
+    cpu_time_median_s: float | None = Field(None, ge=0)
 
 
 COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec

@@ -22,7 +22,7 @@ from bench.cell_keys import CELL_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 DEFAULT_STORE = Path("results/bench.db")
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
@@ -132,6 +132,11 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (run_id, cell_id, job, repeat, op, bytes)
     );
     CREATE INDEX collectives_stack ON collectives (mpi, ib, engine, nodes)
+    """,
+    # 7: what a collective costs the CPU: the busiest rank's process CPU seconds per iteration, median (null for
+    # sweeps recorded before it was measured).
+    7: """
+    ALTER TABLE collectives ADD COLUMN cpu_time_median_s REAL;
     """,
 }
 

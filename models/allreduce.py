@@ -196,8 +196,10 @@ def check(result, want, op: str, size: int, rank: int) -> None:
              f"{float(result[i])}, expected {float(want[i])}")
 
 
-def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, int] | None) -> list[float]:
-    """This rank's timed iterations at one size (seconds), every result checked."""
+def time_size(engine: Engine, torch, op: str, size: int, args,
+              bad: tuple[int, int] | None) -> tuple[list[float], list[float]]:
+    """This rank's timed iterations at one size: wall seconds, and the CPU seconds its process spent meanwhile (every
+    thread: the engine's background and transport threads too), every result checked."""
     comm, device = engine.comm, engine.device
     n = size // 4  # the result's elements
     sent = n // comm.size if op == "allgather" else n
@@ -209,7 +211,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, i
     # torch.distributed gathers into this; Horovod allocates its own output on every call.
     out = torch.empty(n, dtype=torch.float32, device=device) if op == "allgather" and engine.hvd is None else None
     name = f"bench.{op}.{size}"
-    times = []
+    times, cpu = [], []
     for i in range(args.warmup_steps + args.steps):
         if op == "broadcast" and comm.rank != ROOT:
             work.zero_()  # not the pattern: a broadcast that delivered nothing fails the check
@@ -218,7 +220,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, i
         if out is not None:
             out.zero_()  # last iteration's gather must not pass for this one's
         comm.barrier()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         if op == "allreduce":
             engine.allreduce_(work, name=name)
             result = work
@@ -227,12 +229,13 @@ def time_size(engine: Engine, torch, op: str, size: int, args, bad: tuple[int, i
         else:
             engine.broadcast_(work, name=name)
             result = work
-        elapsed = time.perf_counter() - t0
+        elapsed, used = time.perf_counter() - t0, time.process_time() - c0
         if op != "broadcast" or comm.rank != ROOT:  # the root's buffer is the source: the receivers judge it
             check(result, want, op, size, comm.rank)
         if i >= args.warmup_steps:
             times.append(elapsed)
-    return times
+            cpu.append(used)
+    return times, cpu
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -243,15 +246,20 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def size_row(op: str, size: int, per_rank: list[list[float]], world: int) -> dict:
-    """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median."""
+def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
+             cpu_per_rank: list[list[float]] | None = None) -> dict:
+    """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median; the
+    busiest rank's CPU seconds per iteration, median (what the collective costs the cores: an engine that polls while
+    it waits spends about its wall time, one that sleeps far less)."""
     slowest = [max(ts) for ts in zip(*per_rank)]
+    busiest = [max(cs) for cs in zip(*cpu_per_rank)] if cpu_per_rank else None
     median = statistics.median(slowest)
     algbw = size / median
     return {"op": op, "bytes": size, "iterations": len(slowest), "time_median_s": median,
             "time_p10_s": quantile(slowest, 0.1), "time_p90_s": quantile(slowest, 0.9),
             "time_min_s": min(slowest), "time_max_s": max(slowest),
-            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * COLLECTIVES[op]["bus_factor"](world)}
+            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * COLLECTIVES[op]["bus_factor"](world),
+            "cpu_time_median_s": statistics.median(busiest) if busiest else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         end = time.time()
         gathered = comm.allgather_object({"host": host, "times": mine})
         if comm.rank == 0:
-            rows = [size_row(op, size, [g["times"][size] for g in gathered], comm.size) for size in sizes]
+            rows = [size_row(op, size, [g["times"][size][0] for g in gathered], comm.size,
+                             [g["times"][size][1] for g in gathered]) for size in sizes]
             write_record({**base, "repeat": repeat, "start_unix": start, "end_unix": end, "collective": rows},
                          args.out)
             top = rows[-1]

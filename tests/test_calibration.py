@@ -1,6 +1,8 @@
 """Prediction against measurement (bench/analysis/calibration.py): which cells are compared, and that the calibrated
 and data-sheet predictions are the model's equations with the fitted or the rated link — nothing fitted to the
 training cells."""
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -86,3 +88,19 @@ def test_an_unusable_fit_is_named_not_used():
 def test_a_rate_that_is_not_positive_is_refused():
     with pytest.raises(AnalysisError, match="must be positive"):
         rated_link(0)
+
+
+def test_on_cpu_workers_the_collectives_cpu_time_does_not_hide_behind_compute():
+    key, fit = fit_for("gloo", 2e-3, 50e6)
+    comm = fit.alpha_s + G / fit.beta_Bps
+    backward_hidden = DEFAULT_OVERLAP * BACKWARD_FRACTION * 32 / 24.0
+    for share, exposed in ((1.0, comm), (0.25, 0.25 * comm + max(0.0, 0.75 * comm - backward_hidden)),
+                           (3.0, comm)):  # several busy threads still hold one core's worth of compute
+        (g2, _) = compare(table(), {key: replace(fit, cpu_share=share)}, rated_link(None))
+        compute = 32 / 24.0
+        assert g2.calibrated_efficiency == pytest.approx(compute / (compute + exposed))
+    # A GPU cell of the same fit: compute is on the GPU, the CPU share costs it nothing.
+    from bench.analysis.model import predict
+    gpu = predict("V100", 2, 300.0, 64, fabric="tcp", gpus_per_node=1, measured=replace(fit, cpu_share=1.0))
+    assert gpu.efficiency == pytest.approx(predict("V100", 2, 300.0, 64, fabric="tcp", gpus_per_node=1,
+                                                   measured=fit).efficiency)

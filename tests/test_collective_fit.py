@@ -108,3 +108,13 @@ def test_predict_table_says_why_a_measured_fit_was_passed_over():
     out = predict_table(_table("V100", "openmpi"), fits)
     two = out[out.gpus == 2].iloc[0]
     assert two.predicted_links.startswith("data sheet (measured fit unusable: too few message sizes")
+
+
+def test_the_cpu_share_is_the_median_cpu_per_wall_second_where_bandwidth_decides():
+    rows = sweep(50e-6, 1e9, world=2, noise=0.0)
+    assert fit_alpha_beta(rows).cpu_share is None  # a sweep recorded before CPU time was measured
+    for r in rows:  # an engine that polls: CPU time = wall time on large messages, a tenth of it on small ones
+        r["cpu_time_median_s"] = r["time_median_s"] * (1.0 if r["bytes"] >= 1 << 20 else 0.1)
+    fit = fit_alpha_beta(rows)
+    assert fit.cpu_share == pytest.approx(1.0)
+    assert "CPU 1.00 s/s" in fit.describe()

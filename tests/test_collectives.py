@@ -1,6 +1,7 @@
 """The collective workload (model: allreduce) for real: 2-rank sweeps under Gloo and Open MPI through `bench run`,
 their rows in the store, export and report; a corrupted reduction fails its cell naming size and element."""
 import json
+import os
 import sqlite3
 
 import pytest
@@ -55,6 +56,9 @@ def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_an
         assert s["algbw_bytes_per_s"] == pytest.approx(s["bytes"] / s["time_median_s"])
         assert s["busbw_bytes_per_s"] == pytest.approx(s["algbw_bytes_per_s"])  # 2(n-1)/n = 1 at n = 2
         assert s["time_min_s"] <= s["time_median_s"] <= s["time_max_s"]
+        # CPU seconds of the busiest rank's process: spent (the copies alone cost some), and no more than all of
+        # this machine's cores could give in its slowest iteration.
+        assert 0 < s["cpu_time_median_s"] <= (os.cpu_count() or 1) * s["time_max_s"] + 0.01
     assert {s["mpi"] for s in sizes} == {"gloo", "openmpi"}
 
     out = bench_cli("export", "--table", "collectives", "-o", "c.csv", cwd=tmp_path)

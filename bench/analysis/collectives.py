@@ -43,6 +43,9 @@ class AlphaBeta:
     alpha_ci: tuple[float, float] | None = None
     beta_ci: tuple[float, float] | None = None
     reason: str | None = None
+    # CPU seconds per wall second the collective cost its busiest rank at the sizes bandwidth decides (median), from
+    # the sweep's cpu_time_median_s; None when the sweep did not measure it. ~1: the engine polls while it waits.
+    cpu_share: float | None = None
 
     @property
     def usable(self) -> bool:
@@ -60,7 +63,8 @@ class AlphaBeta:
         if not self.usable:
             return f"unusable: {self.reason}"
         return (f"α {self.alpha_s * 1e6:.0f} µs [{self.alpha_ci[0] * 1e6:.0f}, {self.alpha_ci[1] * 1e6:.0f}], "
-                f"β {self.beta_Bps / 1e9:.3f} GB/s [{self.beta_ci[0] / 1e9:.3f}, {self.beta_ci[1] / 1e9:.3f}]")
+                f"β {self.beta_Bps / 1e9:.3f} GB/s [{self.beta_ci[0] / 1e9:.3f}, {self.beta_ci[1] / 1e9:.3f}]"
+                + (f", CPU {self.cpu_share:.2f} s/s" if self.cpu_share is not None else ""))
 
 
 def _wls(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -120,7 +124,15 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     tail = (1 - CONFIDENCE) / 2 * 100
     alpha_ci = tuple(float(v) for v in np.percentile(alphas, [tail, 100 - tail]))
     beta_ci = tuple(float(v) for v in np.percentile(betas, [tail, 100 - tail]))
-    return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci)
+    return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci,
+                     cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]))
+
+
+def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:
+    """Median CPU seconds per wall second over rows that measured CPU time; None when none did."""
+    shares = [float(r["cpu_time_median_s"]) / float(r["time_median_s"]) for r in rows
+              if r.get("cpu_time_median_s") is not None and not np.isnan(float(r["cpu_time_median_s"]))]
+    return float(np.median(shares)) if shares else None
 
 
 def stack_of(row: Mapping[str, Any]) -> tuple:

@@ -22,6 +22,14 @@ Measured links: when the store holds a usable α/β fit of the cell's own stack 
 its allreduce sweep: gpu, mpi, ib, engine, nodes), the allreduce time is that fit's α + 2(n−1)/n · G / β for the
 whole collective, and every prediction says which it used (`links`: "measured" or "data sheet").
 
+CPU workers: the cores compute, so the collective's own CPU work (copies, the reduction, an engine polling while
+it waits) takes turns with compute instead of hiding behind it. When the measured fit knows what the collective
+costs the CPU (`cpu_share`, CPU seconds per wall second, from the sweep), that part is exposed whole:
+
+    exposed = cpu + max(0, allreduce − cpu − overlap · backward)        cpu = min(1, cpu_share) · allreduce
+
+(GPU workers compute on the GPU and leave the host cores to communication: no such term.)
+
 Link figures (α latency, β achievable bandwidth) and their sources are in LINKS; the fabric of each catalogue key is
 in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays descriptive).
 """
@@ -157,13 +165,16 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
     per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / images_per_sec_1gpu
+    busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
     if measured is not None and measured.usable:
         comm, source = measured.allreduce_s(gpus, gradient_bytes(precision)), "measured"
+        if catalog()[gpu].is_cpu and measured.cpu_share is not None:
+            busy = min(1.0, measured.cpu_share) * comm
     else:
         comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
                            links["pcie3-pageable"])
         source = "data sheet"
-    exposed = max(0.0, comm - overlap * BACKWARD_FRACTION * compute)
+    exposed = busy + max(0.0, comm - busy - overlap * BACKWARD_FRACTION * compute)
     step = compute + exposed
     return Prediction(gpus, math.ceil(gpus / per_node), fabric, path, compute, comm, exposed, step,
                       gpus * batch_per_gpu / step, compute / step, source)

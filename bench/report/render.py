@@ -502,7 +502,12 @@ def _prediction_section(table, out_dir, written, fits=None) -> dict | None:
                          .assign(links=links.fillna("data sheet")), on="cell_id")
     merged = merged[merged["predicted_efficiency"].notna() & (merged["series_cells"] > 1)]
     if merged.empty:
-        return {"id": "prediction", "title": title, "omitted": f"{title}: omitted — no prediction for a scaled cell."}
+        unusable = sorted({f"{'/'.join(str(k) for k in stack)}: {fit.reason}" for stack, fit in (fits or {}).items()
+                           if not fit.usable})
+        why = (" CPU cells are predicted from a usable measured allreduce fit only, and this store's are unusable ("
+               + "; ".join(unusable) + ")." if unusable else "")
+        return {"id": "prediction", "title": title,
+                "omitted": f"{title}: omitted — no prediction for a scaled cell.{why}"}
     chart = ch.prediction_chart(merged, out_dir / "prediction.png")
     written.append(chart)
     rows = [{"cell": _short_label(r), "efficiency": f"{100 * r['efficiency']:.0f}%",
