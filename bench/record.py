@@ -70,8 +70,8 @@ class CollectiveRow(BaseModel):
     time_max_s: float = Field(gt=0)
     algbw_bytes_per_s: float = Field(ge=0)
     busbw_bytes_per_s: float = Field(ge=0)
-    # The busiest rank's process CPU seconds per iteration (all its threads), median; null in sweeps recorded before
-    # it was measured.
+    # The busiest rank's engine CPU seconds per iteration (its process's CPU time less the calling thread's, which
+    # only waits), median; null in sweeps recorded before it was measured.
     cpu_time_median_s: float | None = Field(None, ge=0)
 
 

@@ -133,8 +133,8 @@ MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX collectives_stack ON collectives (mpi, ib, engine, nodes)
     """,
-    # 7: what a collective costs the CPU: the busiest rank's process CPU seconds per iteration, median (null for
-    # sweeps recorded before it was measured).
+    # 7: what a collective costs the CPU: the busiest rank's engine CPU seconds per iteration (the process's less the
+    # waiting caller's), median (null for sweeps recorded before it was measured).
     7: """
     ALTER TABLE collectives ADD COLUMN cpu_time_median_s REAL;
     """,

@@ -198,8 +198,9 @@ def check(result, want, op: str, size: int, rank: int) -> None:
 
 def time_size(engine: Engine, torch, op: str, size: int, args,
               bad: tuple[int, int] | None) -> tuple[list[float], list[float]]:
-    """This rank's timed iterations at one size: wall seconds, and the CPU seconds its process spent meanwhile (every
-    thread: the engine's background and transport threads too), every result checked."""
+    """This rank's timed iterations at one size: wall seconds, and the CPU seconds the engine's own threads spent
+    meanwhile (the process's CPU time less this calling thread's, which only waits for the result: in training it
+    computes instead), every result checked."""
     comm, device = engine.comm, engine.device
     n = size // 4  # the result's elements
     sent = n // comm.size if op == "allgather" else n
@@ -220,7 +221,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args,
         if out is not None:
             out.zero_()  # last iteration's gather must not pass for this one's
         comm.barrier()
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0 = time.process_time() - time.thread_time(), time.perf_counter()
         if op == "allreduce":
             engine.allreduce_(work, name=name)
             result = work
@@ -229,7 +230,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args,
         else:
             engine.broadcast_(work, name=name)
             result = work
-        elapsed, used = time.perf_counter() - t0, time.process_time() - c0
+        elapsed, used = time.perf_counter() - t0, time.process_time() - time.thread_time() - c0
         if op != "broadcast" or comm.rank != ROOT:  # the root's buffer is the source: the receivers judge it
             check(result, want, op, size, comm.rank)
         if i >= args.warmup_steps:
@@ -249,8 +250,8 @@ def quantile(values: list[float], q: float) -> float:
 def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
              cpu_per_rank: list[list[float]] | None = None) -> dict:
     """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median; the
-    busiest rank's CPU seconds per iteration, median (what the collective costs the cores: an engine that polls while
-    it waits spends about its wall time, one that sleeps far less)."""
+    busiest rank's engine CPU seconds per iteration, median (what the collective costs the cores beside the caller:
+    an engine that polls while it waits spends about its wall time, one that sleeps far less)."""
     slowest = [max(ts) for ts in zip(*per_rank)]
     busiest = [max(cs) for cs in zip(*cpu_per_rank)] if cpu_per_rank else None
     median = statistics.median(slowest)
