@@ -214,6 +214,9 @@ def test_efficiencies_in_the_report_equal_a_hand_computation_from_the_stored_rec
     assert 'id="mpi"' in html and 'id="gpus"' in html and 'id="cost"' in html
     assert "no price" in html  # the CPU fallback has none
     assert 'class="omitted" id="framework"' in html  # one framework only: omitted with a line, no empty chart
+    # CPU series with baselines but no allreduce sweep: the prediction section says what it lacks.
+    assert "CPU cells are predicted from a measured allreduce sweep of their own stack only, and this store has none" \
+        in html
 
 
 @pytest.mark.slow

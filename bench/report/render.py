@@ -505,7 +505,10 @@ def _prediction_section(table, out_dir, written, fits=None) -> dict | None:
         unusable = sorted({f"{'/'.join(str(k) for k in stack)}: {fit.reason}" for stack, fit in (fits or {}).items()
                            if not fit.usable})
         why = (" CPU cells are predicted from a usable measured allreduce fit only, and this store's are unusable ("
-               + "; ".join(unusable) + ")." if unusable else "")
+               + "; ".join(unusable) + ")." if unusable else
+               " CPU cells are predicted from a measured allreduce sweep of their own stack only, and this store has"
+               " none (add `model: allreduce` cells: docs/collectives.md)." if not fits and (table["gpu"] == "cpu").any()
+               else "")
         return {"id": "prediction", "title": title,
                 "omitted": f"{title}: omitted — no prediction for a scaled cell.{why}"}
     chart = ch.prediction_chart(merged, out_dir / "prediction.png")
