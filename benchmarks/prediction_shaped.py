@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -32,18 +31,13 @@ from bench.analysis.collectives import fit_stacks, training_only  # noqa: E402
 from bench.analysis.scaling import cell_summary, latest_complete, scaling  # noqa: E402
 from bench.store import Store  # noqa: E402
 from benchmarks.collectives_shaped import bits_per_s, bucket_bytes  # noqa: E402
-from tests.cluster import SCRIPT, Cluster  # noqa: E402
+from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")
 MATRIX = ROOT / "matrix-fabric.yaml"
 
 
-def script(*args: str, timeout: float = 120) -> None:
-    subprocess.run([str(SCRIPT), *args], env={**os.environ, "BENCH_CLUSTER_DIR": str(STATE)}, check=True,
-                   capture_output=True, text=True, timeout=timeout)
-
-
-def run_condition(cluster: Cluster, rate: str | None, out: Path) -> list[dict]:
+def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path) -> list[dict]:
     """One `bench run` of the matrix at one link condition; its comparison rows."""
     label = rate or "unshaped"
     cluster.shape(rate)
@@ -114,18 +108,17 @@ def main() -> int:
     rates = [r for r in args.rates.split(",") if r]
     for r in rates:
         try:
-            bits_per_s(r)
+            positive = bits_per_s(r) > 0
         except ValueError:
-            print(f"prediction_shaped: --rates: {r!r} is not a tc rate such as 500mbit", file=sys.stderr)
+            positive = False
+        if not positive:
+            print(f"prediction_shaped: --rates: {r!r} is not a positive tc rate such as 500mbit", file=sys.stderr)
             return 2
     conditions = ([] if args.no_unshaped else [None]) + rates
     args.out.mkdir(parents=True, exist_ok=True)
-    script("up", "2", "--prefix", "bfab", "--pin")
+    cluster = emulated.start(2, pin=True, state=STATE, prefix="bfab")
     rows, failed = [], False
     try:
-        cluster = Cluster(hosts=("node1", "node2"), addresses=("198.18.0.11", "198.18.0.12"), iface="eth1",
-                          ssh_config=STATE / "ssh_config", hostfile=STATE / "hostfile", bin_dir=STATE / "bin",
-                          state_dir=STATE)
         for rate in conditions:
             try:
                 rows += run_condition(cluster, rate, args.out)
@@ -133,7 +126,7 @@ def main() -> int:
                 print(e, file=sys.stderr)
                 failed = True
     finally:
-        script("down")
+        cluster.down()
     table = markdown(rows) if rows else "no cell was compared"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = (f"{stamp}: benchmarks/prediction_shaped.py --rates {args.rates}"

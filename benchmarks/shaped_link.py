@@ -12,28 +12,21 @@ and its id are the same both times): each condition gets a store of its own, <ou
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.cluster import SCRIPT, Cluster  # noqa: E402  (the driver the multi-node tests use)
+from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-shaped-link")
 MATRIX = ROOT / "benchmarks" / "matrix-shaped-link.yaml"
 
 
-def script(*args: str, timeout: float = 120) -> None:
-    subprocess.run([str(SCRIPT), *args], env={**os.environ, "BENCH_CLUSTER_DIR": str(STATE)}, check=True,
-                   capture_output=True, text=True, timeout=timeout)
-
-
-def measure(cluster: Cluster, store: Path, python: str = sys.executable) -> list[float]:
+def measure(cluster: emulated.Cluster, store: Path, python: str = sys.executable) -> list[float]:
     """One `bench run` of the matrix on node1 into `store`; the cell's images/s, one per repeat."""
     store.parent.mkdir(parents=True, exist_ok=True)
     done = cluster.run("node1", [python, "-m", "bench", "run", str(MATRIX), "--store", str(store)],
@@ -50,17 +43,14 @@ def main() -> int:
     ap.add_argument("--rate", default="200mbit", help="tc rate of the shaped link (default 200mbit)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/shaped-link"), help="one store per condition under here")
     args = ap.parse_args()
-    script("up", "2", "--prefix", "bsl")
+    cluster = emulated.start(2, state=STATE, prefix="bsl")
     try:
-        cluster = Cluster(hosts=("node1", "node2"), addresses=("198.18.0.11", "198.18.0.12"), iface="eth1",
-                          ssh_config=STATE / "ssh_config", hostfile=STATE / "hostfile", bin_dir=STATE / "bin",
-                          state_dir=STATE)
         figures = {}
         for label, rate in (("unshaped", None), (args.rate, args.rate)):
             cluster.shape(rate)
             figures[label] = measure(cluster, (args.out / label / "bench.db").resolve())
     finally:
-        script("down")
+        cluster.down()
     base, shaped = (statistics.median(v) for v in figures.values())
     print(f"{time.strftime('%Y-%m-%d')}: 2-node cell of {MATRIX.name} (openmpi, 1 CPU worker per node)")
     for label, rates in figures.items():

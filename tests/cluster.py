@@ -126,12 +126,13 @@ class Cluster:
         _script(self.state_dir, "down")
 
 
-def start(nodes: int = 2, pin: bool = False) -> Cluster:
-    """Brings up a fresh cluster for this process (tearing down any stale one first); `pin`: each node on a CPU of
-    its own (testcluster.sh up --pin)."""
+def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: str | None = None) -> Cluster:
+    """Brings up a fresh cluster (tearing down any stale one first): this process's own, or at a fixed `state` dir
+    and `prefix` that a matrix file can name (benchmarks/). `pin`: each node on a CPU of its own (up --pin)."""
     reap_stale()
-    state = Path(f"{STATE_PREFIX}{os.getpid()}")
-    up = _script(state, "up", str(nodes), "--prefix", f"bt{os.getpid()}", *(["--pin"] if pin else []), timeout=120)
+    state = state or Path(f"{STATE_PREFIX}{os.getpid()}")
+    prefix = prefix or f"bt{os.getpid()}"
+    up = _script(state, "up", str(nodes), "--prefix", prefix, *(["--pin"] if pin else []), timeout=120)
     if up.returncode != 0:
         raise RuntimeError(f"testcluster.sh up {nodes} failed: {up.stderr.strip() or up.stdout.strip()}")
     hosts = tuple(f"node{i}" for i in range(1, nodes + 1))
