@@ -22,7 +22,7 @@ from bench.cell_keys import CELL_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.record import Record
 
-STORE_SCHEMA_VERSION = 7
+STORE_SCHEMA_VERSION = 8
 DEFAULT_STORE = Path("results/bench.db")
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
@@ -137,6 +137,14 @@ MIGRATIONS: dict[int, str] = {
     # waiting caller's), median (null for sweeps recorded before it was measured).
     7: """
     ALTER TABLE collectives ADD COLUMN cpu_time_median_s REAL;
+    """,
+    # 8: compute and collective on shared cores (CPU allreduce sweeps, at the largest size): the probe kernel's rate
+    # while the engine idles and while the allreduce is in flight, as fractions of its rate alone, and the
+    # allreduce's time under that load (null elsewhere and in older sweeps).
+    8: """
+    ALTER TABLE collectives ADD COLUMN idle_compute_ratio REAL;
+    ALTER TABLE collectives ADD COLUMN contended_compute_ratio REAL;
+    ALTER TABLE collectives ADD COLUMN contended_time_median_s REAL;
     """,
 }
 

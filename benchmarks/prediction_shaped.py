@@ -4,9 +4,17 @@ For each link condition (unshaped first, then each --rates value) the script sha
 matrix-fabric.yaml (1-node and 2-node ResNet-50 cells and the allreduce sweep, Horovod over Gloo and over Open MPI)
 through the hosts backend from node1 into a store of its own, fits α/β to the sweep and sets each 2-node cell's
 measured efficiency beside the what-if model's two predictions: calibrated (the fitted α/β of the same stack at the
-same rate) and data sheet (the rate tc sets). Nothing is fitted to the training cells (bench/analysis/calibration.py).
+same rate, and the sweep's contention measurement) and data sheet (the rate tc sets). Nothing is fitted to the
+training cells (bench/analysis/calibration.py).
 
-    .venv/bin/python benchmarks/prediction_shaped.py [--rates 2gbit,500mbit,200mbit] [--out /tmp/bench-prediction]
+The training cells are measured in --rounds rounds (the first with the sweep, then `bench run --rerun` of the
+training cells alone): each round measures X(1) minutes before X(2), so a drift of this shared VM between rounds
+moves both. The measured E is the pooled medians' (every round's windows), and the table shows the range of the
+rounds' own E: a spread wider than the error it is compared with says the comparison cannot decide.
+
+    .venv/bin/python benchmarks/prediction_shaped.py [--rates 2gbit,500mbit,200mbit] [--rounds 3]
+        [--out /tmp/bench-prediction]
+    .venv/bin/python benchmarks/prediction_shaped.py --from DIR   # the tables again from DIR's stores, no run
 
 Root (network namespaces). The cluster (scripts/testcluster.sh up 2 --pin: one CPU per node) lives in
 /tmp/bench-fabric, the paths matrix-fabric.yaml names, and is torn down at the end, failed or not. Writes
@@ -23,13 +31,16 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.calibration import compare, rated_link  # noqa: E402
 from bench.analysis.collectives import fit_stacks, training_only  # noqa: E402
-from bench.analysis.scaling import cell_summary, latest_complete, scaling  # noqa: E402
+from bench.analysis.scaling import cell_summary, scaling  # noqa: E402
 from bench.store import Store  # noqa: E402
+from models.registry import COLLECTIVES  # noqa: E402
 from benchmarks.collectives_shaped import bits_per_s, bucket_bytes  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
@@ -37,21 +48,52 @@ STATE = Path("/tmp/bench-fabric")
 MATRIX = ROOT / "matrix-fabric.yaml"
 
 
-def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path) -> list[dict]:
-    """One `bench run` of the matrix at one link condition; its comparison rows."""
+def training_matrix(out: Path) -> Path:
+    """matrix-fabric.yaml's training cells alone (same cells, same ids): what the later rounds measure again."""
+    spec = yaml.safe_load(MATRIX.read_text())
+    spec["axes"]["model"] = [m for m in spec["axes"]["model"] if m not in COLLECTIVES]
+    for key in ("include", "exclude"):
+        kept = [c for c in spec.get(key, []) if c.get("model") not in COLLECTIVES]
+        spec.pop(key, None)
+        if kept:
+            spec[key] = kept
+    path = out / "matrix-training.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds: int) -> None:
+    """The matrix at one link condition, then rounds - 1 more measurements of its training cells, into one store."""
     label = rate or "unshaped"
     cluster.shape(rate)
     store = (out / label / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
-    started = time.monotonic()
-    done = cluster.run("node1", [sys.executable, "-m", "bench", "run", str(MATRIX), "--store", str(store)],
-                       env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
-    (store.parent / "bench-run.log").write_text(done.stdout + done.stderr)
-    print(f"{label}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+    log = []
+    for n, extra in enumerate([[str(MATRIX)]] + [[str(training_matrix(out)), "--rerun"]] * (rounds - 1)):
+        started = time.monotonic()
+        done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
+                           env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
+        log.append(done.stdout + done.stderr)
+        (store.parent / "bench-run.log").write_text("\n".join(log))
+        print(f"{label}: round {n + 1}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s",
+              flush=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{label}: bench run exit {done.returncode} (see {store.parent / 'bench-run.log'})")
+
+
+def compare_condition(store: Path, label: str) -> list[dict]:
+    """Comparison rows of one condition's store: each 2-node cell against the pooled rounds, with each round's E."""
+    rate = None if label == "unshaped" else label
     with Store(str(store), create=False) as db:
         records, sweeps = db.dataframe(record_json=False), db.collectives()
-    table = scaling(cell_summary(training_only(latest_complete(records))))
+    ok = training_only(records[records.status == "ok"])
+    per_round: dict[str, list[float]] = {}
+    for _, group in ok.groupby("run_id"):
+        for _, r in scaling(cell_summary(group)).iterrows():
+            if r["nodes"] > 1 and r.get("baseline_gpus") == 1:
+                per_round.setdefault(r["cell_id"], []).append(float(r["efficiency"]))
+    table = scaling(cell_summary(ok))
     limit = bits_per_s(rate) / 8 if rate else None
     # On a shaped link the sizes tbf's bucket carries at line speed say nothing about the rate: fit over those at
     # least 8x the bucket (docs/collectives.md).
@@ -60,10 +102,10 @@ def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path) -> lis
     rows = []
     for c in compare(table, fits, rated_link(bits_per_s(rate) if rate else None)):
         rows.append({"condition": label, **asdict(c), "calibrated_error_points": c.calibrated_error_points,
-                     "data_sheet_error_points": c.data_sheet_error_points})
-    if done.returncode != 0 or len(rows) < 2:
-        raise RuntimeError(f"{label}: bench run exit {done.returncode}, {len(rows)} 2-node cells compared "
-                           f"(see {store.parent / 'bench-run.log'})")
+                     "data_sheet_error_points": c.data_sheet_error_points,
+                     "round_efficiencies": per_round.get(c.cell_id, [])})
+    if len(rows) < 2:
+        raise RuntimeError(f"{label}: {len(rows)} 2-node cells compared (see {store.parent / 'bench-run.log'})")
     return rows
 
 
@@ -76,13 +118,15 @@ def pts(v: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | calibrated E | error (pts) | "
+    lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
              "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comm = (f"{r['calibrated_comm_s']:.3f}" if r["calibrated_comm_s"] is not None else "—")
+        spread = r.get("round_efficiencies") or []
+        rounds = (f"{100 * min(spread):.1f}–{100 * max(spread):.1f}% ({len(spread)})" if spread else "—")
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
-                     f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | "
+                     f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | "
                      f"{pct(r['data_sheet_efficiency'])} | {pts(r['data_sheet_error_points'])} | "
                      f"{r['compute_s']:.3f} | {comm} / {r['data_sheet_comm_s']:.3f} | {r['fit']} |")
@@ -95,45 +139,70 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def positive_rate(text: str) -> bool:
+    try:
+        return bits_per_s(text) > 0
+    except ValueError:
+        return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="2gbit,500mbit,200mbit",
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
     ap.add_argument("--no-unshaped", action="store_true", help="skip the unshaped link")
+    ap.add_argument("--rounds", type=int, default=3, help="measurements of the training cells per condition (3)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-prediction"), help="one store per condition here")
+    ap.add_argument("--from", dest="stores", type=Path, help="compare the stores already in this directory; no run")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("prediction_shaped: needs root (network namespaces, sshd)", file=sys.stderr)
-        return 2
     rates = [r for r in args.rates.split(",") if r]
-    for r in rates:
-        try:
-            positive = bits_per_s(r) > 0
-        except ValueError:
-            positive = False
-        if not positive:
-            print(f"prediction_shaped: --rates: {r!r} is not a positive tc rate such as 500mbit", file=sys.stderr)
+    bad = next((r for r in rates if not positive_rate(r)), None)
+    if bad is not None:
+        print(f"prediction_shaped: --rates: {bad!r} is not a positive tc rate such as 500mbit", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"prediction_shaped: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
+        return 2
+    labels = ([] if args.no_unshaped else ["unshaped"]) + rates
+    failed = False
+    if args.stores is not None:
+        missing = [label for label in labels if not (args.stores / label / "bench.db").is_file()]
+        if missing:
+            print(f"prediction_shaped: --from {args.stores}: no {missing[0]}/bench.db there", file=sys.stderr)
             return 2
-    conditions = ([] if args.no_unshaped else [None]) + rates
-    args.out.mkdir(parents=True, exist_ok=True)
-    cluster = emulated.start(2, pin=True, state=STATE, prefix="bfab")
-    rows, failed = [], False
-    try:
-        for rate in conditions:
+        out = args.stores
+    else:
+        if os.geteuid() != 0:
+            print("prediction_shaped: needs root (network namespaces, sshd)", file=sys.stderr)
+            return 2
+        out = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        cluster = emulated.start(2, pin=True, state=STATE, prefix="bfab")
+        try:
+            for label in labels:
+                try:
+                    run_condition(cluster, None if label == "unshaped" else label, out, args.rounds)
+                except RuntimeError as e:
+                    print(e, file=sys.stderr)
+                    failed = True
+        finally:
+            cluster.down()
+    rows = []
+    for label in labels:
+        if (out / label / "bench.db").is_file():
             try:
-                rows += run_condition(cluster, rate, args.out)
+                rows += compare_condition(out / label / "bench.db", label)
             except RuntimeError as e:
                 print(e, file=sys.stderr)
                 failed = True
-    finally:
-        cluster.down()
     table = markdown(rows) if rows else "no cell was compared"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    how = f"--from {args.stores}" if args.stores is not None else f"--rounds {args.rounds}"
     text = (f"{stamp}: benchmarks/prediction_shaped.py --rates {args.rates}"
-            f"{' --no-unshaped' if args.no_unshaped else ''} (matrix-fabric.yaml, 2 emulated nodes, one CPU each)\n\n"
-            + table)
-    (args.out / "prediction.md").write_text(text + "\n")
-    (args.out / "prediction.json").write_text(json.dumps(rows, indent=1))
+            f"{' --no-unshaped' if args.no_unshaped else ''} {how} (matrix-fabric.yaml, 2 emulated nodes, one CPU "
+            f"each)\n\n" + table)
+    (out / "prediction.md").write_text(text + "\n")
+    (out / "prediction.json").write_text(json.dumps(rows, indent=1))
     print(text)
     return 1 if failed else 0
 

@@ -18,10 +18,20 @@ time, and bus bandwidth busbw = algbw x factor, 2(n-1)/n for allreduce, (n-1)/n 
 (models/registry.py COLLECTIVES): the rate each link must carry in the ring algorithm, comparable with the link's own
 rate whatever n is.
 
-Horovod's tensor fusion (HOROVOD_FUSION_THRESHOLD, 64 MiB by default) packs small tensors submitted together into
+Horovod's tensor fusion (HOROVOD_FUSION_THRESHOLD: 128 MiB and a 1 ms HOROVOD_CYCLE_TIME by default since Horovod
+0.21, its changelog, #2468) packs small tensors submitted together into
 one buffer; here one tensor is in flight at a time, so fusion has nothing to pack, but every call still waits for
 Horovod's background cycle (HOROVOD_CYCLE_TIME): that wait is part of the measured latency, as it is in training.
 Both settings are recorded as the worker saw them.
+
+Contention (allreduce on CPU workers): in training the collective runs while the same cores compute. Each rank
+times a probe kernel (PROBE: a small convolution with the worker's threads) three ways: alone, before the engine
+starts (its background loop would otherwise share the cores); while the engine idles (Horovod's loop still
+negotiates every cycle; Open MPI's progress polls); and while an allreduce of the largest size is in flight
+(started asynchronously, the probe runs until it completes). The row of the largest size carries the slowest rank's
+ratios (probe rate / alone rate) and the allreduce's time under that load: what the what-if model needs to say how
+collective and compute slow each other down on shared cores (bench/analysis/model.py). GPU workers compute on the
+device: not measured there.
 
 Correctness: rank r's data has element i = (r + 1) + (i mod 7). Allreduce: the sum over n ranks is n(n+1)/2 +
 n(i mod 7). Allgather: slice r of the output holds rank r's data. Broadcast: every rank ends with rank 0's data, 1 +
@@ -42,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
-from models.common import Comm, fail  # noqa: E402
+from models.common import Comm, fail, local_rank_and_size_from_env, threads_for  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
 
@@ -54,6 +64,10 @@ PATTERN_PERIOD = 7
 # its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels), so the check
 # can be proven to catch a wrong result with real processes. Unset in every real run.
 CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
+# The contention probe: one 3x3 convolution of a 4x64x16x16 activation, about a millisecond on one core of a 2020s
+# server: short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
+PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
+PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -148,6 +162,20 @@ class Engine:
             self.dist.all_reduce(tensor)
         self._sync()
 
+    def allreduce_async_(self, tensor, name: str):
+        """Starts an in-place sum; returns a function that says whether it has completed (and then finishes it)."""
+        if self.hvd is not None:
+            handle = self.hvd.allreduce_async_(tensor, op=self.hvd.Sum, name=name)
+
+            def done() -> bool:
+                if not self.hvd.poll(handle):
+                    return False
+                self.hvd.synchronize(handle)
+                return True
+            return done
+        work = self.dist.all_reduce(tensor, async_op=True)
+        return work.is_completed
+
     def allgather(self, out, mine, name: str):
         """Every rank's `mine`, concatenated in rank order; returns the tensor holding them (Horovod allocates its
         own output, torch.distributed fills `out`)."""
@@ -239,6 +267,54 @@ def time_size(engine: Engine, torch, op: str, size: int, args,
     return times, cpu
 
 
+class Probe:
+    """The compute that contends with the collective (PROBE_*), counted in calls per second."""
+
+    def __init__(self, torch):
+        import torch.nn.functional as functional
+
+        x, w = torch.randn(*PROBE_INPUT), torch.randn(*PROBE_WEIGHT)
+        self.call = lambda: functional.conv2d(x, w, padding=1)
+        for _ in range(20):  # first calls pick kernels and allocate
+            self.call()
+
+    def rate(self, window_s: float = PROBE_WINDOW_S) -> float:
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < window_s:
+            self.call()
+            calls += 1
+        return calls / (time.perf_counter() - t0)
+
+    def during(self, done) -> tuple[float, float]:
+        """Probe calls until done() says the operation completed: (its seconds, probe calls per second)."""
+        calls, t0 = 0, time.perf_counter()
+        while not done():
+            self.call()
+            calls += 1
+        elapsed = time.perf_counter() - t0
+        return elapsed, calls / elapsed
+
+
+def contention(engine: Engine, torch, probe: Probe, alone: float, size: int, args) -> dict:
+    """This rank's view of compute and an allreduce of `size` bytes on shared cores: the probe's rate while the
+    engine idles and while the allreduce is in flight, as fractions of its rate alone, and the allreduce's time."""
+    comm = engine.comm
+    comm.barrier()
+    idle = probe.rate()
+    base = pattern(torch, size // 4, comm.rank, engine.device)
+    want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
+    work = torch.empty_like(base)
+    times, rates = [], []
+    for _ in range(max(args.steps, 3)):
+        work.copy_(base)
+        comm.barrier()
+        elapsed, rate = probe.during(engine.allreduce_async_(work, name=f"bench.contended.{size}"))
+        check(work, want, "allreduce", size, comm.rank)
+        times.append(elapsed)
+        rates.append(rate)
+    return {"idle": idle / alone, "during": statistics.median(rates) / alone, "time": statistics.median(times)}
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     pos = q * (len(ordered) - 1)
@@ -248,10 +324,11 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
-             cpu_per_rank: list[list[float]] | None = None) -> dict:
+             cpu_per_rank: list[list[float]] | None = None, contended: list[dict] | None = None) -> dict:
     """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median; the
     busiest rank's engine CPU seconds per iteration, median (what the collective costs the cores beside the caller:
-    an engine that polls while it waits spends about its wall time, one that sleeps far less)."""
+    an engine that polls while it waits spends about its wall time, one that sleeps far less). `contended`: each
+    rank's contention() at this size; the row takes the slowest rank's (a step ends when the slowest rank's does)."""
     slowest = [max(ts) for ts in zip(*per_rank)]
     busiest = [max(cs) for cs in zip(*cpu_per_rank)] if cpu_per_rank else None
     median = statistics.median(slowest)
@@ -260,16 +337,25 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
             "time_p10_s": quantile(slowest, 0.1), "time_p90_s": quantile(slowest, 0.9),
             "time_min_s": min(slowest), "time_max_s": max(slowest),
             "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * COLLECTIVES[op]["bus_factor"](world),
-            "cpu_time_median_s": statistics.median(busiest) if busiest else None}
+            "cpu_time_median_s": statistics.median(busiest) if busiest else None,
+            "idle_compute_ratio": min(c["idle"] for c in contended) if contended else None,
+            "contended_compute_ratio": min(c["during"] for c in contended) if contended else None,
+            "contended_time_median_s": max(c["time"] for c in contended) if contended else None}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
+    # The probe's rate alone is taken before the engine starts: its background loop shares the cores from then on.
+    measure_contention = args.op == "allreduce" and not torch.cuda.is_available()
+    if measure_contention:
+        torch.set_num_threads(threads_for(args, local_rank_and_size_from_env()[1]))
+        probe = Probe(torch)
+        alone = probe.rate()
     engine = Engine(args, torch)
     comm = engine.comm
-    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // comm.local_size))
+    torch.set_num_threads(threads_for(args, comm.local_size))
     op = args.op
     sizes = op_sizes(op, args.max_bytes, comm.size)
     bad = corruption(comm.rank)
@@ -289,12 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         start = time.time()
         mine = {size: time_size(engine, torch, op, size, args, bad) for size in sizes}
+        contended = {sizes[-1]: contention(engine, torch, probe, alone, sizes[-1], args)} if measure_contention else {}
         comm.barrier()
         end = time.time()
-        gathered = comm.allgather_object({"host": host, "times": mine})
+        gathered = comm.allgather_object({"host": host, "times": mine, "contended": contended})
         if comm.rank == 0:
             rows = [size_row(op, size, [g["times"][size][0] for g in gathered], comm.size,
-                             [g["times"][size][1] for g in gathered]) for size in sizes]
+                             [g["times"][size][1] for g in gathered],
+                             [g["contended"][size] for g in gathered] if size in contended else None)
+                    for size in sizes]
             write_record({**base, "repeat": repeat, "start_unix": start, "end_unix": end, "collective": rows},
                          args.out)
             top = rows[-1]

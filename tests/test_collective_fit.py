@@ -118,3 +118,51 @@ def test_the_cpu_share_is_the_median_cpu_per_wall_second_where_bandwidth_decides
     fit = fit_alpha_beta(rows)
     assert fit.cpu_share == pytest.approx(1.0)
     assert "CPU 1.00 s/s" in fit.describe()
+
+
+def _contended(rows, idle, during, stretch):
+    """The sweep's largest size measured beside the probe kernel (models/allreduce.py, "Contention")."""
+    top = max(r["bytes"] for r in rows)
+    for r in rows:
+        if r["bytes"] == top:
+            r.update(idle_compute_ratio=idle, contended_compute_ratio=during,
+                     contended_time_median_s=stretch * r["time_median_s"])
+    return rows
+
+
+def test_contention_is_the_median_over_repeats_and_absent_when_not_measured():
+    rows = sweep(1e-3, 1e9, world=2, noise=0.0)
+    plain = fit_alpha_beta(rows)
+    assert not plain.contention_measured and "under load" not in plain.describe()
+    fit = fit_alpha_beta(_contended(rows, 0.6, 0.45, 2.0))
+    assert fit.contention_measured
+    assert (fit.idle_compute_ratio, fit.contended_compute_ratio) == (pytest.approx(0.6), pytest.approx(0.45))
+    assert fit.contended_stretch == pytest.approx(2.0)
+    assert "compute ×0.60 idle / ×0.45 during, allreduce ×2.00 under load" in fit.describe()
+
+
+def test_measured_contention_slows_a_cpu_cell_by_the_formula_and_leaves_gpu_cells_alone():
+    compute = 32 / 10.0
+    hidden = 0.75 * 2 / 3 * compute
+    rows = sweep(1e-3, 1e9, world=2, noise=0.0)  # fast link: the allreduce hides behind the backward pass
+    comm = fit_alpha_beta(rows).allreduce_s(2, gradient_bytes())
+    neutral = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1,
+                      measured=fit_alpha_beta(_contended(sweep(1e-3, 1e9, world=2, noise=0.0), 1.0, 1.0, 1.0)))
+    assert neutral.step_s == pytest.approx(compute)  # no contention: the plain rule, all hidden
+    fit = fit_alpha_beta(_contended(rows, 0.5, 0.4, 3.0))
+    p = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit)
+    stretched = 3.0 * comm
+    assert p.links == "measured, contention measured" and p.comm_s == pytest.approx(stretched)
+    assert p.step_s == pytest.approx((compute - hidden) / 0.5 + stretched + (hidden - 0.4 * stretched) / 0.5)
+    assert p.efficiency == pytest.approx(compute / p.step_s) and p.efficiency < neutral.efficiency
+    gpu = predict("V100", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit)
+    assert gpu.links == "measured" and gpu.comm_s == pytest.approx(comm)  # the GPU computes: host cores are free
+
+
+def test_a_slow_link_outlasts_the_backward_pass_under_contention():
+    rows = _contended(sweep(1e-3, 25e6, world=2, noise=0.0), 0.9, 0.8, 1.1)  # 200 Mbit/s: ~8 s of allreduce
+    fit = fit_alpha_beta(rows)
+    compute = 32 / 10.0
+    p = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit)
+    # the hidden compute is done long before the allreduce: only the compute before the window adds to it
+    assert p.step_s == pytest.approx((compute - 0.75 * 2 / 3 * compute) / 0.9 + p.comm_s)

@@ -59,6 +59,14 @@ def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_an
         # CPU seconds of the busiest rank's process: spent (the copies alone cost some), and no more than all of
         # this machine's cores could give in its slowest iteration.
         assert 0 < s["cpu_time_median_s"] <= (os.cpu_count() or 1) * s["time_max_s"] + 0.01
+        # Compute and collective on shared cores: measured at the largest size only. The probe's rate beside the
+        # engine is a fraction of its rate alone (some jitter allowed above 1), never nothing while it idles; the
+        # allreduce under load takes real time.
+        if s["bytes"] == SIZES[-1]:
+            assert 0 < s["idle_compute_ratio"] < 1.5 and 0 <= s["contended_compute_ratio"] < 1.5
+            assert s["contended_time_median_s"] > 0
+        else:
+            assert s["idle_compute_ratio"] is s["contended_compute_ratio"] is s["contended_time_median_s"] is None
     assert {s["mpi"] for s in sizes} == {"gloo", "openmpi"}
 
     out = bench_cli("export", "--table", "collectives", "-o", "c.csv", cwd=tmp_path)

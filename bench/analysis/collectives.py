@@ -46,6 +46,16 @@ class AlphaBeta:
     # CPU seconds per wall second the collective cost its busiest rank at the sizes bandwidth decides (median), from
     # the sweep's cpu_time_median_s; None when the sweep did not measure it. ~1: the engine polls while it waits.
     cpu_share: float | None = None
+    # Compute and collective on shared cores (CPU sweeps that measured it, medians over repeats): the compute rate,
+    # as a fraction of its rate alone, while the engine idles and while the largest allreduce is in flight, and that
+    # allreduce's time under the load over its time alone (`stretch`). None: not measured (GPU, older sweeps).
+    idle_compute_ratio: float | None = None
+    contended_compute_ratio: float | None = None
+    contended_stretch: float | None = None
+
+    @property
+    def contention_measured(self) -> bool:
+        return None not in (self.idle_compute_ratio, self.contended_compute_ratio, self.contended_stretch)
 
     @property
     def usable(self) -> bool:
@@ -64,7 +74,9 @@ class AlphaBeta:
             return f"unusable: {self.reason}"
         return (f"α {self.alpha_s * 1e6:.0f} µs [{self.alpha_ci[0] * 1e6:.0f}, {self.alpha_ci[1] * 1e6:.0f}], "
                 f"β {self.beta_Bps / 1e9:.3f} GB/s [{self.beta_ci[0] / 1e9:.3f}, {self.beta_ci[1] / 1e9:.3f}]"
-                + (f", CPU {self.cpu_share:.2f} s/s" if self.cpu_share is not None else ""))
+                + (f", CPU {self.cpu_share:.2f} s/s" if self.cpu_share is not None else "")
+                + (f", compute ×{self.idle_compute_ratio:.2f} idle / ×{self.contended_compute_ratio:.2f} during, "
+                   f"allreduce ×{self.contended_stretch:.2f} under load" if self.contention_measured else ""))
 
 
 def _wls(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -125,13 +137,32 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     alpha_ci = tuple(float(v) for v in np.percentile(alphas, [tail, 100 - tail]))
     beta_ci = tuple(float(v) for v in np.percentile(betas, [tail, 100 - tail]))
     return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci,
-                     cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]))
+                     cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]), **contention(rows))
+
+
+def _measured(row: Mapping[str, Any], key: str) -> bool:
+    v = row.get(key)
+    return v is not None and not np.isnan(float(v))
+
+
+def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Medians over the rows that measured compute and collective on shared cores (models/allreduce.py): the
+    compute ratios idle and during the allreduce, and the allreduce's stretch under load (its contended time over
+    the same row's time alone). None each when no row measured them."""
+    keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")
+    measured = [r for r in rows if all(_measured(r, k) for k in keys)]
+    if not measured:
+        return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None}
+    return {"idle_compute_ratio": float(np.median([float(r["idle_compute_ratio"]) for r in measured])),
+            "contended_compute_ratio": float(np.median([float(r["contended_compute_ratio"]) for r in measured])),
+            "contended_stretch": float(np.median([float(r["contended_time_median_s"]) / float(r["time_median_s"])
+                                                  for r in measured]))}
 
 
 def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:
     """Median CPU seconds per wall second over rows that measured CPU time; None when none did."""
     shares = [float(r["cpu_time_median_s"]) / float(r["time_median_s"]) for r in rows
-              if r.get("cpu_time_median_s") is not None and not np.isnan(float(r["cpu_time_median_s"]))]
+              if _measured(r, "cpu_time_median_s")]
     return float(np.median(shares)) if shares else None
 
 

@@ -30,6 +30,21 @@ costs the CPU (`cpu_share`, CPU seconds per wall second, from the sweep), that p
 
 (GPU workers compute on the GPU and leave the host cores to communication: no such term.)
 
+When the sweep also measured compute and collective on shared cores (models/allreduce.py, "Contention": a probe
+kernel's rate while the engine idles, ρ_idle, and while the largest allreduce is in flight, ρ_during, as fractions
+of its rate alone, and that allreduce's time under the load over its time alone, s), that measurement replaces the
+CPU-share rule. The compute before the overlap window runs beside the idling engine; in the window the allreduce,
+stretched to s · allreduce, runs beside the rest of the backward pass, which advances at ρ_during meanwhile and at
+ρ_idle once the allreduce is done:
+
+    hidden = overlap · backward          comm = s · allreduce
+    step = (compute − hidden) / ρ_idle + comm + max(0, hidden − ρ_during · comm) / ρ_idle
+
+With ρ_idle = ρ_during = s = 1 this is the plain rule, compute + max(0, allreduce − hidden). Horovod's idle loop
+alone costs a compute-bound CPU cell: measured here, one CPU per node, the probe ran at 0.83–0.97 of its rate
+beside Horovod's Gloo loop and at 0.40–0.69 beside Horovod over Open MPI, whose progress thread polls
+(docs/scaling-model.md).
+
 Link figures (α latency, β achievable bandwidth) and their sources are in LINKS; the fabric of each catalogue key is
 in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays descriptive).
 """
@@ -166,16 +181,24 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / images_per_sec_1gpu
     busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
+    hidden = overlap * BACKWARD_FRACTION * compute
+    shared_cores = catalog()[gpu].is_cpu and measured is not None and measured.usable and gpus > 1
     if measured is not None and measured.usable:
         comm, source = measured.allreduce_s(gpus, gradient_bytes(precision)), "measured"
-        if catalog()[gpu].is_cpu and measured.cpu_share is not None:
+        if shared_cores and measured.cpu_share is not None:
             busy = min(1.0, measured.cpu_share) * comm
     else:
         comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
                            links["pcie3-pageable"])
         source = "data sheet"
-    exposed = busy + max(0.0, comm - busy - overlap * BACKWARD_FRACTION * compute)
-    step = compute + exposed
+    if shared_cores and measured.contention_measured:
+        comm *= measured.contended_stretch
+        idle, during = measured.idle_compute_ratio, measured.contended_compute_ratio
+        step = (compute - hidden) / idle + comm + max(0.0, hidden - during * comm) / idle
+        source += ", contention measured"
+    else:
+        step = compute + busy + max(0.0, comm - busy - hidden)
+    exposed = step - compute
     return Prediction(gpus, math.ceil(gpus / per_node), fabric, path, compute, comm, exposed, step,
                       gpus * batch_per_gpu / step, compute / step, source)
 
