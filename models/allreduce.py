@@ -64,8 +64,8 @@ PATTERN_PERIOD = 7
 # its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels), so the check
 # can be proven to catch a wrong result with real processes. Unset in every real run.
 CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
-# The contention probe: one 3x3 convolution of a 4x64x16x16 activation, about a millisecond on one core of a 2020s
-# server: short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
+# The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
+# 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
 PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
 PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
 
