@@ -28,7 +28,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import yaml
@@ -99,10 +99,17 @@ def compare_condition(store: Path, label: str) -> list[dict]:
     # least 8x the bucket (docs/collectives.md).
     wire = sweeps[sweeps["bytes"] >= 8 * bucket_bytes(limit)] if limit else sweeps
     fits = fit_stacks(wire.to_dict("records"))
+    rated = rated_link(bits_per_s(rate) if rate else None)
+    # Side by side, from the same fits: the rule used before contention was measured (the engine's CPU share only).
+    share_only = {k: replace(f, idle_compute_ratio=None, contended_compute_ratio=None, contended_stretch=None)
+                  for k, f in fits.items()}
+    share_rule = {c.cell_id: c for c in compare(table, share_only, rated)}
     rows = []
-    for c in compare(table, fits, rated_link(bits_per_s(rate) if rate else None)):
+    for c in compare(table, fits, rated):
         rows.append({"condition": label, **asdict(c), "calibrated_error_points": c.calibrated_error_points,
                      "data_sheet_error_points": c.data_sheet_error_points,
+                     "share_rule_efficiency": share_rule[c.cell_id].calibrated_efficiency,
+                     "share_rule_error_points": share_rule[c.cell_id].calibrated_error_points,
                      "round_efficiencies": per_round.get(c.cell_id, [])})
     if len(rows) < 2:
         raise RuntimeError(f"{label}: {len(rows)} 2-node cells compared (see {store.parent / 'bench-run.log'})")
@@ -119,8 +126,9 @@ def pts(v: float | None) -> str:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
-             "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "CPU-share rule E | error (pts) | data-sheet E | error (pts) | compute s | "
+             "allreduce s (calibrated / data sheet) | fit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comm = (f"{r['calibrated_comm_s']:.3f}" if r["calibrated_comm_s"] is not None else "—")
         spread = r.get("round_efficiencies") or []
@@ -128,6 +136,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
                      f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | "
+                     f"{pct(r.get('share_rule_efficiency'))} | {pts(r.get('share_rule_error_points'))} | "
                      f"{pct(r['data_sheet_efficiency'])} | {pts(r['data_sheet_error_points'])} | "
                      f"{r['compute_s']:.3f} | {comm} / {r['data_sheet_comm_s']:.3f} | {r['fit']} |")
     calibrated = [abs(r["calibrated_error_points"]) for r in rows if r["calibrated_error_points"] is not None]
@@ -135,6 +144,10 @@ def markdown(rows: list[dict]) -> str:
     if calibrated:
         lines.append(f"\ncalibrated: largest error {max(calibrated):.1f} points, within ±5: "
                      f"{sum(e <= 5 for e in calibrated)}/{len(rows)}")
+    share = [abs(r["share_rule_error_points"]) for r in rows if r.get("share_rule_error_points") is not None]
+    if share:
+        lines.append(f"CPU-share rule: largest error {max(share):.1f} points, within ±5: "
+                     f"{sum(e <= 5 for e in share)}/{len(rows)}")
     lines.append(f"data sheet: largest error {max(sheet):.1f} points, within ±5: {sum(e <= 5 for e in sheet)}/{len(rows)}")
     return "\n".join(lines)
 

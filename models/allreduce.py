@@ -68,6 +68,8 @@ CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
 # 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
 PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
 PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
+# Allreduces timed under the probe's load: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
+CONTENDED_ITERATIONS = (3, 5)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -305,7 +307,7 @@ def contention(engine: Engine, torch, probe: Probe, alone: float, size: int, arg
     want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
     work = torch.empty_like(base)
     times, rates = [], []
-    for _ in range(max(args.steps, 3)):
+    for _ in range(min(max(args.steps, CONTENDED_ITERATIONS[0]), CONTENDED_ITERATIONS[1])):
         work.copy_(base)
         comm.barrier()
         elapsed, rate = probe.during(engine.allreduce_async_(work, name=f"bench.contended.{size}"))
