@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from importlib import resources
 
 import yaml
@@ -27,10 +28,16 @@ class GpuSku(BaseModel):
     # Pay-as-you-go list price of one VM of this size (USD per hour) and the date it was read; null = unknown.
     price_per_hour_usd: float | None = None
     price_read: str | None = None
+    # What nvidia-smi calls this SKU's GPU: a regular expression (case-insensitive, searched); null for cpu.
+    smi_name: str | None = None
 
     @property
     def is_cpu(self) -> bool:
         return self.key == "cpu"
+
+    def is_this_gpu(self, smi_name: str) -> bool:
+        """Whether a GPU nvidia-smi names `smi_name` is this SKU's."""
+        return self.smi_name is not None and re.search(self.smi_name, smi_name, re.IGNORECASE) is not None
 
     def nodes_for(self, workers: int, per_node: int | None = None) -> int:
         """Nodes for `workers`: `per_node` each if given, else as many as one VM has GPUs."""

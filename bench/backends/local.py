@@ -69,8 +69,7 @@ class LocalBackend:
         gpus = local_gpus()
         if not gpus:
             return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has no GPU"
-        family = cell["gpu"].split("-")[0]
-        matching = [g for g in gpus if family in g]
+        matching = [g for g in gpus if sku.is_this_gpu(g)]
         if len(matching) < workers:
             return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has {len(gpus)}x {gpus[0]}"
         return None
