@@ -41,9 +41,9 @@ stretched to s · allreduce, runs beside the rest of the backward pass, which ad
     step = (compute − hidden) / ρ_idle + comm + max(0, hidden − ρ_during · comm) / ρ_idle
 
 With ρ_idle = ρ_during = s = 1 this is the plain rule, compute + max(0, allreduce − hidden). Horovod's idle loop
-alone costs a compute-bound CPU cell: measured here, one CPU per node, the probe ran at 0.83–0.97 of its rate
-beside Horovod's Gloo loop and at 0.40–0.69 beside Horovod over Open MPI, whose progress thread polls
-(docs/scaling-model.md).
+alone costs a compute-bound CPU cell: measured on the emulated cluster, one CPU per node, ρ_idle was 0.77–0.93
+beside Horovod's Gloo loop and 0.57–0.64 beside Horovod over Open MPI, whose progress thread polls
+(docs/scaling-model.md, "Prediction against measurement").
 
 Link figures (α latency, β achievable bandwidth) and their sources are in LINKS; the fabric of each catalogue key is
 in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays descriptive).
