@@ -2,9 +2,10 @@
 at the largest size only, here at several, for Horovod over Gloo and over Open MPI on the emulated 2-node cluster
 (one CPU per node).
 
-Per size: the allreduce's median time alone and beside the probe kernel (models/allreduce.Probe, started async, the
-probe runs until it completes), and the probe's rate meanwhile as a fraction of its rate alone (taken before Horovod
-starts); and the probe's rate beside the idling engine. The slowest rank's figures.
+Per size, with the sweep worker's own code (models/allreduce.py: time_size, contention): the allreduce's median
+time alone and beside the probe kernel (started async, the probe runs until it completes), the probe's rate
+meanwhile and beside the idling engine, as fractions of its rate alone (taken before Horovod starts). The slowest
+rank's figures.
 
     .venv/bin/python benchmarks/contention_sizes.py [--rates none,500mbit] [--sizes 1048576,16777216,102228128]
 
@@ -24,55 +25,32 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 STATE = Path("/tmp/bench-contention")
-ITERATIONS = 5
+ITERATIONS = 5  # timed allreduces per size, alone and under load (the sweep bounds the latter to 3-5)
 
 
 def worker(sizes: list[int]) -> None:
+    """One rank: the sweep worker's own pieces (models/allreduce.py), its contention measurement at every size."""
     import torch
 
-    from models.allreduce import Probe
+    from models.allreduce import Engine, Probe, contention, parse_args, time_size
 
-    torch.set_num_threads(1)
+    args = parse_args(["--steps", str(ITERATIONS), "--warmup-steps", "1", "--threads", "1"])
+    torch.set_num_threads(args.threads)
     probe = Probe(torch)
-    alone = probe.rate()
-    import horovod.torch as hvd
-
-    hvd.init()
-    token = torch.zeros(1)
-    hvd.allreduce(token, name="warm")
-    idle = probe.rate() / alone
+    alone = probe.rate()  # before the engine starts, as the sweep takes it
+    engine = Engine(args, torch)
     rows = []
     for size in sizes:
-        buf = torch.ones(size // 4)
-        hvd.allreduce_(buf, name=f"w{size}")
-        quiet, loaded, rates = [], [], []
-        for i in range(ITERATIONS):
-            hvd.allreduce(token, name=f"q{size}.{i}")
-            t0 = time.perf_counter()
-            hvd.allreduce_(buf, name=f"a{size}")
-            quiet.append(time.perf_counter() - t0)
-        for i in range(ITERATIONS):
-            hvd.allreduce(token, name=f"l{size}.{i}")
-            handle = hvd.allreduce_async_(buf, name=f"c{size}")
-
-            def done() -> bool:
-                if not hvd.poll(handle):
-                    return False
-                hvd.synchronize(handle)
-                return True
-            elapsed, rate = probe.during(done)
-            loaded.append(elapsed)
-            rates.append(rate / alone)
-        rows.append({"bytes": size, "alone_s": statistics.median(quiet), "loaded_s": statistics.median(loaded),
-                     "during": statistics.median(rates)})
-    mine = {"idle": idle, "rows": rows}
-    everyone = hvd.allgather_object(mine)
-    if hvd.rank() == 0:
-        worst = [{"bytes": r["bytes"], "alone_s": max(e["rows"][i]["alone_s"] for e in everyone),
-                  "loaded_s": max(e["rows"][i]["loaded_s"] for e in everyone),
-                  "during": min(e["rows"][i]["during"] for e in everyone)} for i, r in enumerate(rows)]
-        print("RESULT " + json.dumps({"idle": min(e["idle"] for e in everyone), "rows": worst}), flush=True)
-    hvd.shutdown()
+        quiet, _ = time_size(engine, torch, "allreduce", size, args, None)
+        rows.append({"bytes": size, "alone_s": statistics.median(quiet),
+                     **contention(engine, torch, probe, alone, size, args)})
+    everyone = engine.comm.allgather_object(rows)
+    if engine.comm.rank == 0:  # the slowest rank's figures, as the sweep's rows hold them
+        worst = [{"bytes": size, "alone_s": max(r[i]["alone_s"] for r in everyone),
+                  "loaded_s": max(r[i]["time"] for r in everyone), "during": min(r[i]["during"] for r in everyone),
+                  "idle": min(r[i]["idle"] for r in everyone)} for i, size in enumerate(sizes)]
+        print("RESULT " + json.dumps(worst), flush=True)
+    engine.shutdown()
 
 
 def main() -> int:
@@ -101,7 +79,8 @@ def main() -> int:
     python = sys.executable
     horovodrun = str(Path(python).parent / "horovodrun")
     cluster = emulated.start(2, pin=True, state=STATE, prefix="bcon")
-    lines = ["| link | launcher | size B | alone ms | beside the probe ms | × | probe during | probe beside idle engine |",
+    lines = ["| link | launcher | size B | alone ms | beside the probe ms | × | probe during "
+             "| probe beside idle engine |",
              "|---|---|---|---|---|---|---|---|"]
     failed = False
     try:
@@ -116,11 +95,10 @@ def main() -> int:
                     print(f"{rate} {launcher}: exit {done.returncode}\n{done.stderr[-2000:]}", file=sys.stderr)
                     failed = True
                     continue
-                result = json.loads(found[0])
-                for r in result["rows"]:
+                for r in json.loads(found[0]):
                     lines.append(f"| {rate} | {launcher} | {r['bytes']:,} | {1e3 * r['alone_s']:.1f} | "
                                  f"{1e3 * r['loaded_s']:.1f} | {r['loaded_s'] / r['alone_s']:.2f} | "
-                                 f"{r['during']:.2f} | {result['idle']:.2f} |")
+                                 f"{r['during']:.2f} | {r['idle']:.2f} |")
     finally:
         cluster.down()
     print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + f": benchmarks/contention_sizes.py --rates "
