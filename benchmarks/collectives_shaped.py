@@ -64,6 +64,14 @@ def bits_per_s(rate: str) -> float:
     return float(number.rstrip("kmgt")) * scale
 
 
+def positive_rate(text: str) -> bool:
+    """Whether `text` is a tc rate above zero, such as 500mbit."""
+    try:
+        return bits_per_s(text) > 0
+    except (ValueError, IndexError):
+        return False
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rates", default="1gbit,200mbit", help="comma-separated tc rates; the unshaped run comes first")
@@ -71,6 +79,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mpi", default="gloo,openmpi")
     args = p.parse_args()
+    bad = next((r for r in filter(None, args.rates.split(",")) if not positive_rate(r)), None)
+    if bad is not None:
+        print(f"collectives_shaped: --rates: {bad!r} is not a positive tc rate such as 500mbit", file=sys.stderr)
+        return 2
     reason = emulated.unavailable()
     if reason:
         print(f"no emulated cluster here: {reason}", file=sys.stderr)

@@ -66,6 +66,13 @@ def main() -> int:
     if not sizes or any(s < 4 or s % 4 for s in sizes):
         print(f"contention_sizes: --sizes: {args.sizes!r} is not a list of positive multiples of 4", file=sys.stderr)
         return 2
+    from benchmarks.collectives_shaped import positive_rate
+
+    bad = next((r for r in args.rates.split(",") if r != "none" and not positive_rate(r)), None)
+    if bad is not None:
+        print(f"contention_sizes: --rates: {bad!r} is neither `none` nor a positive tc rate such as 500mbit",
+              file=sys.stderr)
+        return 2
     if args.worker:
         worker(sizes)
         return 0

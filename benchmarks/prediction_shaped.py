@@ -41,7 +41,7 @@ from bench.analysis.collectives import fit_stacks, training_only  # noqa: E402
 from bench.analysis.scaling import cell_summary, scaling  # noqa: E402
 from bench.store import Store  # noqa: E402
 from models.registry import COLLECTIVES  # noqa: E402
-from benchmarks.collectives_shaped import bits_per_s, bucket_bytes  # noqa: E402
+from benchmarks.collectives_shaped import bits_per_s, bucket_bytes, positive_rate  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")
@@ -150,13 +150,6 @@ def markdown(rows: list[dict]) -> str:
                      f"{sum(e <= 5 for e in share)}/{len(rows)}")
     lines.append(f"data sheet: largest error {max(sheet):.1f} points, within ±5: {sum(e <= 5 for e in sheet)}/{len(rows)}")
     return "\n".join(lines)
-
-
-def positive_rate(text: str) -> bool:
-    try:
-        return bits_per_s(text) > 0
-    except ValueError:
-        return False
 
 
 def main() -> int:
