@@ -10,7 +10,7 @@ import pytest
 from bench.analysis.regress import mark_cpu_differences
 from bench.baseline import load_baseline
 from bench.record import parse_record
-from bench.report.render import environments
+from bench.report.environments import environments
 from bench.store import Store
 from models.cpufeatures import SPEED_FLAGS, cpu_line, cpu_probe, differences, parse_cpuinfo, signature
 from tests.conftest import bench_cli

@@ -50,6 +50,19 @@ def _log2_ticks(ax, values) -> None:
     ax.set_xlim(lo - 0.4, hi + 0.4)
 
 
+def _draw_all(draw, jobs: list, *, parallel_from: int) -> list:
+    """draw(job) for each job, in order; in forked processes when there are at least `parallel_from` jobs and
+    several cores (each figure is independent, and drawing is CPU-bound)."""
+    if len(jobs) >= parallel_from and (os.cpu_count() or 1) > 1:
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
+                return list(pool.map(draw, jobs))
+        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
+            pass
+    return [draw(job) for job in jobs]
+
+
 def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame | None = None
                    ) -> list[tuple[str, Path]]:
     """One PNG per GPU: throughput vs workers (bars: bootstrap 95% CI; dashed: ideal linear scaling from the named
@@ -60,14 +73,7 @@ def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame 
     refs = references if references is not None else pd.DataFrame(columns=["gpu"])
     jobs = [(gpu, by_gpu, refs[refs["gpu"] == gpu] if not refs.empty else refs, varying, out_dir)
             for gpu, by_gpu in table.groupby("gpu", sort=True)]
-    if len(jobs) >= 4 and (os.cpu_count() or 1) > 1:
-        try:
-            ctx = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
-                return list(pool.map(_scaling_figure, jobs))
-        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
-            pass
-    return [_scaling_figure(job) for job in jobs]
+    return _draw_all(_scaling_figure, jobs, parallel_from=4)
 
 
 def _series_parts(row: pd.Series, varying: list[str]) -> list[tuple[str, str]]:
@@ -139,7 +145,7 @@ def _scaling_figure(job) -> tuple[str, Path]:
     if len(groups) > MAX_SERIES_PER_CHART:
         ax_t.text(0.99, 0.01, f"{len(groups) - MAX_SERIES_PER_CHART} more series in the table",
                   transform=ax_t.transAxes, ha="right", fontsize=8)
-    path = _save(fig, out_dir / f"scaling_{_slug(gpu)}.png")
+    path = _save(fig, out_dir / f"scaling_{slug(gpu)}.png")
     return f"{gpu}: throughput and scaling efficiency", path
 
 
@@ -226,21 +232,14 @@ def prediction_chart(rows: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text))
 
 
 def study_figures(jobs: list[tuple]) -> list[Path]:
     """study_figure for each argument tuple, in parallel processes when the machine has several cores (each
     figure is independent; text rendering makes them the slow part of a small report)."""
-    if len(jobs) >= 2 and (os.cpu_count() or 1) > 1:
-        try:
-            ctx = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
-                return list(pool.map(_study_job, jobs))
-        except (OSError, ValueError, BrokenProcessPool):  # no fork here, or a worker died: draw them one by one
-            pass
-    return [_study_job(job) for job in jobs]
+    return _draw_all(_study_job, jobs, parallel_from=2)
 
 
 def _study_job(job: tuple) -> Path:

@@ -1,0 +1,98 @@
+"""How a cell reads in the report's tables and labels: numbers, intervals, transports, data and short labels.
+Pure functions of one table row; the sections pick the rows."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.analysis.scaling import INPUT_BOUND_BELOW
+
+COLUMNS = ["gpu", "framework", "mpi", "IB", "transport", "workers", "nodes", "batch/worker", "image", "precision",
+           "data", "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "baseline",
+           "cell_id"]
+# Columns set flush left in HTML (words, not numbers).
+LEFT = {"gpu", "framework", "mpi", "IB", "transport", "precision", "data", "baseline", "cell_id", "95% CI",
+        "rank spread", "cell", "value", "vs", "verdict", "setting", "price read", "price source", "vm",
+        "transport (a)", "transport (b)", "source", "reason", "status", "run", "label"}
+
+
+def num(v, fmt="{:,.1f}", none="—") -> str:
+    return none if v is None or pd.isna(v) else fmt.format(v)
+
+
+def ci(r) -> str:
+    low, high = getattr(r, "boot_low", None), getattr(r, "boot_high", None)
+    if low is None or pd.isna(low):
+        low, high = r.ci_low, r.ci_high
+    text = f"{low:,.1f}–{high:,.1f} ({r.ci_over}"
+    n = int(r.ci_over.split()[0]) if isinstance(r.ci_over, str) and r.ci_over.split()[0].isdigit() else 0
+    return text + (", too few to trust" if n < 3 else "") + ")"
+
+
+def transport(r) -> str:
+    eff = getattr(r, "effective_transport", None)
+    verdict = getattr(r, "transport_verdict", None)
+    text = eff if isinstance(eff, str) and eff else "unknown"
+    if verdict == "mismatch":
+        req = getattr(r, "requested_transport", None)
+        return f"⚠ MISMATCH: {text}" + (f" (asked {req})" if isinstance(req, str) and req else "")
+    return text
+
+
+def framework(r) -> str:
+    return r.framework + (" (DDP)" if getattr(r, "engine", None) == "native" else "")
+
+
+def data_label(r) -> str:
+    if r.data != "imagenet":
+        return r.data
+    label = f"imagenet ({r.data_layout})"
+    ratio = getattr(r, "real_vs_synthetic", float("nan"))
+    if pd.notna(ratio):
+        label += f" {100 * ratio:.0f}% of synthetic"
+        if ratio < INPUT_BOUND_BELOW:
+            label += " — INPUT-BOUND"
+    return label
+
+
+def short_label(r, drop: tuple[str, ...] = ()) -> str:
+    parts = []
+    if "gpu" not in drop:
+        parts.append(str(r["gpu"]))
+    if "framework" not in drop:
+        parts.append(r["framework"] + (" (DDP)" if r.get("engine") == "native" else ""))
+    if "mpi" not in drop:
+        parts.append(str(r["mpi"]))
+    if "ib" not in drop:
+        parts.append(f"IB {'on' if r['ib'] else 'off'}")
+    if "precision" not in drop:
+        parts.append(str(r["precision"]))
+    parts.append(f"b{r['batch_per_gpu']}")
+    if r.get("data") == "imagenet":
+        parts.append(f"ImageNet {r['data_layout']}")
+    if "gpus" not in drop:
+        parts.append(f"{int(r['gpus'])} workers")
+    return " · ".join(parts)
+
+
+def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
+    """One row per cell of the scaling table, in COLUMNS."""
+    rows = []
+    for r in table.itertuples(index=False):
+        alone = r.series_cells == 1 and r.gpus > 1  # no smaller run of the same series to divide by
+        base = "no smaller run in this series" if alone else \
+            f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
+        rows.append({
+            "gpu": r.gpu, "framework": framework(r), "mpi": r.mpi, "IB": "on" if r.ib else "off",
+            "transport": transport(r),
+            "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
+            "image": int(r.image_size), "precision": r.precision, "data": data_label(r),
+            "images/sec": f"{r.images_per_sec:,.1f}", "95% CI": ci(r),
+            "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
+            "rank spread": "—" if pd.isna(r.rank_spread) or r.gpus == 1 else
+                           f"{100 * r.rank_spread:.1f}% (slowest: rank {r.slowest_rank})",
+            "speedup": "—" if alone else f"{r.speedup:.2f}×",
+            "efficiency": "—" if alone else f"{100 * r.efficiency:.0f}%",
+            "baseline": base, "cell_id": r.cell_id,
+            "_bad": getattr(r, "transport_verdict", None) == "mismatch",
+        })
+    return rows

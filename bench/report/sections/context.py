@@ -1,0 +1,68 @@
+"""What every section reads: the selected records and the frames bench.analysis derives from them, computed once
+per report. Sections only pick from these, format and draw."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis.collectives import training_only
+from bench.analysis.cost import Price, catalogue_prices, merge_prices
+from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
+    split_imported
+from bench.report.environments import sample_record_json
+
+
+@dataclass(frozen=True)
+class Context:
+    out_dir: Path  # where sections write their charts and CSVs
+    records: pd.DataFrame  # every selected record, measured and imported
+    imported: pd.DataFrame  # published references (imported records): overlays only
+    ok: pd.DataFrame  # the latest complete run of each training cell
+    table: pd.DataFrame  # one row per training cell: throughput, interval, speedup, efficiency
+    sweeps: pd.DataFrame  # the collective rows of each collective cell's latest complete run
+    references: pd.DataFrame  # reference_summary(imported)
+    failures: pd.DataFrame  # the latest attempt of each cell that failed
+    prices: dict[str, Price]  # the catalogue's, overridden by --prices
+    env_json: list[str]  # a sample of record JSON for the environments table
+
+
+def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
+                  env_json: list[str] | None = None, collectives: pd.DataFrame | None = None) -> Context:
+    measured, imported = split_imported(records)
+    all_ok = latest_complete(measured)
+    ok = training_only(all_ok)  # collective cells have no image rates: their own section
+    return Context(out_dir=out_dir, records=records, imported=imported, ok=ok,
+                   table=input_bound(scaling(cell_summary(ok))), sweeps=latest_sweeps(collectives, all_ok),
+                   references=reference_summary(imported), failures=latest_failures(measured),
+                   prices=merge_prices(catalogue_prices(), prices),
+                   env_json=sample_record_json(ok) if env_json is None else env_json)
+
+
+def latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.DataFrame:
+    """The collective rows of each cell's latest complete run (the runs `ok` holds)."""
+    if collectives is None or collectives.empty or ok.empty:
+        return pd.DataFrame(columns=["cell_id", "run_id", "bytes", "time_median_s", "busbw_bytes_per_s"])
+    return collectives.merge(ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"])
+
+
+def reference_summary(imported: pd.DataFrame) -> pd.DataFrame:
+    """Published references (imported records): median images/sec per cell, labelled by their source."""
+    if imported.empty:
+        return pd.DataFrame(columns=["gpu", "gpus", "images_per_sec", "ref_label"])
+    ok = imported[imported["status"] == "ok"] if "status" in imported else imported
+    ok = ok[ok["images_per_sec"].notna()]
+    if ok.empty:
+        return pd.DataFrame(columns=["gpu", "gpus", "images_per_sec", "ref_label"])
+    src = ok["source"].fillna("") if "source" in ok else pd.Series("", index=ok.index)
+    # run ids are import:<source>:<file or run>; the source is what a reader recognises.
+    src = src.where(src != "", ok["run_id"].astype(str).str.split(":").str[1].fillna(ok["run_id"].astype(str)))
+    ok = ok.assign(ref_source=src)
+    keys = [k for k in ("gpu", "framework", "mpi", "ib", "precision", "batch_per_gpu", "data", "gpus") if k in ok]
+    out = ok.groupby(["ref_source", *keys], dropna=False, sort=True).agg(
+        images_per_sec=("images_per_sec", "median"), nodes=("nodes", "max"), records=("images_per_sec", "size")
+    ).reset_index()
+    out["ref_label"] = [f"{r.ref_source} · {r.framework} · {r.mpi} · IB {'on' if r.ib else 'off'}"
+                        for r in out.itertuples()]
+    return out

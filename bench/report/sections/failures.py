@@ -1,0 +1,29 @@
+"""Failed cells: the latest attempt of each cell that failed, with its reason and run."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from bench.analysis.scaling import series_label
+from bench.report.sections.context import Context
+
+
+@dataclass(frozen=True)
+class Failures:
+    rows: tuple[dict[str, str], ...]  # label, cell_id, status, error, run_id
+
+    id: ClassVar[str] = "failures"
+    title: ClassVar[str] = "Failed cells (latest attempt)"
+    nav: ClassVar[str] = "Failed cells"
+    template: ClassVar[str] = "failures"
+    omitted: ClassVar[None] = None
+    files: ClassVar[tuple[Path, ...]] = ()
+
+
+def build(ctx: Context) -> Failures | None:
+    if ctx.failures.empty:
+        return None
+    return Failures(tuple({"label": series_label(r) + f" · {int(r.gpus)} workers", "cell_id": r.cell_id,
+                           "status": r.status, "error": r.error, "run_id": r.run_id}
+                          for _, r in ctx.failures.iterrows()))

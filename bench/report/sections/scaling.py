@@ -1,0 +1,37 @@
+"""Scaling: throughput, speedup and efficiency per GPU (a chart each) and the main table, one collapsible block
+per GPU so the page stays readable at 5 cells and at 5,000."""
+from __future__ import annotations
+
+from bench.report import charts as ch
+from bench.report.format import COLUMNS, table_rows
+from bench.report.sections.blocks import Chart, Section, omitted, table, write_csv
+from bench.report.sections.context import Context
+
+OPEN_GROUPS_BELOW = 60  # main-table blocks are expanded when the whole table is this small
+
+
+def build(ctx: Context) -> Section | None:
+    if ctx.records.empty:
+        return None
+    if ctx.table.empty:
+        which = "training cell" if not ctx.sweeps.empty else "cell"  # collective cells have their own section
+        return omitted("scaling", "Scaling", f"no {which} has a complete successful run yet"
+                       + (" (see the failed cells below)." if not ctx.failures.empty else "."))
+    charts = ch.scaling_charts(ctx.table, ctx.out_dir, ctx.references)
+    rows = table_rows(ctx.table)
+    csv = write_csv(ctx.table, ctx.out_dir, "cells.csv")
+    gpus = list(dict.fromkeys(r["gpu"] for r in rows))
+    small = len(rows) <= OPEN_GROUPS_BELOW
+    tables = []
+    for i, g in enumerate(gpus):
+        grows = [r for r in rows if r["gpu"] == g]
+        tables.append(table("scaling-table" if i == 0 else f"scaling-table-{i + 1}", COLUMNS, grows, csv=csv.name,
+                            title=f"{g}: {len(grows)} cell{'s' if len(grows) != 1 else ''}", open_=small,
+                            collapsible=True))
+    return Section("scaling", "Scaling: throughput, speedup and efficiency",
+                   "Per GPU: throughput vs workers with the ideal line (dashed, from the series' baseline) and "
+                   "efficiency vs workers. Bars: bootstrap 95% CI over job-level repeats (over windows when a cell "
+                   "ran one job)." + (" Dotted hollow diamonds: published references (imported, not measured here)."
+                                      if not ctx.references.empty else ""),
+                   charts=tuple(Chart(t, p) for t, p in charts), tables=tuple(tables),
+                   files=(*(p for _, p in charts), csv))

@@ -1,0 +1,70 @@
+"""The 2018 Batch AI study: the published curves per GPU series (read from bench/data/reference/, never from the
+store), the what-if model dashed over them, and this store's measured cells of the same GPU on the same axes."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys
+from bench.report import charts as ch
+from bench.report.format import num
+from bench.report.sections.blocks import Chart, Section, omitted, table
+from bench.report.sections.context import Context
+
+STUDY_MEASURED_SERIES = 6  # measured series drawn per study chart
+TITLE = "The 2018 Batch AI study: published scaling, the what-if model, measured here"
+
+
+def build(ctx: Context) -> Section | None:
+    from bench.catalog import catalog
+    from bench.report import study
+
+    if ctx.records.empty:
+        return None
+    try:
+        published = study.published_series()
+    except (OSError, KeyError, ValueError) as e:
+        return omitted("study", TITLE, f"the published reference could not be read ({type(e).__name__}: "
+                       f"{str(e)[:120]}).")
+    predicted = study.predicted_series(published)
+    order = {k: i for i, k in enumerate(catalog())}
+    gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
+    t = ctx.table
+    varying = varying_workload_keys(t) if not t.empty else []
+    measured_here, more, jobs, titles = 0, 0, [], []
+    for gpu in gpus:
+        mine = t[t["gpu"] == gpu] if not t.empty else t
+        if not mine.empty:
+            measured_here += len(mine)
+            # The longest, then fastest, measured series: a legend of hundreds is unreadable (all are in Scaling).
+            groups = sorted(mine.groupby(SERIES_KEYS, dropna=False, sort=False),
+                            key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+            more += max(0, len(groups) - STUDY_MEASURED_SERIES)
+            mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
+                              for _, g in groups[:STUDY_MEASURED_SERIES]])
+        jobs.append((gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
+                     ctx.out_dir / f"study_{ch.slug(gpu)}.png", study.PUBLISHED))
+        titles.append(f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
+                      + (", measured here (solid)" if not mine.empty else ""))
+    paths = ch.study_figures(jobs)
+    pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
+    rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
+             "efficiency": f"{100 * r.efficiency:.0f}%",
+             "what-if efficiency": num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"), "source": r.source,
+             "_bad": False} for r in published.itertuples()]
+    sources = ", ".join(sorted({s.rsplit("/experiments/", 1)[0].rsplit("/plot.svg", 1)[0]
+                                for s in published["source"]}))
+    note = (f"Dotted, hollow diamonds: {study.PUBLISHED} — ResNet-50, synthetic data, batch 64 per GPU, 4 GPUs per "
+            "VM, bar heights read from the SVG charts of " + sources + " (±0.2%); the data is bench/data/reference/ "
+            "in this repository, read by the report and never written to the store, so it is in no measured table, "
+            "resume or check. Intel MPI ran over InfiniBand with Horovod built without NCCL; Open MPI + NCCL over "
+            "TCP. Dashed: the what-if model (bench model) from each series' 1-GPU bar. Efficiency divides by the "
+            "series' own 1-GPU bar. "
+            + (f"Solid: {measured_here} cell(s) measured here on the same GPU types"
+               + (f" (the {STUDY_MEASURED_SERIES} longest series per GPU drawn; {more} more series in the Scaling "
+                  "section)." if more else ".")
+               if measured_here else "No cell of these GPU types is measured in this store yet."))
+    return Section("study", TITLE, note, charts=tuple(Chart(c, p) for c, p in zip(titles, paths)),
+                   tables=(table("study-table", ["gpu", "series", "workers", "images/sec", "efficiency",
+                                                 "what-if efficiency", "source"], rows,
+                                 title=f"Published bars ({study.PUBLISHED})"),),
+                   files=tuple(paths))
