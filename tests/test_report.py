@@ -25,6 +25,7 @@ from bench.report.filters import apply_where, load_prices, parse_where
 from bench.store import Store
 from tests.conftest import bench_cli
 from tests.factories import record
+from tests.report_stores import write_full_store
 
 BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1,
         "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
@@ -320,7 +321,7 @@ def test_5000_cells_stay_readable(reports):
     assert "<details open>" in small and "Showing" not in small
 
 
-SECTIONS = {"small": ["scaling", "study", "gpus", "mpi", "cost", "environment"],
+PAGE_SECTIONS = {"small": ["scaling", "study", "gpus", "mpi", "cost", "environment"],
             "big": ["scaling", "study", "gpus", "framework", "mpi", "ib", "cost", "precision", "environment"]}
 
 
@@ -336,7 +337,7 @@ def test_page_renders_in_headless_chromium(reports, name):
              f"--user-data-dir={profile}", "--window-size=1200,2400"]
     url = (reports / name / "index.html").as_uri()
     dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
-    for section in SECTIONS[name]:
+    for section in PAGE_SECTIONS[name]:
         assert f'id="{section}"' in dom, section
     assert 'src="data:image/png;base64,' in dom and 'src="http' not in dom
     shot = reports / f"{name}.png"
@@ -469,3 +470,79 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
         assert t["box_scrolls"] == (t["width"] > t["box"]), t
     assert probe["page"] <= probe["window"], "a table pushed the page wider than the window"
     assert 'id="study"' in dom
+
+
+# --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
+FULL_ORDER = ["scaling", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision", "prediction",
+              "collectives", "references", "failures", "environment"]
+
+
+def _page_ids(html: str) -> list[str]:
+    """The ids of the page's sections in reading order: full sections, omitted lines, failed cells, what ran."""
+    return ["".join(m) for m in re.findall(r'<section id="([^"]+)">|<p class="omitted" id="([^"]+)">|<h2 id="([^"]+)"',
+                                           html)]
+
+
+@pytest.fixture(scope="module")
+def full_report():
+    from bench.report.render import report_from_store
+
+    d = Path(tempfile.mkdtemp(prefix="bench-report-full-"))
+    write_full_store(d / "bench.db")
+    written = report_from_store(str(d / "bench.db"), d / "out")
+    yield d, written
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_every_section_shows_in_sections_order_in_the_page_and_the_summary(full_report):
+    from bench.report.sections import SECTIONS
+
+    d, _ = full_report
+    html = (d / "out" / "index.html").read_text()
+    assert _page_ids(html) == FULL_ORDER and len(SECTIONS) == len(FULL_ORDER)  # the full store fills every one
+    assert [m.__name__.rsplit(".", 1)[1] for m in SECTIONS] == [*FULL_ORDER[:-1], "what_ran"]
+    headings = re.findall(r"<h2[^>]*>([^<]+)</h2>", html)
+    nav = re.findall(r'<a href="#([^"]+)">', html.split("<nav>")[1].split("</nav>")[0])
+    assert nav == FULL_ORDER and len(headings) == len(FULL_ORDER)
+    summary = (d / "out" / "summary.md").read_text()
+    # The same objects, the same order; the environments are in the page only.
+    assert re.findall(r"^## (.+)$", summary, re.M) == headings[:-1] and headings[-1] == "What ran"
+    assert summary.endswith("| cpu · pytorch · gloo · IB off · 4 workers | d2fb765b0bb4 | failed | exit code 1 |\n")
+
+
+def test_the_page_follows_the_sections_tuple(full_report, monkeypatch, tmp_path):
+    from bench.report import sections
+    from bench.report.render import report_from_store
+
+    d, _ = full_report
+    order = (sections.what_ran, sections.failures, sections.references, sections.collectives)
+    monkeypatch.setattr(sections, "SECTIONS", order)
+    report_from_store(str(d / "bench.db"), tmp_path / "out")
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert _page_ids(html) == ["environment", "failures", "references", "collectives"]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert re.findall(r"^## (.+)$", summary, re.M) == ["Failed cells (latest attempt)",
+                                                        "Published references (imported, not measured here)",
+                                                        "Collectives: bandwidth vs message size"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["index.html", "summary.md"]  # no charts drawn
+
+
+def test_the_files_a_report_names_are_the_files_its_sections_wrote(full_report):
+    d, written = full_report
+    assert written[:2] == [d / "out" / "index.html", d / "out" / "summary.md"]
+    assert len(written) == len(set(written)) and set(written) == set((d / "out").iterdir())
+    assert {"cells.csv", "compare_ib.csv", "cost.png", "prediction.png", "study_V100.png"} <= {p.name for p in written}
+
+
+def test_every_section_builder_returns_none_on_an_empty_store(tmp_path):
+    from bench.report.sections import SECTIONS
+    from bench.report.sections.context import build_context
+
+    with Store(tmp_path / "bench.db") as store:
+        records, collectives = store.dataframe(record_json=False), store.collectives()
+    out = tmp_path / "out"
+    out.mkdir()
+    ctx = build_context(records, out, collectives=collectives)
+    for module in SECTIONS:
+        assert module.build(ctx) is None, module.__name__
+    assert not any(out.iterdir())
