@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 
@@ -52,6 +53,18 @@ class Section:
     omitted: str | None = None
     files: tuple[Path, ...] = ()
     template: str = field(default="figures", kw_only=True)  # templates/<template>.html.j2 and .md.j2
+
+    @property
+    def nav(self) -> str:
+        return self.title
+
+
+class CustomSection:
+    """Base of a section laid out by templates of its own (a dataclass subclass sets `id`, `title` and `template`,
+    and `nav` where the link should read otherwise): never omitted, writes no files."""
+
+    omitted: ClassVar[None] = None
+    files: ClassVar[tuple[Path, ...]] = ()
 
     @property
     def nav(self) -> str:

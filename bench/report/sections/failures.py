@@ -2,23 +2,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 from bench.analysis.scaling import series_label
+from bench.report.sections.blocks import CustomSection
 from bench.report.sections.context import Context
 
 
 @dataclass(frozen=True)
-class Failures:
+class Failures(CustomSection):
     rows: tuple[dict[str, str], ...]  # label, cell_id, status, error, run_id
 
     id: ClassVar[str] = "failures"
     title: ClassVar[str] = "Failed cells (latest attempt)"
     nav: ClassVar[str] = "Failed cells"
     template: ClassVar[str] = "failures"
-    omitted: ClassVar[None] = None
-    files: ClassVar[tuple[Path, ...]] = ()
 
 
 def build(ctx: Context) -> Failures | None:

@@ -3,25 +3,22 @@ describe (from a sample of record JSON). In the page only; summary.md leaves it 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 from bench.report.environments import ENV_COLUMNS, environments
+from bench.report.sections.blocks import CustomSection
 from bench.report.sections.context import Context
 
 
 @dataclass(frozen=True)
-class WhatRan:
+class WhatRan(CustomSection):
     environments: tuple[dict[str, str], ...]
     sampled: bool  # read from a sample of the records, not every one
 
-    columns: ClassVar[list[str]] = ENV_COLUMNS
     id: ClassVar[str] = "environment"
     title: ClassVar[str] = "What ran"
-    nav: ClassVar[str] = "What ran"
     template: ClassVar[str] = "what_ran"
-    omitted: ClassVar[None] = None
-    files: ClassVar[tuple[Path, ...]] = ()
+    columns: ClassVar[list[str]] = ENV_COLUMNS
 
     @property
     def records_read(self) -> int:
