@@ -52,8 +52,11 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
 
 
 def _environment(markdown: bool) -> Environment:
-    # Markdown is line-oriented: block tags take their own line and leave no trace in the output.
-    return Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(),
+    # Markdown is line-oriented: block tags take their own line and leave no trace in the output. The page keeps
+    # select_autoescape(), which escapes names ending in .html only, so *.html.j2 renders values unescaped as it
+    # always has (escaping them is a change of its own: the page would change wherever a value holds <, > or &).
+    return Environment(loader=PackageLoader("bench.report", "templates"),
+                       autoescape=False if markdown else select_autoescape(),
                        trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown)
 
 
