@@ -46,13 +46,12 @@ def run(args) -> int:
 
 
 def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
-    import sqlite3
-
     from rich.console import Console
 
     import bench
     from bench.redact import redact_text
     from bench.runner import new_run_id, run_plan
+    from bench.store import StoreError
 
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     skipped = [p for p in planned if not p.runnable]
@@ -75,8 +74,9 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
         store.finish_run(run_id)
-    except sqlite3.Error as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
-        raise RunFailed(f"{store_path}: the store refused a write ({e}); cells already recorded are kept") from None
+    except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
+        raise RunFailed(f"{store_path}: the store refused a write ({e.reason}); cells already recorded are kept") \
+            from None
     console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
                   f"store, {summary.skipped} skipped; store: {store_path}")
     return summary.exit_code
