@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from bench.backends import BACKENDS
+from bench.commands import add_store_argument
 from bench.errors import BenchInputError, RunFailed
 
 HELP = "run the matrix's runnable cells; resumes by default"
@@ -14,7 +15,7 @@ HELP = "run the matrix's runnable cells; resumes by default"
 def add_arguments(parser) -> None:
     parser.add_argument("matrix")
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
     parser.add_argument("--timeout", type=float, default=None,
                         help="per-cell timeout in seconds (overrides the matrix)")
