@@ -1,6 +1,7 @@
 """The `bench` entry point: build the parser from the verbs in bench/commands/, dispatch, and map errors to exit codes
 here and nowhere else: 0 ok, 1 a cell or the run failed, 2 bad input or usage (one line on stderr, nothing run or
-written), 130 Ctrl-C, 143 SIGTERM."""
+written), 130 Ctrl-C, 143 SIGTERM. A storage failure is bench.store's StoreError, a BenchInputError: the --store
+given cannot be used (exit 2), unless `bench run` met it while recording and said so as RunFailed (exit 1)."""
 from __future__ import annotations
 
 import argparse

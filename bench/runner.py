@@ -1,7 +1,6 @@
 """Run a plan on a backend: one cell at a time, records into the store as each cell ends, failures kept too."""
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import sys
 import time
@@ -20,7 +19,7 @@ from bench.cell import PlannedCell
 from bench.errors import BenchInputError, RunFailed
 from bench.record import Record, parse_record
 from bench.redact import redact_argv, redact_env, redact_text
-from bench.store import Store
+from bench.store import Store, StoreError
 from bench.transport import parse_transport, verdict
 
 POLL_S = 0.2
@@ -157,7 +156,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
             finally:
                 try:
                     store.release(cell.cell_id, run_id)
-                except sqlite3.Error:
+                except StoreError:
                     pass  # the claim's owner is this process: once it exits, the claim is free anyway
             progress.advance(task)
     return summary
@@ -225,7 +224,7 @@ def _headline(records: list[Record]) -> str:
 def _heartbeat(store: Store, cell: PlannedCell, run_id: str, token: str | None) -> None:
     try:
         store.heartbeat(cell.cell_id, run_id, token)
-    except sqlite3.Error:
+    except StoreError:
         pass  # a missed beat only shortens the claim; the records' own write reports a broken store
 
 
@@ -239,7 +238,7 @@ def _store_outcome(cell: PlannedCell, run_id: str, job: int, outcome: Outcome, h
 def _write(store: Store, cell: PlannedCell, records: list[Record]) -> None:
     try:
         store.write_many(records)
-    except (sqlite3.Error, OSError) as e:
-        raise StoreWriteFailed(f"{cell.label()} ({cell.cell_id}): the store refused its records ({e}); the cell is "
-                               f"not recorded as done and runs again next time") from None
-
+    except (StoreError, OSError) as e:
+        reason = e.reason if isinstance(e, StoreError) else e
+        raise StoreWriteFailed(f"{cell.label()} ({cell.cell_id}): the store refused its records ({reason}); the cell "
+                               f"is not recorded as done and runs again next time") from None

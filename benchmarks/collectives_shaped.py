@@ -9,7 +9,6 @@ the rate is the fabric, not a cell setting), under /tmp/bench-collectives-shaped
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.collectives import fit_stacks  # noqa: E402
+from bench.commands import DEFAULT_STORE  # noqa: E402
+from bench.store import Store  # noqa: E402
 from tests import cluster as emulated  # noqa: E402
 
 MATRIX = """name: collectives-shaped
@@ -95,7 +96,7 @@ def main() -> int:
             cluster.shape(rate) if rate else cluster.shape()
             tmp = base / (rate or "unshaped")
             tmp.mkdir(parents=True, exist_ok=True)
-            (tmp / "results" / "bench.db").unlink(missing_ok=True)
+            (tmp / DEFAULT_STORE).unlink(missing_ok=True)  # where `bench run` in tmp writes
             (tmp / "m.yaml").write_text(MATRIX.format(max_bytes=args.max_bytes, steps=args.steps, mpis=args.mpi,
                                                       ssh_config=cluster.ssh_config, iface=cluster.iface,
                                                       workdir=tmp / "work"))
@@ -106,9 +107,8 @@ def main() -> int:
                 print(f"{rate or 'unshaped'}: bench run failed:\n{done.stderr[-2000:]}")
                 failed = True
                 continue
-            with sqlite3.connect(tmp / "results" / "bench.db") as conn:
-                conn.row_factory = sqlite3.Row
-                rows = [dict(r) for r in conn.execute("SELECT * FROM collectives ORDER BY mpi, bytes")]
+            with Store(tmp / DEFAULT_STORE, create=False) as store:
+                rows = store.collective_rows()
             limit = bits_per_s(rate) / 8 if rate else None
             print(f"\n## {rate or 'unshaped'}" + (f" (tc rate {limit / 1e6:.1f} MB/s)" if limit else ""))
             print("| mpi | bytes | time median (ms) | busbw (MB/s) | busbw / rate | bound (tbf bucket) |")

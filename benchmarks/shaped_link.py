@@ -12,7 +12,6 @@ and its id are the same both times): each condition gets a store of its own, <ou
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.store import Store  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-shaped-link")
@@ -31,8 +31,10 @@ def measure(cluster: emulated.Cluster, store: Path, python: str = sys.executable
     store.parent.mkdir(parents=True, exist_ok=True)
     done = cluster.run("node1", [python, "-m", "bench", "run", str(MATRIX), "--store", str(store)],
                        env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=900, cwd=store.parent)
-    with sqlite3.connect(store) as conn:
-        rates = [r for (r,) in conn.execute("SELECT images_per_sec FROM records WHERE status = 'ok' ORDER BY repeat")]
+    rates = []
+    if store.exists():  # a run refused before it began leaves no store
+        with Store(store, create=False) as db:
+            rates = db.ok_images_per_sec()
     if done.returncode != 0 or not rates:
         raise RuntimeError(f"bench run into {store} failed:\n{done.stderr[-3000:]}")
     return rates

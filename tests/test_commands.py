@@ -83,15 +83,22 @@ _SQL = re.compile(r"\.execute(many|script)?\(|\bSELECT\s|\bINSERT\s|\bUPDATE\s+\
                   r"|\.conn\b|read_sql")
 
 
+STORE = BENCH / "store"
+
+
+def _outside_the_store() -> list[Path]:
+    """Every module of bench/ and benchmarks/ but the store package's."""
+    paths = [*BENCH.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    return sorted(p for p in paths if STORE not in p.parents)
+
+
 def test_no_sql_outside_the_store():
     offenders = []
-    for path in sorted(BENCH.rglob("*.py")):
-        if path == BENCH / "store.py":
-            continue
+    for path in _outside_the_store():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if _SQL.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
-    assert offenders == [], "SQL belongs in bench/store.py (add a Store method):\n" + "\n".join(offenders)
+    assert offenders == [], "SQL belongs in bench/store/ (add a Store method):\n" + "\n".join(offenders)
 
 
 def test_the_sql_check_can_fail(tmp_path):
@@ -99,6 +106,63 @@ def test_the_sql_check_can_fail(tmp_path):
                  'c.execute("INSERT INTO runs VALUES (?)", x)'):
         assert _SQL.search(line), line
     assert not _SQL.search("store.records(run_id=run_id)")
+
+
+def _imports_sqlite3(source: str) -> list[int]:
+    """Line numbers of the imports of sqlite3 (or a name from it) anywhere in the module, functions included."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(name == "sqlite3" or name.startswith("sqlite3.") for name in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_store_imports_sqlite3():
+    """Storage failures reach the rest of bench as StoreError alone: nothing else can even name a sqlite3 error."""
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in _outside_the_store()
+                 for n in _imports_sqlite3(path.read_text(encoding="utf-8"))]
+    assert offenders == [], "sqlite3 belongs to bench/store/ (raise or catch StoreError):\n" + "\n".join(offenders)
+    assert _imports_sqlite3((STORE / "db.py").read_text(encoding="utf-8")), "the walk no longer sees the store's own"
+
+
+def test_the_sqlite3_check_can_fail():
+    for source in ("import sqlite3", "import os, sqlite3 as db", "from sqlite3 import Error",
+                   "def f():\n    from sqlite3 import dbapi2\n", "import sqlite3.dbapi2"):
+        assert _imports_sqlite3(source), source
+    assert not _imports_sqlite3("import sqlite3_utils\nfrom bench.store import StoreError\n# import sqlite3")
+
+
+def test_every_store_option_has_the_one_default():
+    """--store is made by one helper, so every verb's default is the same and written once."""
+    from bench.commands import DEFAULT_STORE
+
+    seen = []
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if action.dest == "store":
+                seen.append((parser.prog, action.default))
+            if action.__class__.__name__ == "_SubParsersAction":
+                parsers.extend(action.choices.values())
+    assert sorted(prog for prog, _ in seen) == ["bench baseline save", "bench check", "bench export", "bench import",
+                                                "bench report", "bench run", "bench status"]
+    assert {default for _, default in seen} == {DEFAULT_STORE}
+
+
+# Files that still spell the default store path out, each to lose it (the test fails once one no longer does, so
+# the entry goes then).
+_DEFAULT_STILL_SPELLED = {"bench/report/render.py"}
+
+
+def test_the_default_store_path_is_written_once():
+    from bench.commands import DEFAULT_STORE
+
+    spelled = {str(p.relative_to(ROOT)) for p in [*BENCH.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+               if DEFAULT_STORE in p.read_text(encoding="utf-8")}
+    assert spelled == {"bench/commands/__init__.py"} | _DEFAULT_STILL_SPELLED
 
 
 def test_analysis_is_pure():

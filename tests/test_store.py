@@ -1,12 +1,13 @@
 """The SQLite store: schema version, WAL, idempotent writes, tidy rows for pandas, refusing what it can't read."""
 import sqlite3
+from contextlib import closing
 
 import pandas as pd
 import pytest
 
 from bench.errors import BenchInputError
 from bench.record import parse_record
-from bench.store import STORE_SCHEMA_VERSION, Store
+from bench.store import STORE_SCHEMA_VERSION, Store, StoreError
 from tests.factories import record
 
 
@@ -75,3 +76,114 @@ def test_a_schema_1_store_is_migrated_with_its_rows(tmp_path):
         assert len(rows) == 1 and rows[0]["job"] == 0 and rows[0]["jobs"] == 1
         assert rows[0]["images_per_sec"] == 12.5
         assert store.completed_cells() == {"c"}
+
+
+# --- the named queries the benchmarks ask instead of writing SQL ----------------------------------------------------
+
+def _sweep(cell_id: str, mpi: str, sizes: list[int], repeat: int = 0):
+    def row(size: int) -> dict:
+        t = 1e-4 + size / 1e9
+        return {"op": "allreduce", "bytes": size, "iterations": 3, "time_median_s": t, "time_p10_s": t,
+                "time_p90_s": t, "time_min_s": t, "time_max_s": t, "algbw_bytes_per_s": size / t,
+                "busbw_bytes_per_s": size / t}  # 2 ranks: busbw = algbw x 2(n-1)/n = algbw
+    return parse_record({"run_id": "r", "cell_id": cell_id, "repeat": repeat, "status": "ok", "world_size": 2,
+                         "cell": {"model": "allreduce", "mpi": mpi, "gpus": 2}, "collective": [row(s) for s in sizes]})
+
+
+def _raw(path, sql: str) -> list[dict]:
+    with closing(sqlite3.connect(path)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql)]
+
+
+def test_collective_rows_are_the_sweep_table_by_mpi_and_size(tmp_path):
+    """benchmarks/collectives_shaped.py prints these rows as it printed `SELECT * FROM collectives ORDER BY mpi,
+    bytes`: the same dicts in the same order."""
+    path = tmp_path / "b.db"
+    with Store(path) as store:
+        store.write_many([_sweep("c2", "openmpi", [4096, 1024]), _sweep("c1", "gloo", [65536, 1024, 4096]),
+                          _sweep("c1", "gloo", [1024, 4096, 65536], repeat=1)])
+        rows = store.collective_rows()
+    assert rows == _raw(path, "SELECT * FROM collectives ORDER BY mpi, bytes")
+    assert [(r["mpi"], r["bytes"]) for r in rows] == [("gloo", 1024), ("gloo", 1024), ("gloo", 4096), ("gloo", 4096),
+                                                      ("gloo", 65536), ("gloo", 65536), ("openmpi", 1024),
+                                                      ("openmpi", 4096)]
+
+
+def test_ok_images_per_sec_are_a_one_cell_store_s_rates_by_repeat(tmp_path):
+    """benchmarks/shaped_link.py's figures: what `SELECT images_per_sec FROM records WHERE status = 'ok' ORDER BY
+    repeat` gave, failed repeats left out."""
+    path = tmp_path / "b.db"
+    with Store(path) as store:
+        store.write_many([parse_record(record(repeat=2, repeats=3, rate_scale=3.0)),
+                          parse_record(record(repeat=0, repeats=3, rate_scale=1.0)),
+                          parse_record({**record(repeat=1, repeats=3), "status": "failed", "error": "exit code 1"})])
+        rates = store.ok_images_per_sec()
+    assert rates == [r["images_per_sec"] for r in _raw(path, "SELECT images_per_sec FROM records WHERE status = 'ok' "
+                                                               "ORDER BY repeat")]
+    assert len(rates) == 2 and rates[1] == pytest.approx(3 * rates[0])
+
+
+# --- every storage failure is a StoreError ------------------------------------------------------------------------
+
+def test_a_refused_write_and_an_unreadable_store_leave_as_store_error(tmp_path):
+    path = tmp_path / "b.db"
+    with Store(path) as store:
+        store.write(parse_record(record()))
+        store.conn.execute("PRAGMA query_only = ON")  # as a read-only file would (root ignores file modes)
+        with pytest.raises(StoreError) as refused:
+            store.write(parse_record(record(repeat=1)))
+        with pytest.raises(StoreError):
+            store.claim("c", "r")
+    assert not isinstance(refused.value, sqlite3.Error)
+    assert str(refused.value) == f"{path}: the store refused a write: attempt to write a readonly database"
+    assert refused.value.reason == "attempt to write a readonly database"  # what `bench run` quotes mid-run
+    _corrupt_past_the_schema(path)
+    with Store(path, create=False) as store:  # opens: the schema pages are intact
+        for read in (store.records, store.dataframe, store.completed_cells):
+            with pytest.raises(StoreError, match=r"b\.db: not a usable SQLite store: "):
+                read()
+
+
+def _corrupt_past_the_schema(path) -> None:
+    """Garbage over every page after the first few (the schema and the small tables' roots): the store opens and
+    its runs read, its records do not."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    assert len(data) > 8 * page, "too few records to corrupt past the schema"
+    data[6 * page:] = b"\xab" * (len(data) - 6 * page)
+    path.write_bytes(bytes(data))
+
+
+def _store_of(path, kind: str) -> None:
+    with Store(path) as store:
+        store.begin_run("r", matrix_name="m", matrix_path="m.yaml", backend="local", host="h", bench_version="0",
+                        plan={})
+        store.write_many([parse_record(record(run_id="r", repeat=i, repeats=200)) for i in range(200)])
+    if kind == "not sqlite":
+        path.write_bytes(b"id,images_per_sec\n1,200\n" * 40)
+    elif kind == "not a database":
+        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    elif kind == "truncated":
+        path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 3])
+    elif kind == "corrupt records":
+        _corrupt_past_the_schema(path)
+
+
+@pytest.mark.parametrize("verb", ["report", "status"])
+@pytest.mark.parametrize("kind", ["not sqlite", "not a database", "truncated", "corrupt records"])
+def test_a_bad_store_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, monkeypatch, verb, kind):
+    from bench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "results" / "bad.db"
+    store.parent.mkdir()
+    _store_of(store, kind)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([verb, "--store", str(store)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: {store}: "), err
+    assert out == ""
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # no report, store untouched
+    assert not (tmp_path / "reports").exists()

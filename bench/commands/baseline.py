@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.commands import EXIT_OK
+from bench.commands import EXIT_OK, add_store_argument
 
 HELP = "save or list baselines (baselines/NAME.json)"
 
@@ -16,7 +16,7 @@ def add_arguments(parser) -> None:
     b.add_argument("name")
     b.add_argument("--run", action="append", default=[],
                    help="run id or latest (repeat to pool runs; default latest)")
-    b.add_argument("--store", default="results/bench.db")
+    add_store_argument(b)
     b.add_argument("--baselines-dir", default="baselines")
     b.add_argument("-o", "--output", help="write here instead of <baselines-dir>/NAME.json")
     b = verbs.add_parser("list", help="the saved baselines")

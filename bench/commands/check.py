@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from bench.commands import EXIT_FAILED, EXIT_OK
+from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
 from bench.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--baseline", required=True,
                         help="baseline name/file, run id, run:ID, baseline:NAME or latest")
     parser.add_argument("--candidate", default="latest", help="the same forms (default: latest run in the store)")
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--baselines-dir", default="baselines")
     parser.add_argument("--min-effect", type=float, default=0.05,
                         help="smallest |ratio - 1| called a change (0.05 = 5%%)")

@@ -2,13 +2,13 @@
 sweeps' rows instead (one per message size per repeat)."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK
+from bench.commands import EXIT_OK, add_store_argument
 
 HELP = "export the store's records"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--format", choices=("csv", "json", "parquet"), default="csv")
     parser.add_argument("--table", choices=("records", "collectives"), default="records",
                         help="records (one row per measured repeat) or collectives (one row per message size)")

@@ -1,14 +1,14 @@
 """`bench import FILE`: published or exported results into the store, marked with their source."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK
+from bench.commands import EXIT_OK, add_store_argument
 
 HELP = "load published or exported results into the store, marked with their source"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", help="a `bench export --format csv` file, or a reference CSV (bench/data/reference/)")
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--source", default=None, help="name the imported records carry (run id import:<source>:...)")
 
 

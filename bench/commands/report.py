@@ -1,13 +1,13 @@
 """`bench report`: the HTML/Markdown/PNG report from the store."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK
+from bench.commands import EXIT_OK, add_store_argument
 
 HELP = "write the HTML/Markdown/PNG report from the store"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--out", default="reports")
     parser.add_argument("--where", default=None,
                         help="cells to report: key=value[,key=v1|v2...], e.g. gpu=V100,mpi=gloo")

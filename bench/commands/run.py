@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from bench.backends import BACKENDS
+from bench.commands import add_store_argument
 from bench.errors import BenchInputError, RunFailed
 
 HELP = "run the matrix's runnable cells; resumes by default"
@@ -14,7 +15,7 @@ HELP = "run the matrix's runnable cells; resumes by default"
 def add_arguments(parser) -> None:
     parser.add_argument("matrix")
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
     parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
     parser.add_argument("--timeout", type=float, default=None,
                         help="per-cell timeout in seconds (overrides the matrix)")
@@ -46,13 +47,12 @@ def run(args) -> int:
 
 
 def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
-    import sqlite3
-
     from rich.console import Console
 
     import bench
     from bench.redact import redact_text
     from bench.runner import new_run_id, run_plan
+    from bench.store import StoreError
 
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     skipped = [p for p in planned if not p.runnable]
@@ -75,8 +75,9 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
         store.finish_run(run_id)
-    except sqlite3.Error as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
-        raise RunFailed(f"{store_path}: the store refused a write ({e}); cells already recorded are kept") from None
+    except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
+        raise RunFailed(f"{store_path}: the store refused a write ({e.reason}); cells already recorded are kept") \
+            from None
     console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
                   f"store, {summary.skipped} skipped; store: {store_path}")
     return summary.exit_code

@@ -1,13 +1,13 @@
 """`bench status`: the runs in the store and the state of their cells."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK
+from bench.commands import EXIT_OK, add_store_argument
 
 HELP = "runs in the store and the state of their cells"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--store", default="results/bench.db")
+    add_store_argument(parser)
 
 
 def run(args) -> int:

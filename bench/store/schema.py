@@ -1,0 +1,181 @@
+"""The store's schema: the pinned migrations, applied forward under a write lock, and the records table's columns."""
+from __future__ import annotations
+
+import sqlite3
+
+from bench.store.failures import StoreError
+
+STORE_SCHEMA_VERSION = 8
+
+# Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
+# exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
+# tests/test_store_migrations.py holds each text's hash, so editing an old one fails a test.
+MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        started_unix REAL NOT NULL,
+        finished_unix REAL,
+        matrix_name TEXT,
+        matrix_path TEXT,
+        backend TEXT,
+        host TEXT,
+        bench_version TEXT,
+        plan_json TEXT
+    );
+    CREATE TABLE records (
+        run_id TEXT NOT NULL, cell_id TEXT NOT NULL, repeat INTEGER NOT NULL, status TEXT NOT NULL, error TEXT,
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, gpus INTEGER, model TEXT, data TEXT, batch_per_gpu INTEGER,
+        image_size INTEGER, precision TEXT, warmup_steps INTEGER, steps INTEGER, repeats INTEGER,
+        channels_last INTEGER, threads INTEGER, nodes INTEGER, images_per_sec REAL, images_per_sec_per_gpu REAL,
+        samples INTEGER, window_s REAL, step_time_median_s REAL, slowest_rank INTEGER,
+        slowest_rank_images_per_sec REAL, world_size INTEGER, start_unix REAL, end_unix REAL,
+        requested_transport TEXT, effective_transport TEXT, workload_version TEXT,
+        record_json TEXT NOT NULL, written_unix REAL NOT NULL,
+        PRIMARY KEY (run_id, cell_id, repeat)
+    );
+    CREATE INDEX records_cell ON records (cell_id, status);
+    """,
+    # 2: job-level repeats (`jobs` per cell, `job` in the key), engine, data layout and loader workers, rank
+    # spread, input wait. SQLite cannot add a column to a primary key, so the table is rebuilt and schema 1's
+    # rows copied over.
+    2: """
+    CREATE TABLE records_v2 (
+        run_id TEXT NOT NULL,
+        cell_id TEXT NOT NULL,
+        job INTEGER NOT NULL DEFAULT 0,
+        repeat INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT,
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, gpus INTEGER, model TEXT, engine TEXT, data TEXT,
+        data_layout TEXT, loader_workers INTEGER, batch_per_gpu INTEGER, image_size INTEGER, precision TEXT,
+        warmup_steps INTEGER, steps INTEGER, repeats INTEGER, jobs INTEGER, channels_last INTEGER, threads INTEGER,
+        nodes INTEGER, images_per_sec REAL, images_per_sec_per_gpu REAL, samples INTEGER, window_s REAL,
+        step_time_median_s REAL, slowest_rank INTEGER, slowest_rank_images_per_sec REAL, world_size INTEGER,
+        start_unix REAL, end_unix REAL, requested_transport TEXT, effective_transport TEXT, workload_version TEXT,
+        rank_spread REAL, input_wait_s REAL,
+        record_json TEXT NOT NULL,
+        written_unix REAL NOT NULL,
+        PRIMARY KEY (run_id, cell_id, job, repeat)
+    );
+    INSERT INTO records_v2 (
+        run_id, cell_id, repeat, status, error, gpu, framework, mpi, ib, gpus, model, data, batch_per_gpu,
+        image_size, precision, warmup_steps, steps, repeats, channels_last, threads, nodes, images_per_sec,
+        images_per_sec_per_gpu, samples, window_s, step_time_median_s, slowest_rank, slowest_rank_images_per_sec,
+        world_size, start_unix, end_unix, requested_transport, effective_transport, workload_version, record_json,
+        written_unix, job, jobs)
+    SELECT
+        run_id, cell_id, repeat, status, error, gpu, framework, mpi, ib, gpus, model, data, batch_per_gpu,
+        image_size, precision, warmup_steps, steps, repeats, channels_last, threads, nodes, images_per_sec,
+        images_per_sec_per_gpu, samples, window_s, step_time_median_s, slowest_rank, slowest_rank_images_per_sec,
+        world_size, start_unix, end_unix, requested_transport, effective_transport, workload_version, record_json,
+        written_unix, 0, 1
+    FROM records;
+    DROP TABLE records;
+    ALTER TABLE records_v2 RENAME TO records;
+    CREATE INDEX records_cell ON records (cell_id, status);
+    """,
+    # 3: the transport verdict (requested vs effective) and the log line it rests on.
+    3: """
+    ALTER TABLE records ADD COLUMN transport_verdict TEXT;
+    ALTER TABLE records ADD COLUMN transport_evidence TEXT;
+    """,
+    # 4: claims, so two runs on one store never measure a cell at the same time. A claim names its owner (run,
+    # host, pid and the pid's start time, so a reused pid is not mistaken for it) and is kept alive by heartbeats;
+    # a claim whose owner is gone (same host) or whose heartbeat is older than the lease may be taken over, and
+    # the job token lets the new owner sweep the dead owner's processes.
+    4: """
+    CREATE TABLE claims (
+        cell_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_started REAL,
+        token TEXT,
+        claimed_unix REAL NOT NULL,
+        heartbeat_unix REAL NOT NULL
+    )
+    """,
+    # 5: workers per node (a cell key; null = as many as the SKU's VM holds).
+    5: """
+    ALTER TABLE records ADD COLUMN workers_per_node INTEGER;
+    """,
+    # 6: collective cells (model: allreduce): the sweep's largest message (a cell key), and one row per message
+    # size per repeat, beside the record that carries the same rows in its JSON. The stack's keys are copied in so
+    # fitting latency and bandwidth per stack reads this table alone.
+    6: """
+    ALTER TABLE records ADD COLUMN max_message_bytes INTEGER;
+    CREATE TABLE collectives (
+        run_id TEXT NOT NULL, cell_id TEXT NOT NULL, job INTEGER NOT NULL, repeat INTEGER NOT NULL,
+        op TEXT NOT NULL, bytes INTEGER NOT NULL, iterations INTEGER NOT NULL,
+        time_median_s REAL NOT NULL, time_p10_s REAL, time_p90_s REAL, time_min_s REAL, time_max_s REAL,
+        algbw_bytes_per_s REAL, busbw_bytes_per_s REAL,
+        gpu TEXT, framework TEXT, mpi TEXT, ib INTEGER, engine TEXT, world_size INTEGER, nodes INTEGER,
+        PRIMARY KEY (run_id, cell_id, job, repeat, op, bytes)
+    );
+    CREATE INDEX collectives_stack ON collectives (mpi, ib, engine, nodes)
+    """,
+    # 7: what a collective costs the CPU: the busiest rank's engine CPU seconds per iteration (the process's less the
+    # waiting caller's), median (null for sweeps recorded before it was measured).
+    7: """
+    ALTER TABLE collectives ADD COLUMN cpu_time_median_s REAL;
+    """,
+    # 8: compute and collective on shared cores (CPU allreduce sweeps, at the largest size): the probe kernel's rate
+    # while the engine idles and while the allreduce is in flight, as fractions of its rate alone, and the
+    # allreduce's time under that load (null elsewhere and in older sweeps).
+    8: """
+    ALTER TABLE collectives ADD COLUMN idle_compute_ratio REAL;
+    ALTER TABLE collectives ADD COLUMN contended_compute_ratio REAL;
+    ALTER TABLE collectives ADD COLUMN contended_time_median_s REAL;
+    """,
+}
+
+
+def statements(version: int) -> list[str]:
+    """Migration `version`, statement by statement (sqlite3 executes one at a time)."""
+    return [s for s in MIGRATIONS[version].split(";") if s.strip()]
+
+
+def refuse_newer(conn: sqlite3.Connection, where: str) -> None:
+    """A store from a newer bench is left untouched: this bench cannot know what its columns mean."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone():
+        _refuse(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0, where)
+
+
+def migrate(conn: sqlite3.Connection, where: str) -> None:
+    """Brings the store to STORE_SCHEMA_VERSION, one migration per transaction; another process migrating the same
+    store meanwhile is fine (each version is applied once)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    current = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+    _refuse(current, where)
+    for version in range(current + 1, STORE_SCHEMA_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            again = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+            if again < version:  # another process may have migrated meanwhile
+                for statement in statements(version):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _refuse(current: int, where: str) -> None:
+    if current > STORE_SCHEMA_VERSION:
+        raise StoreError(f"store schema {current} is newer than this bench understands ({STORE_SCHEMA_VERSION}); "
+                         f"upgrade bench", where)
+
+
+def record_columns() -> dict[str, str]:
+    """Column → declared type (upper case) of the records table at this bench's schema, read from a scratch
+    in-memory store built by the migrations (what `bench import` checks a CSV's header and values against)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for version in range(1, STORE_SCHEMA_VERSION + 1):
+            for statement in statements(version):
+                conn.execute(statement)
+        return {r[1]: r[2].upper() for r in conn.execute("PRAGMA table_info(records)")}
+    finally:
+        conn.close()
