@@ -152,17 +152,12 @@ def test_every_store_option_has_the_one_default():
     assert {default for _, default in seen} == {DEFAULT_STORE}
 
 
-# Files that still spell the default store path out, each to lose it (the test fails once one no longer does, so
-# the entry goes then).
-_DEFAULT_STILL_SPELLED = {"bench/report/render.py"}
-
-
 def test_the_default_store_path_is_written_once():
     from bench.commands import DEFAULT_STORE
 
     spelled = {str(p.relative_to(ROOT)) for p in [*BENCH.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
                if DEFAULT_STORE in p.read_text(encoding="utf-8")}
-    assert spelled == {"bench/commands/__init__.py"} | _DEFAULT_STILL_SPELLED
+    assert spelled == {"bench/commands/__init__.py"}
 
 
 def test_analysis_is_pure():

@@ -60,7 +60,7 @@ def _environment(markdown: bool) -> Environment:
                        trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown)
 
 
-def write_report(records: pd.DataFrame, out_dir: Path, store_path: str = "results/bench.db", *,
+def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
                  prices: dict[str, Price] | None = None, env_json: list[str] | None = None,
                  where: str | None = None, collectives: pd.DataFrame | None = None) -> list[Path]:
     out_dir = Path(out_dir)
