@@ -146,7 +146,7 @@ def _measured(row: Mapping[str, Any], key: str) -> bool:
 
 
 def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
-    """Medians over the rows that measured compute and collective on shared cores (models/allreduce.py): the
+    """Medians over the rows that measured compute and collective on shared cores (models/contention.py): the
     compute ratios idle and during the allreduce, and the allreduce's stretch under load (its contended time over
     the same row's time alone). None each when no row measured them."""
     keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")
