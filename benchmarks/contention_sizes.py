@@ -29,7 +29,8 @@ ITERATIONS = 5  # timed allreduces per size, alone and under load (the sweep bou
 
 
 def worker(sizes: list[int]) -> None:
-    """One rank: the sweep worker's own pieces (models/collectives.py, models/contention.py), its contention measurement at every size."""
+    """One rank: the sweep worker's own pieces (models/collectives.py, models/contention.py), its contention
+    measurement at every size."""
     import torch
 
     from models.collectives import Engine, parse_args, time_size
