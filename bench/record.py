@@ -55,7 +55,7 @@ class StepTimes(BaseModel):
 
 
 class CollectiveRow(BaseModel):
-    """One message size of a collective sweep (models/allreduce.py): the slowest rank's time per iteration, and
+    """One message size of a collective sweep (models/collectives.py): the slowest rank's time per iteration, and
     nccl-tests' bandwidths at the median time."""
 
     model_config = ConfigDict(extra="forbid")
@@ -75,7 +75,7 @@ class CollectiveRow(BaseModel):
     cpu_time_median_s: float | None = Field(None, ge=0)
     # Compute and collective on shared cores (CPU allreduce sweeps, the largest size; null elsewhere): the probe
     # kernel's rate while the engine idles and while this size's allreduce is in flight, as fractions of its rate
-    # alone (slowest rank), and the allreduce's time under that load (models/allreduce.py, "Contention").
+    # alone (slowest rank), and the allreduce's time under that load (models/contention.py).
     idle_compute_ratio: float | None = Field(None, gt=0)
     contended_compute_ratio: float | None = Field(None, ge=0)
     contended_time_median_s: float | None = Field(None, gt=0)

@@ -1,11 +1,11 @@
-"""Compute and allreduce on shared cores, per message size: what models/allreduce.py's contention measurement takes
-at the largest size only, here at several, for Horovod over Gloo and over Open MPI on the emulated 2-node cluster
+"""Compute and allreduce on shared cores, per message size: what models/contention.py measures at the sweep's
+largest size only, here at several, for Horovod over Gloo and over Open MPI on the emulated 2-node cluster
 (one CPU per node).
 
-Per size, with the sweep worker's own code (models/allreduce.py: time_size, contention): the allreduce's median
-time alone and beside the probe kernel (started async, the probe runs until it completes), the probe's rate
-meanwhile and beside the idling engine, as fractions of its rate alone (taken before Horovod starts). The slowest
-rank's figures.
+Per size, with the sweep worker's own code (models/collectives.py's time_size, models/contention.py): the
+allreduce's median time alone and beside the probe kernel (started async, the probe runs until it completes), the
+probe's rate meanwhile and beside the idling engine, as fractions of its rate alone (taken before Horovod starts).
+The slowest rank's figures.
 
     .venv/bin/python benchmarks/contention_sizes.py [--rates none,500mbit] [--sizes 1048576,16777216,102228128]
 
@@ -29,10 +29,12 @@ ITERATIONS = 5  # timed allreduces per size, alone and under load (the sweep bou
 
 
 def worker(sizes: list[int]) -> None:
-    """One rank: the sweep worker's own pieces (models/allreduce.py), its contention measurement at every size."""
+    """One rank: the sweep worker's own pieces (models/collectives.py, models/contention.py), its contention
+    measurement at every size."""
     import torch
 
-    from models.allreduce import Engine, Probe, contention, parse_args, time_size
+    from models.collectives import Engine, parse_args, time_size
+    from models.contention import Probe, contention
 
     args = parse_args(["--steps", str(ITERATIONS), "--warmup-steps", "1", "--threads", "1"])
     torch.set_num_threads(args.threads)
@@ -41,7 +43,7 @@ def worker(sizes: list[int]) -> None:
     engine = Engine(args, torch)
     rows = []
     for size in sizes:
-        quiet, _ = time_size(engine, torch, "allreduce", size, args, None)
+        quiet, _ = time_size(engine, torch, "allreduce", size, args)
         rows.append({"bytes": size, "alone_s": statistics.median(quiet),
                      **contention(engine, torch, probe, alone, size, args)})
     everyone = engine.comm.allgather_object(rows)

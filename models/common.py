@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from models.allocator import hold_freed_memory
+from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
 from models.record import write_record
 
@@ -169,63 +169,6 @@ class WindowLoop:
         return True
 
 
-class Faults:
-    """TEST-ONLY fault injection, so the harness's handling of broken workers can be proven with real processes.
-
-    `BENCH_FAULT` holds comma-separated entries `KIND:rank=R:step=S[:cell=PREFIX]`: rank R, at its S-th training
-    step (1-based, warm-up steps included), when the cell id starts with PREFIX (any cell if absent), does KIND:
-    kill (SIGKILL itself), hang (ignore SIGTERM, never return), raise (RuntimeError), oom (cap its address space
-    with RLIMIT_AS just above what it uses, then allocate: MemoryError, never touching the machine's real memory),
-    say (print `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too).
-    Unset in every real run; nothing else in models/ reads it."""
-
-    KINDS = ("kill", "hang", "raise", "oom", "say")
-
-    def __init__(self, entries: list[tuple[str, int]]):
-        self.entries = entries  # (kind, step) for this rank and cell
-        self.step = 0
-
-    @classmethod
-    def from_env(cls, rank: int, cell_id: str | None) -> "Faults":
-        entries = []
-        for entry in filter(None, (e.strip() for e in os.environ.get("BENCH_FAULT", "").split(","))):
-            kind, *fields = entry.split(":")
-            opts = dict(f.split("=", 1) for f in fields if "=" in f)
-            if kind not in cls.KINDS:
-                fail(f"BENCH_FAULT: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})")
-            if int(opts.get("rank", 0)) == rank and (cell_id or "").startswith(opts.get("cell", "")):
-                entries.append((kind, int(opts.get("step", 1))))
-        return cls(entries)
-
-    def tick(self) -> None:
-        self.step += 1
-        for kind, step in self.entries:
-            if step == self.step:
-                self._inject(kind)
-
-    def _inject(self, kind: str) -> None:
-        say = os.environ.get("BENCH_FAULT_SAY", "")
-        print(f"bench fault: {kind} at step {self.step}", file=sys.stderr, flush=True)
-        if kind == "say":
-            print(say, flush=True)
-        elif kind == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        elif kind == "hang":
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it: the harness must escalate
-            while True:
-                time.sleep(3600)
-        elif kind == "raise":
-            raise RuntimeError(f"bench fault injection: raised at step {self.step}" + (f": {say}" if say else ""))
-        elif kind == "oom":
-            import resource
-
-            with open("/proc/self/statm") as f:
-                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-            resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
-            hog = [bytearray(256 << 20) for _ in range(64)]  # MemoryError at the first: 256 MiB > 64 MiB left
-            print(len(hog))
-
-
 def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[Any], Any],
                     loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any],
                     next_batch: Callable[[], Any] | None = None,
@@ -235,7 +178,7 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
     With real data, `next_batch` fetches each step's input; the time spent waiting for it is recorded
     (input_wait_s), and the samples counted are the ones each batch really held."""
     fetch = next_batch or (lambda: None)
-    fault = Faults.from_env(comm.rank, args.cell_id)
+    fault = StepFaults.from_env(comm.rank, args.cell_id)  # test hooks (models/faults.py): inert unless set
     for _ in range(args.warmup_steps):
         fault.tick()
         train_step(fetch())

@@ -50,21 +50,21 @@ WORKLOADS = {
 # validation both read it.
 COLLECTIVES = {
     "allreduce": {
-        "script": "allreduce.py",
+        "script": "collectives.py",
         "version": "1",
         "frameworks": ("pytorch",),  # horovod.torch or torch.distributed move the tensors
         "bus_factor": lambda n: 2 * (n - 1) / n,  # reduce-scatter then allgather: 2(n-1)/n of the message per link
         "bus_formula": "2(n-1)/n",
     },
     "allgather": {
-        "script": "allreduce.py",
+        "script": "collectives.py",
         "version": "1",
         "frameworks": ("pytorch",),
         "bus_factor": lambda n: (n - 1) / n,  # each rank receives the n-1 slices it does not hold
         "bus_formula": "(n-1)/n",
     },
     "broadcast": {
-        "script": "allreduce.py",
+        "script": "collectives.py",
         "version": "1",
         "frameworks": ("pytorch",),
         "bus_factor": lambda n: 1.0,  # every link carries the whole message once

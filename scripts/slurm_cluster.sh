@@ -19,6 +19,8 @@ SOCKET=$DIR/munge/munge.socket
 PARTITION=bench
 HERE=$(cd "$(dirname "$0")" && pwd)
 export SLURM_CONF=$CONF BENCH_CLUSTER_DIR=$CLUSTER
+# shellcheck source=lib/slurm_conf.sh
+. "$HERE/lib/slurm_conf.sh"
 
 die() { echo "slurm_cluster: $*" >&2; exit 1; }
 usage() { echo "slurm_cluster: $*" >&2; exit 2; }
@@ -49,49 +51,17 @@ need() {
   NODES=$(saved nodes); PREFIX=$(saved prefix)
 }
 
+# Every emulated node shares this machine, so each gets its CPUs and an equal share of its memory.
 write_conf() {
-  local node mem i
-  # `slurmd -C` prints this machine's node line; every emulated node shares the machine, so each gets its CPUs and an
-  # equal share of (90 % of) its memory.
-  node=$(slurmd -C | head -1)
-  mem=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$node")
-  node=$(sed "s/RealMemory=[0-9]*/RealMemory=$((mem * 9 / 10 / NODES))/; s/^NodeName=[^ ]* //" <<<"$node")
-  cat <<EOF
-# Written by scripts/slurm_cluster.sh: a $NODES-node cluster on the emulated nodes of scripts/testcluster.sh.
-ClusterName=benchnodes
-SlurmctldHost=node1(198.18.0.11)
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=$SOCKET
-CredType=cred/munge
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool/slurmd-%n
-SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd-%n.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd-%n.log
-# The nodes share one /tmp; the pmix plugin makes per-step directories under TmpFS with names that do not hold the
-# node, so two nodes of one step would collide in /tmp. A directory per node instead (%n: the node's name).
-TmpFS=$DIR/tmp/%n
-# No cgroups in a container: track job processes through /proc, no task binding, no accounting.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=1024
-MpiDefault=none
-ReturnToService=2
-# Finished jobs stay visible to 'scontrol show job' for an hour (their state and exit code are read from there).
-MinJobAge=3600
-EnforcePartLimits=ALL
-KillWait=5
-SchedulerType=sched/backfill
-EOF
-  for i in $(seq 1 "$NODES"); do echo "NodeName=node$i NodeAddr=198.18.0.$((10 + i)) $node State=UNKNOWN"; done
-  echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
+  local i nodes="" resources
+  resources=$(slurm_node_resources "$NODES")
+  for i in $(seq 1 "$NODES"); do
+    nodes+="${nodes:+$'\n'}NodeName=node$i NodeAddr=198.18.0.$((10 + i)) $resources State=UNKNOWN"
+  done
+  slurm_conf writer=scripts/slurm_cluster.sh \
+    about="a $NODES-node cluster on the emulated nodes of scripts/testcluster.sh." cluster=benchnodes \
+    controller="node1(198.18.0.11)" dir="$DIR" socket="$SOCKET" slurmd="slurmd-%n" tmpfs="$DIR/tmp/%n" \
+    nodes="$nodes" partition="$PARTITION node[1-$NODES]"
 }
 
 # slurmd 22.05 will not start without a cgroup file system (even with proctrack/linuxproc and task/none), and a node's
@@ -114,7 +84,7 @@ cgroups_on() {
 }
 
 cmd_up() {
-  local i new state changed=0
+  local i new state
   mkdir -p "$DIR"/{munge,state,spool,log}
   for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/spool/slurmd-node$i" "$DIR/tmp/node$i"; done
   chmod 755 "$DIR"
@@ -137,11 +107,7 @@ cmd_up() {
   done
 
   new=$(write_conf)
-  if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$new" ]; then
-    printf '%s\n' "$new" >"$CONF"
-    changed=1
-  fi
-  if [ "$changed" = 1 ]; then
+  if slurm_conf_update "$CONF" "$new"; then
     for i in $(seq 1 "$NODES"); do stop "node$i" "$DIR/slurmd-node$i.pid"; done
     stop node1 "$DIR/slurmctld.pid"
   fi

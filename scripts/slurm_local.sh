@@ -15,6 +15,8 @@ SLURMD_PORT=${BENCH_SLURM_SLURMD_PORT:-6918}
 PARTITION=${BENCH_SLURM_PARTITION:-bench}
 CONF=$DIR/slurm.conf
 export SLURM_CONF=$CONF
+# shellcheck source=lib/slurm_conf.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib/slurm_conf.sh"
 
 die() { echo "slurm_local: $*" >&2; exit 1; }
 
@@ -45,52 +47,11 @@ munge -n -S "$SOCKET" | unmunge -S "$SOCKET" >/dev/null 2>&1 || die "munge does 
 
 # --- slurm.conf from what slurmd sees on this machine ------------------------------------------------------------
 HOST=$(hostname -s)
-# `slurmd -C` prints the node line (CPUs, sockets, cores, threads, RealMemory); keep a little memory for the OS.
-NODE=$(slurmd -C | head -1)
-MEM=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$NODE")
-NODE=$(sed "s/RealMemory=[0-9]*/RealMemory=$((MEM * 9 / 10))/; s/^NodeName=[^ ]*/NodeName=$HOST/" <<<"$NODE")
-NEW=$(cat <<EOF
-# Written by scripts/slurm_local.sh: a single-node cluster for bench's slurm backend.
-ClusterName=bench
-SlurmctldHost=$HOST
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=$SOCKET
-CredType=cred/munge
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool/slurmd-%n
-SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
-# No cgroups in a container: track job processes through /proc, no task binding, no accounting.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=1024
-MpiDefault=none
-ReturnToService=2
-# Finished jobs stay visible to 'scontrol show job' for an hour (their state and exit code are read from there).
-MinJobAge=3600
-# Reject at submission a job the partition can never run (instead of leaving it pending for ever).
-EnforcePartLimits=ALL
-KillWait=5
-SchedulerType=sched/backfill
-$NODE State=UNKNOWN
-PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
-EOF
-)
+NEW=$(slurm_conf writer=scripts/slurm_local.sh about="a single-node cluster for bench's slurm backend." \
+  cluster=bench controller="$HOST" ports="$CTLD_PORT $SLURMD_PORT" dir="$DIR" socket="$SOCKET" \
+  nodes="NodeName=$HOST $(slurm_node_resources 1) State=UNKNOWN" partition="$PARTITION $HOST")
 CHANGED=0
-if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$NEW" ]; then
-  printf '%s\n' "$NEW" >"$CONF"
-  CHANGED=1
-fi
+if slurm_conf_update "$CONF" "$NEW"; then CHANGED=1; fi
 [ -e /etc/slurm/slurm.conf ] || { mkdir -p /etc/slurm; ln -s "$CONF" /etc/slurm/slurm.conf; }
 
 # --- daemons ------------------------------------------------------------------------------------------------------

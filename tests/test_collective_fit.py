@@ -121,7 +121,7 @@ def test_the_cpu_share_is_the_median_cpu_per_wall_second_where_bandwidth_decides
 
 
 def _contended(rows, idle, during, stretch):
-    """The sweep's largest size measured beside the probe kernel (models/allreduce.py, "Contention")."""
+    """The sweep's largest size measured beside the probe kernel (models/contention.py)."""
     top = max(r["bytes"] for r in rows)
     for r in rows:
         if r["bytes"] == top:

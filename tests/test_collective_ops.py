@@ -9,7 +9,7 @@ from bench.errors import BenchInputError
 from bench.feasibility import build_reason
 from bench.matrix import load_matrix_text
 from bench.record import COLLECTIVE_MODELS, parse_record
-from models.allreduce import op_sizes, size_row, sweep_sizes
+from models.collectives import op_sizes, size_row, sweep_sizes
 from models.registry import COLLECTIVES
 
 
@@ -77,7 +77,7 @@ def test_each_op_is_its_own_cell_with_its_own_id_planned_like_allreduce(tmp_path
     for c in cells:
         assert build_reason(c) is None
         argv = worker_program(PlannedCell(c, cell_id(c), "planned"), "r1", tmp_path / "out.jsonl", 1)
-        assert argv[1].endswith("models/allreduce.py") and argv[argv.index("--op") + 1] == c["model"]
+        assert argv[1].endswith("models/collectives.py") and argv[argv.index("--op") + 1] == c["model"]
     tf, = load_matrix_text("name: t\nworkload: {model: broadcast}\naxes: {gpu: [cpu], framework: [keras]}\n").cells()
     assert build_reason(tf) == "model=broadcast: the collective sweep runs through pytorch only (framework=keras)"
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.cell import cell_id, cell_id_text
 from bench.matrix import load_matrix_text
-from models.allreduce import sweep_sizes
+from models.collectives import sweep_sizes
 from tests.conftest import bench_cli
 
 pytestmark = pytest.mark.e2e
@@ -119,7 +119,7 @@ def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_f
     cell, = load_matrix_text(SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]")).cells()
     assert build_reason(cell) is None
     argv = worker_program(PlannedCell(cell, cell_id(cell), "planned"), "r1", tmp_path / "out.jsonl", 1)
-    assert argv[1].endswith("models/allreduce.py")
+    assert argv[1].endswith("models/collectives.py")
     assert argv[argv.index("--max-bytes") + 1] == "4194304" and argv[argv.index("--steps") + 1] == "3"
     assert "--batch-size" not in argv
 

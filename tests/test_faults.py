@@ -1,4 +1,4 @@
-"""Faults injected for real: workers killed, hung, raising, out of memory (models/common.py's test-only
+"""Faults injected for real: workers killed, hung, raising, out of memory (models/faults.py's test hook
 BENCH_FAULT), and the controller itself SIGKILLed mid-cell, at start-up and mid-store-write. Nothing lost, nothing
 duplicated, no process left behind."""
 import json

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analysis.compare import at_fixed_scale, compare, precision_table, ratio_ci, ratio_ci_many
+from bench.analysis.compare import at_fixed_scale, compare, precision_table
 from bench.analysis.cost import Price, cost_table, merge_prices
-from bench.analysis.scaling import bootstrap_many, cell_summary, scaling, split_imported
-from bench.analysis.stats import bootstrap_ci
+from bench.analysis.scaling import cell_summary, scaling, split_imported
+from bench.analysis.stats import bootstrap_ci, bootstrap_many, ratio_ci, ratio_ci_many
 from bench.errors import BenchInputError
 from bench.record import parse_record
 from bench.report.filters import apply_where, load_prices, parse_where

@@ -9,7 +9,7 @@ delivers: with this k, β is what nccl-tests calls bus bandwidth at large sizes,
 
 The fit is weighted least squares with weights 1/time² (each point's relative error counts the same), so the small
 sizes decide α and the large ones β; an unweighted fit would let the largest message drown α. The interval is a
-percentile bootstrap over the points (fixed seed: the same rows give the same interval).
+percentile bootstrap over the points (bench/analysis/stats.py, seeded: the same rows give the same interval).
 
 A stack is (gpu, mpi, ib, engine, nodes): the fabric is the SKU's and `ib`'s, the launcher the MPI flavour's.
 """
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+
+from bench.analysis.stats import bootstrap
 
 STACK_KEYS = ("gpu", "mpi", "ib", "engine", "nodes")
 MIN_SIZES = 3
@@ -87,6 +89,14 @@ def _wls(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
+def _refit(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """α and β of one bootstrap resample of the points; None when it has one size only or a time that falls."""
+    if len(np.unique(x)) < 2:
+        return None
+    a, b = _wls(x, y)
+    return (a, 1 / b) if b > 0 else None
+
+
 def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> AlphaBeta:
     """α and β of one stack from its allreduce rows (each: bytes, time_median_s, world_size; one per size per
     repeat). Unusable, with the reason, when there are too few sizes, a single rank, a bandwidth curve that falls,
@@ -123,19 +133,8 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
                                             f"below {1 - MAX_BANDWIDTH_DROP:.0%} of {best / 1e9:.3f} GB/s at a "
                                             f"smaller size")
         best = max(best, bw)
-    rng = np.random.default_rng(0)
-    alphas, betas = [], []
-    for _ in range(BOOTSTRAP):
-        pick = rng.integers(0, len(x), len(x))
-        if len(np.unique(x[pick])) < 2:
-            continue
-        a, b = _wls(x[pick], y[pick])
-        if b > 0:
-            alphas.append(a)
-            betas.append(1 / b)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    alpha_ci = tuple(float(v) for v in np.percentile(alphas, [tail, 100 - tail]))
-    beta_ci = tuple(float(v) for v in np.percentile(betas, [tail, 100 - tail]))
+    alpha_ci, beta_ci = bootstrap(len(x), lambda pick: _refit(x[pick], y[pick]), n_boot=BOOTSTRAP,
+                                  level=CONFIDENCE)
     return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci,
                      cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]), **contention(rows))
 
@@ -146,7 +145,7 @@ def _measured(row: Mapping[str, Any], key: str) -> bool:
 
 
 def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
-    """Medians over the rows that measured compute and collective on shared cores (models/allreduce.py): the
+    """Medians over the rows that measured compute and collective on shared cores (models/contention.py): the
     compute ratios idle and during the allreduce, and the allreduce's stretch under load (its contended time over
     the same row's time alone). None each when no row measured them."""
     keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")

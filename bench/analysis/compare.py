@@ -10,59 +10,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import AnalysisError
-from bench.analysis.scaling import median_of_draws
+from bench.analysis.stats import ratio_ci_many
 from bench.cell_keys import CELL_KEYS
-
-N_BOOT = 2000
-
-
-def ratio_ci(a_values, b_values, *, level: float = 0.95, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(a) / median(b), each side resampled on its own (independent jobs).
-    Seeded like stats.bootstrap_ci: the same data gives the same interval."""
-    a = np.asarray([v for v in a_values if v is not None and np.isfinite(v)], dtype=float)
-    b = np.asarray([v for v in b_values if v is not None and np.isfinite(v)], dtype=float)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("no values")
-    if a.size == 1 and b.size == 1:
-        r = float(a[0] / b[0])
-        return r, r
-    rng = np.random.default_rng(seed)
-    ma = np.median(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, size=(n_boot, b.size))], axis=1)
-    lo, hi = np.quantile(ma / mb, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
-
-
-def ratio_ci_many(a_values: list[tuple], b_values: list[tuple], *, level: float = 0.95, n_boot: int = N_BOOT,
-                  seed: int = 0) -> np.ndarray:
-    """ratio_ci for many pairs at once, (n, 2): pairs with the same sample sizes share the resampling indices
-    ratio_ci would draw for them, so the numbers are the same, pair by pair."""
-    out = np.full((len(a_values), 2), np.nan)
-    clean_a = [np.asarray([v for v in a if v is not None and np.isfinite(v)], dtype=float) for a in a_values]
-    clean_b = [np.asarray([v for v in b if v is not None and np.isfinite(v)], dtype=float) for b in b_values]
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (a, b) in enumerate(zip(clean_a, clean_b)):
-        groups.setdefault((a.size, b.size), []).append(i)
-    q = [(1 - level) / 2, 1 - (1 - level) / 2]
-    for (ka, kb), idx in groups.items():
-        if ka == 0 or kb == 0:
-            continue
-        A = np.vstack([clean_a[i] for i in idx])
-        B = np.vstack([clean_b[i] for i in idx])
-        if ka == 1 and kb == 1:
-            r = (A / B)[:, 0]
-            out[idx] = np.column_stack([r, r])
-            continue
-        rng = np.random.default_rng(seed)
-        da = rng.integers(0, ka, size=(n_boot, ka))
-        db = rng.integers(0, kb, size=(n_boot, kb))
-        chunk = max(1, 5_000_000 // (n_boot * max(ka, kb)))
-        for s in range(0, len(idx), chunk):
-            ma = median_of_draws(A[s:s + chunk], da)
-            mb = median_of_draws(B[s:s + chunk], db)
-            out[idx[s:s + chunk]] = np.quantile(ma / mb, q, axis=1).T
-    return out
-
 
 def match_keys(summary: pd.DataFrame, axis: str) -> list[str]:
     if axis not in CELL_KEYS:

@@ -30,7 +30,7 @@ costs the CPU (`cpu_share`, CPU seconds per wall second, from the sweep), that p
 
 (GPU workers compute on the GPU and leave the host cores to communication: no such term.)
 
-When the sweep also measured compute and collective on shared cores (models/allreduce.py, "Contention": a probe
+When the sweep also measured compute and collective on shared cores (models/contention.py: a probe
 kernel's rate while the engine idles, ρ_idle, and while the largest allreduce is in flight, ρ_during, as fractions
 of its rate alone, and that allreduce's time under the load over its time alone, s), that measurement replaces the
 CPU-share rule. The compute before the overlap window runs beside the idling engine; in the window the allreduce,

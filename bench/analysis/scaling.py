@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.analysis.stats import median_ci
+from bench.analysis.stats import bootstrap_many, median_ci
 from bench.cell_keys import CELL_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 
@@ -153,31 +153,6 @@ def _worst_verdict(recs: pd.DataFrame) -> pd.Series:
         lambda s: s.notna(), None)
 
 
-def bootstrap_many(values: list[tuple], *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
-    """(low, high) of stats.bootstrap_ci(v) (median, seeded percentile bootstrap) for every tuple in `values`, as
-    an (n, 2) array: the same resampling indices bootstrap_ci draws for a sample of size k, applied to all samples
-    of size k at once. Tested equal to bootstrap_ci value for value."""
-    out = np.full((len(values), 2), np.nan)
-    clean = [np.asarray([x for x in v if x is not None and np.isfinite(x)], dtype=float) for v in values]
-    by_size: dict[int, list[int]] = {}
-    for i, v in enumerate(clean):
-        by_size.setdefault(v.size, []).append(i)
-    q = [(1 - level) / 2, 1 - (1 - level) / 2]
-    for k, idx in by_size.items():
-        if k == 0:
-            continue
-        mat = np.vstack([clean[i] for i in idx])
-        if k == 1:
-            out[idx] = np.repeat(mat, 2, axis=1)
-            continue
-        draws = np.random.default_rng(seed).integers(0, k, size=(n_boot, k))
-        chunk = max(1, 5_000_000 // (n_boot * k))
-        for s in range(0, len(idx), chunk):
-            stats = median_of_draws(mat[s:s + chunk], draws)  # (cells, n_boot)
-            out[idx[s:s + chunk]] = np.quantile(stats, q, axis=1).T
-    return out
-
-
 def scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """Adds baseline_gpus, baseline_images_per_sec, speedup and efficiency to a cell summary."""
     if summary.empty:
@@ -192,22 +167,6 @@ def scaling(summary: pd.DataFrame) -> pd.DataFrame:
     s["efficiency"] = s["speedup"] / (s["gpus"] / s["baseline_gpus"])
     s["series_cells"] = groups.transform("size").to_numpy()
     return s
-
-
-def median_of_draws(mat: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """np.median(mat[:, draws], axis=2) — the median of each bootstrap resample of each row — computed with a
-    sorting network of element-wise min/max (exact: the same numbers as sorting), without building the 3-D array.
-    Much faster for the handful of job-level repeats a cell has."""
-    k = draws.shape[1]
-    if k > 12:
-        return np.median(mat[:, draws], axis=2)
-    cols = [mat[:, draws[:, i]] for i in range(k)]  # k arrays of (rows, n_boot)
-    for r in range(k):  # odd-even transposition sort: k rounds sort k values
-        for i in range(r % 2, k - 1, 2):
-            lo = np.minimum(cols[i], cols[i + 1])
-            cols[i + 1] = np.maximum(cols[i], cols[i + 1])
-            cols[i] = lo
-    return (cols[(k - 1) // 2] + cols[k // 2]) / 2
 
 
 def series_label(row: pd.Series, varying: list[str] | None = None) -> str:

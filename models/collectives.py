@@ -24,21 +24,15 @@ one buffer; here one tensor is in flight at a time, so fusion has nothing to pac
 Horovod's background cycle (HOROVOD_CYCLE_TIME): that wait is part of the measured latency, as it is in training.
 Both settings are recorded as the worker saw them.
 
-Contention (allreduce on CPU workers): in training the collective runs while the same cores compute. Each rank
-times a probe kernel (PROBE: a small convolution with the worker's threads) three ways: alone, before the engine
-starts (its background loop would otherwise share the cores); while the engine idles (Horovod's loop still
-negotiates every cycle; Open MPI's progress polls); and while an allreduce of the largest size is in flight
-(started asynchronously, the probe runs until it completes). The row of the largest size carries the slowest rank's
-ratios (probe rate / alone rate) and the allreduce's time under that load: what the what-if model needs to say how
-collective and compute slow each other down on shared cores (bench/analysis/model.py). GPU workers compute on the
-device: not measured there.
+Contention (allreduce on CPU workers; models/contention.py): in training the collective runs while the same cores
+compute. Each rank times a probe kernel alone, beside the idling engine and beside an allreduce of the largest size;
+the row of the largest size carries the slowest rank's ratios (probe rate / alone rate) and the allreduce's time under
+that load. GPU workers compute on the device: not measured there.
 
-Correctness: rank r's data has element i = (r + 1) + (i mod 7). Allreduce: the sum over n ranks is n(n+1)/2 +
-n(i mod 7). Allgather: slice r of the output holds rank r's data. Broadcast: every rank ends with rank 0's data, 1 +
-(i mod 7), the other ranks' buffers being zeroed before each call so a broadcast that delivered nothing is caught. All
-exact in float32, computed from the formula, never from what a rank sent. Every iteration's result (warm-up
-included) is checked on every rank that receives one (a broadcast's root holds only its source); a wrong value fails
-the cell naming the size and the first wrong element.
+Correctness (models/collective_data.py): every rank's data follows a formula, and every iteration's result (warm-up
+included) is checked against the formula on every rank that receives one (a broadcast's root holds only its source;
+the other ranks' buffers are zeroed before each call so a broadcast that delivered nothing is caught); a wrong value
+fails the cell naming the size and the first wrong element.
 Imports nothing from the control plane.
 """
 from __future__ import annotations
@@ -52,24 +46,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
+from models.collective_data import ROOT, check, expected, pattern  # noqa: E402
 from models.common import Comm, fail, local_rank_and_size_from_env, threads_for  # noqa: E402
+from models.contention import Probe, contention  # noqa: E402
+from models.faults import corrupt_sent  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
 
 OPS = tuple(COLLECTIVES)
-ROOT = 0  # broadcast's source rank
 MIN_BYTES = 4096
-PATTERN_PERIOD = 7
-# TEST-ONLY: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size B (allreduce:
-# its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels), so the check
-# can be proven to catch a wrong result with real processes. Unset in every real run.
-CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
-# The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
-# 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
-PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
-PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
-# Allreduces timed under the probe's load: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
-CONTENDED_ITERATIONS = (3, 5)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,17 +95,6 @@ def op_sizes(op: str, max_bytes: int, world: int) -> list[int]:
         return sweep_sizes(max_bytes)
     sizes = [4 * world * max(1, size // (4 * world)) for size in sweep_sizes(max_bytes)]
     return list(dict.fromkeys(sizes))
-
-
-def corruption(rank: int) -> tuple[int, int] | None:
-    """(bytes, element) this rank must corrupt, from the test-only variable; None in every real run."""
-    text = os.environ.get(CORRUPT_VAR)
-    if not text:
-        return None
-    opts = dict(f.split("=", 1) for f in text.split(":") if "=" in f)
-    if int(opts.get("rank", -1)) != rank:
-        return None
-    return int(opts["bytes"]), int(opts.get("element", 0))
 
 
 class Engine:
@@ -203,31 +177,7 @@ class Engine:
         self._shutdown()
 
 
-def pattern(torch, n_elem: int, rank: int, device):
-    """Rank `rank`'s data: element i is (rank + 1) + (i mod 7)."""
-    return torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD).add_(rank + 1)
-
-
-def expected(torch, op: str, n_elem: int, world: int, device):
-    """What every rank must hold after the op, from the formula alone. n_elem: the result's elements."""
-    if op == "allreduce":
-        period = torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD)
-        return period.mul_(world).add_(world * (world + 1) / 2)
-    if op == "allgather":
-        return torch.cat([pattern(torch, n_elem // world, r, device) for r in range(world)])
-    return pattern(torch, n_elem, ROOT, device)
-
-
-def check(result, want, op: str, size: int, rank: int) -> None:
-    wrong = (result != want).nonzero()
-    if wrong.numel():
-        i = int(wrong[0, 0])
-        fail(f"{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is "
-             f"{float(result[i])}, expected {float(want[i])}")
-
-
-def time_size(engine: Engine, torch, op: str, size: int, args,
-              bad: tuple[int, int] | None) -> tuple[list[float], list[float]]:
+def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[float], list[float]]:
     """This rank's timed iterations at one size: wall seconds, and the CPU seconds the engine's own threads spent
     meanwhile (the process's CPU time less this calling thread's, which only waits for the result: in training it
     computes instead), every result checked."""
@@ -235,8 +185,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args,
     n = size // 4  # the result's elements
     sent = n // comm.size if op == "allgather" else n
     base = pattern(torch, sent, comm.rank, device)
-    if bad is not None and bad[0] == size:
-        base[bad[1]] += 1
+    corrupt_sent(base, size, comm.rank)  # a test hook (models/faults.py): inert unless set
     want = expected(torch, op, n, comm.size, device)
     work = torch.empty_like(base)
     # torch.distributed gathers into this; Horovod allocates its own output on every call.
@@ -267,54 +216,6 @@ def time_size(engine: Engine, torch, op: str, size: int, args,
             times.append(elapsed)
             cpu.append(used)
     return times, cpu
-
-
-class Probe:
-    """The compute that contends with the collective (PROBE_*), counted in calls per second."""
-
-    def __init__(self, torch):
-        import torch.nn.functional as functional
-
-        x, w = torch.randn(*PROBE_INPUT), torch.randn(*PROBE_WEIGHT)
-        self.call = lambda: functional.conv2d(x, w, padding=1)
-        for _ in range(20):  # first calls pick kernels and allocate
-            self.call()
-
-    def rate(self, window_s: float = PROBE_WINDOW_S) -> float:
-        calls, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < window_s:
-            self.call()
-            calls += 1
-        return calls / (time.perf_counter() - t0)
-
-    def during(self, done) -> tuple[float, float]:
-        """Probe calls until done() says the operation completed: (its seconds, probe calls per second)."""
-        calls, t0 = 0, time.perf_counter()
-        while not done():
-            self.call()
-            calls += 1
-        elapsed = time.perf_counter() - t0
-        return elapsed, calls / elapsed
-
-
-def contention(engine: Engine, torch, probe: Probe, alone: float, size: int, args) -> dict:
-    """This rank's view of compute and an allreduce of `size` bytes on shared cores: the probe's rate while the
-    engine idles and while the allreduce is in flight, as fractions of its rate alone, and the allreduce's time."""
-    comm = engine.comm
-    comm.barrier()
-    idle = probe.rate()
-    base = pattern(torch, size // 4, comm.rank, engine.device)
-    want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
-    work = torch.empty_like(base)
-    times, rates = [], []
-    for _ in range(min(max(args.steps, CONTENDED_ITERATIONS[0]), CONTENDED_ITERATIONS[1])):
-        work.copy_(base)
-        comm.barrier()
-        elapsed, rate = probe.during(engine.allreduce_async_(work, name=f"bench.contended.{size}"))
-        check(work, want, "allreduce", size, comm.rank)
-        times.append(elapsed)
-        rates.append(rate)
-    return {"idle": idle / alone, "during": statistics.median(rates) / alone, "time": statistics.median(times)}
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -360,7 +261,6 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads_for(args, comm.local_size))
     op = args.op
     sizes = op_sizes(op, args.max_bytes, comm.size)
-    bad = corruption(comm.rank)
     base = {"kind": "measurement", "cell_id": args.cell_id, "run_id": args.run_id, "status": "ok",
             "framework": "pytorch", "workload": op, "workload_version": COLLECTIVES[op]["version"],
             "engine": args.engine, "device": engine.device.type, "world_size": comm.size,
@@ -376,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     host = socket.gethostname()
     for repeat in range(args.repeats):
         start = time.time()
-        mine = {size: time_size(engine, torch, op, size, args, bad) for size in sizes}
+        mine = {size: time_size(engine, torch, op, size, args) for size in sizes}
         contended = {sizes[-1]: contention(engine, torch, probe, alone, sizes[-1], args)} if measure_contention else {}
         comm.barrier()
         end = time.time()

@@ -1,0 +1,73 @@
+"""Compute and an allreduce on the same cores, as in training on CPU workers: the collective sweep's contention
+measurement (models/collectives.py runs it at the sweep's largest size, for allreduce on CPU workers).
+
+Each rank times a probe kernel (PROBE: a small convolution with the worker's threads) three ways: alone, before the
+engine starts (its background loop would otherwise share the cores); while the engine idles (Horovod's loop still
+negotiates every cycle; Open MPI's progress polls); and while an allreduce is in flight (started asynchronously, the
+probe runs until it completes). Its rates as fractions of the rate alone, and the allreduce's time under that load,
+are what the what-if model needs to say how collective and compute slow each other down on shared cores
+(bench/analysis/model.py). GPU workers compute on the device: not measured there. Imports no framework: the worker
+passes torch in.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from models.collective_data import check, expected, pattern
+
+# The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
+# 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
+PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
+PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
+# Allreduces timed under the probe's load: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
+CONTENDED_ITERATIONS = (3, 5)
+
+
+class Probe:
+    """The compute that contends with the collective (PROBE_*), counted in calls per second."""
+
+    def __init__(self, torch):
+        import torch.nn.functional as functional
+
+        x, w = torch.randn(*PROBE_INPUT), torch.randn(*PROBE_WEIGHT)
+        self.call = lambda: functional.conv2d(x, w, padding=1)
+        for _ in range(20):  # first calls pick kernels and allocate
+            self.call()
+
+    def rate(self, window_s: float = PROBE_WINDOW_S) -> float:
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < window_s:
+            self.call()
+            calls += 1
+        return calls / (time.perf_counter() - t0)
+
+    def during(self, done) -> tuple[float, float]:
+        """Probe calls until done() says the operation completed: (its seconds, probe calls per second)."""
+        calls, t0 = 0, time.perf_counter()
+        while not done():
+            self.call()
+            calls += 1
+        elapsed = time.perf_counter() - t0
+        return elapsed, calls / elapsed
+
+
+def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> dict:
+    """This rank's view of compute and an allreduce of `size` bytes on shared cores: the probe's rate while the
+    engine idles and while the allreduce is in flight, as fractions of its rate alone, and the allreduce's time.
+    `engine`: the sweep's Engine (models/collectives.py); every allreduce's result is checked."""
+    comm = engine.comm
+    comm.barrier()
+    idle = probe.rate()
+    base = pattern(torch, size // 4, comm.rank, engine.device)
+    want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
+    work = torch.empty_like(base)
+    times, rates = [], []
+    for _ in range(min(max(args.steps, CONTENDED_ITERATIONS[0]), CONTENDED_ITERATIONS[1])):
+        work.copy_(base)
+        comm.barrier()
+        elapsed, rate = probe.during(engine.allreduce_async_(work, name=f"bench.contended.{size}"))
+        check(work, want, "allreduce", size, comm.rank)
+        times.append(elapsed)
+        rates.append(rate)
+    return {"idle": idle / alone, "during": statistics.median(rates) / alone, "time": statistics.median(times)}

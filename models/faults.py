@@ -1,0 +1,89 @@
+"""TEST HOOKS, all of them: faults a test injects into real worker processes through environment variables, so the
+harness's handling of broken workers and wrong results can be proven without mocks. Inert unless their variable is
+set, and no real run sets one. The workers call them at two points only: every training step (`StepFaults.tick`,
+models/common.py) and the data a collective sweep sends at each size (`corrupt_sent`, models/collectives.py).
+
+- `BENCH_FAULT`: comma-separated entries `KIND:rank=R:step=S[:cell=PREFIX]`: rank R, at its S-th training step
+  (1-based, warm-up steps included), when the cell id starts with PREFIX (any cell if absent), does KIND: kill
+  (SIGKILL itself), hang (ignore SIGTERM, never return), raise (RuntimeError), oom (cap its address space with
+  RLIMIT_AS just above what it uses, then allocate: MemoryError, never touching the machine's real memory), say (print
+  `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too).
+- `BENCH_COLLECTIVE_CORRUPT`: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size
+  B (allreduce: its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels),
+  so the sweep's check can be proven to catch a wrong result.
+
+Nothing else in models/ reads these variables.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+FAULT_VAR, FAULT_SAY_VAR = "BENCH_FAULT", "BENCH_FAULT_SAY"
+CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
+
+
+class StepFaults:
+    """The `BENCH_FAULT` entries for this rank and cell, fired at their training step."""
+
+    KINDS = ("kill", "hang", "raise", "oom", "say")
+
+    def __init__(self, entries: list[tuple[str, int]]):
+        self.entries = entries  # (kind, step) for this rank and cell; empty in every real run
+        self.step = 0
+
+    @classmethod
+    def from_env(cls, rank: int, cell_id: str | None) -> "StepFaults":
+        entries = []
+        for entry in filter(None, (e.strip() for e in os.environ.get(FAULT_VAR, "").split(","))):
+            kind, *fields = entry.split(":")
+            opts = dict(f.split("=", 1) for f in fields if "=" in f)
+            if kind not in cls.KINDS:
+                from models.common import fail  # here, not at the top: models.common imports this module
+
+                fail(f"{FAULT_VAR}: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})")
+            if int(opts.get("rank", 0)) == rank and (cell_id or "").startswith(opts.get("cell", "")):
+                entries.append((kind, int(opts.get("step", 1))))
+        return cls(entries)
+
+    def tick(self) -> None:
+        """One training step begins."""
+        self.step += 1
+        for kind, step in self.entries:
+            if step == self.step:
+                self._inject(kind)
+
+    def _inject(self, kind: str) -> None:
+        say = os.environ.get(FAULT_SAY_VAR, "")
+        print(f"bench fault: {kind} at step {self.step}", file=sys.stderr, flush=True)
+        if kind == "say":
+            print(say, flush=True)
+        elif kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif kind == "hang":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it: the harness must escalate
+            while True:
+                time.sleep(3600)
+        elif kind == "raise":
+            raise RuntimeError(f"bench fault injection: raised at step {self.step}" + (f": {say}" if say else ""))
+        elif kind == "oom":
+            import resource
+
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+            hog = [bytearray(256 << 20) for _ in range(64)]  # MemoryError at the first: 256 MiB > 64 MiB left
+            print(len(hog))
+
+
+def corrupt_sent(data, size: int, rank: int) -> None:
+    """Adds 1 to one element of `data` (what this rank sends at `size` bytes) when `BENCH_COLLECTIVE_CORRUPT` names
+    this rank and size; does nothing otherwise."""
+    text = os.environ.get(CORRUPT_VAR)
+    if not text:
+        return
+    opts = dict(f.split("=", 1) for f in text.split(":") if "=" in f)
+    if int(opts.get("rank", -1)) == rank and int(opts["bytes"]) == size:
+        data[int(opts.get("element", 0))] += 1

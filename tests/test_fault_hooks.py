@@ -1,0 +1,51 @@
+"""The workers' test hooks (models/faults.py) in-process: inert with their variables unset, and aimed only at the
+rank, cell, step and size named. tests/test_faults.py and tests/test_collectives.py drive them in real runs."""
+import pytest
+
+from models.faults import CORRUPT_VAR, FAULT_SAY_VAR, FAULT_VAR, StepFaults, corrupt_sent
+
+
+def test_unset_variables_inject_nothing(monkeypatch, capsys):
+    monkeypatch.delenv(FAULT_VAR, raising=False)
+    monkeypatch.delenv(CORRUPT_VAR, raising=False)
+    faults = StepFaults.from_env(0, "abc123")
+    assert faults.entries == []
+    for _ in range(5):
+        faults.tick()
+    data = [1.0, 2.0, 3.0]
+    corrupt_sent(data, 12, 0)
+    assert data == [1.0, 2.0, 3.0]
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_fault_fires_on_its_rank_cell_and_step_only(monkeypatch, capsys):
+    monkeypatch.setenv(FAULT_VAR, "say:rank=1:step=3:cell=abc, raise:rank=0:step=2:cell=zzz")
+    monkeypatch.setenv(FAULT_SAY_VAR, "hello")
+    assert StepFaults.from_env(0, "abc123").entries == []  # raise is for cell zzz…
+    assert StepFaults.from_env(1, "zzz999").entries == []  # …and say for rank 1 of cell abc…
+    faults = StepFaults.from_env(1, "abc123")
+    assert faults.entries == [("say", 3)]
+    faults.tick()
+    faults.tick()
+    assert capsys.readouterr().out == ""
+    faults.tick()
+    out = capsys.readouterr()
+    assert out.out == "hello\n" and "bench fault: say at step 3" in out.err
+
+
+def test_an_unknown_fault_kind_ends_the_worker_with_one_line(monkeypatch, capsys):
+    monkeypatch.setenv(FAULT_VAR, "explode:rank=0")
+    with pytest.raises(SystemExit) as ended:
+        StepFaults.from_env(0, None)
+    assert ended.value.code == 2
+    assert "BENCH_FAULT: unknown fault kind 'explode'" in capsys.readouterr().err
+
+
+def test_corruption_hits_one_element_at_the_named_rank_and_size(monkeypatch):
+    monkeypatch.setenv(CORRUPT_VAR, "rank=1:bytes=16:element=2")
+    data = [0.0] * 4
+    corrupt_sent(data, 16, 0)  # another rank
+    corrupt_sent(data, 32, 1)  # another size
+    assert data == [0.0] * 4
+    corrupt_sent(data, 16, 1)
+    assert data == [0.0, 0.0, 1.0, 0.0]
