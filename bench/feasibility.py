@@ -1,5 +1,8 @@
 """Why a cell cannot run: hardware rules (from the catalogue) and what this build implements.
 
+What a workload implements, and what its worker refuses, is declared once in models/registry.py (WORKLOAD_RULES):
+the worker refuses those settings with the same text, so a cell skipped here is one the worker would refuse.
+
 Each rule returns a one-line reason or None. Backend reach (can *this* backend get there?) is the backend's own rule.
 Unknown names (a framework or MPI flavour no registry has) never reach these rules: the matrix's validation takes its
 vocabulary from the same registries (bench/matrix.py) and rejects them with the file and line.
@@ -8,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.catalog import GpuSku
+from bench.catalog import GpuSku, catalog
 from bench.launch import LAUNCHERS, flavour_named
-from models.registry import COLLECTIVES, WORKLOADS
+from models.registry import COLLECTIVES, workload_refusal
 
 
 def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
@@ -54,21 +57,12 @@ def build_reason(cell: dict[str, Any]) -> str | None:
                                for name, f in LAUNCHERS.items() if f.native)
             return f"engine=native with mpi={cell['mpi']}: torch.distributed is started by {able}"
         return None
-    workload = WORKLOADS[framework]
-    if cell["data"] not in workload["data"]:
-        return f"data={cell['data']}: the {framework} workload reads only {', '.join(workload['data'])} data so far"
-    if cell["data"] == "imagenet" and cell["data_layout"] not in workload["data_layout"]:
-        return (f"data_layout={cell['data_layout']}: the {framework} workload reads ImageNet as "
-                f"{', '.join(workload['data_layout'])} only")
-    if cell["precision"] not in workload["precision"]:
-        return f"precision={cell['precision']}: not implemented by the {framework} workload"
-    if cell["engine"] not in workload["engines"]:
-        return f"engine={cell['engine']}: the {framework} workload runs under {', '.join(workload['engines'])} only"
+    device = "cpu" if catalog()[cell["gpu"]].is_cpu else "gpu"
+    refusal = workload_refusal(framework, cell, device)  # the worker's own rules: it would refuse with this text
+    if refusal is not None:
+        return refusal
     if cell["engine"] == "native" and flavour_named(cell["mpi"]).native is None:
         able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
                            for name, f in LAUNCHERS.items() if f.native)
         return f"engine=native with mpi={cell['mpi']}: DDP is started by {able}"
-    if cell["warmup_steps"] < workload.get("min_warmup_steps", 0):
-        return f"warmup_steps={cell['warmup_steps']}: the {framework} workload needs at least " \
-               f"{workload['min_warmup_steps']} (Horovod broadcasts the initial weights after the first batch)"
     return None

@@ -21,8 +21,9 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
         sku = skus[cell["gpu"]]
         nodes = cell_nodes(cell, sku)
         # Every field a rule (or the backend's reach) reads.
-        key = (cell["gpu"], cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"],
-               cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"], cell["workers_per_node"])
+        key = (cell["gpu"], cell.get("model"), cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"],
+               cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"], cell["workers_per_node"],
+               cell["channels_last"])
         if key in memo:
             reason = memo[key]
         else:

@@ -1,7 +1,11 @@
-"""What workloads exist, and their versions. Light on purpose: the control plane reads it without importing torch.
+"""What workloads exist, their versions, and what each refuses. Light on purpose: the control plane reads it without
+importing torch.
 
 A workload's version is part of every cell id: bump it when a change alters what is measured.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
 
 WORKLOADS = {
     # framework: script in this folder, version, what it can do
@@ -15,6 +19,7 @@ WORKLOADS = {
         "data_layout": ("jpeg",),
         "engines": ("horovod", "native"),
         "precision": ("fp32", "fp16", "bf16"),
+        "channels_first_on_cpu": True,
     },
     "tensorflow": {
         "script": "resnet50_tensorflow.py",
@@ -25,6 +30,7 @@ WORKLOADS = {
         "data_layout": ("jpeg", "tfrecord"),
         "engines": ("horovod",),
         "precision": ("fp32", "fp16", "bf16"),
+        "channels_first_on_cpu": False,  # TensorFlow's CPU convolutions are NHWC only
     },
     "keras": {
         "script": "resnet50_keras.py",
@@ -39,8 +45,72 @@ WORKLOADS = {
         "engines": ("horovod",),
         "precision": ("fp32", "fp16", "bf16"),
         "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
+        "channels_first_on_cpu": False,
     },
 }
+
+
+# What a workload refuses about its settings, once. Each rule reads a workload's capabilities (above), the settings by
+# their matrix names, which are also the worker's flags (data, data_layout, precision, engine, warmup_steps,
+# channels_last), and the device ("cpu" or "gpu"); it returns why they cannot run together, or None. The worker
+# refuses such settings when it starts (exit 2, this text) and the plan skips such a cell with the same text, so it
+# is never launched. Checked in this order: the first broken rule is the reason.
+def _data(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s["data"] not in w["data"]:
+        return f"data={s['data']}: the {name} workload reads only {', '.join(w['data'])} data so far"
+    return None
+
+
+def _data_layout(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s["data"] == "imagenet" and s["data_layout"] not in w["data_layout"]:
+        return (f"data_layout={s['data_layout']}: the {name} workload reads ImageNet as "
+                f"{', '.join(w['data_layout'])} only")
+    return None
+
+
+def _precision(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s["precision"] not in w["precision"]:
+        return f"precision={s['precision']}: not implemented by the {name} workload"
+    return None
+
+
+def _engine(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s["engine"] not in w["engines"]:
+        return f"engine={s['engine']}: the {name} workload runs under {', '.join(w['engines'])} only"
+    return None
+
+
+def _min_warmup_steps(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s["warmup_steps"] < w.get("min_warmup_steps", 0):
+        return (f"warmup_steps={s['warmup_steps']}: the {name} workload needs at least {w['min_warmup_steps']} "
+                f"(Horovod broadcasts the initial weights after the first batch)")
+    return None
+
+
+def _channels_first_on_cpu(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if not s["channels_last"] and device == "cpu" and not w["channels_first_on_cpu"]:
+        return ("channels_last=false on cpu: TensorFlow runs channels_first (NCHW) convolutions only on a GPU; "
+                "use channels_last on CPU")
+    return None
+
+
+Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any], str], str | None]
+WORKLOAD_RULES: dict[str, Rule] = {
+    "data": _data,
+    "data_layout": _data_layout,
+    "precision": _precision,
+    "engine": _engine,
+    "min_warmup_steps": _min_warmup_steps,
+    "channels_first_on_cpu": _channels_first_on_cpu,
+}
+
+
+def workload_refusal(framework: str, settings: Mapping[str, Any], device: str) -> str | None:
+    """Why the `framework` workload refuses these settings on this device ("cpu" or "gpu"), or None."""
+    workload = WORKLOADS[framework]
+    return next((why for rule in WORKLOAD_RULES.values() if (why := rule(framework, workload, settings, device))),
+                None)
+
 
 # Cell kinds beside ResNet-50 training (the cell key `model`): a collective sweep, run by the same engine and launcher
 # a training cell of the same settings uses. Not a framework: its cells name the framework whose binding runs it.

@@ -130,13 +130,11 @@ def windows_callback(args, tf, model, loop: WindowLoop):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv)
-    if args.warmup_steps < 1:
-        fail("the Keras workload needs --warmup-steps >= 1 (Horovod broadcasts the weights after the first batch)")
     from models.data.layout import DataError
     from models.envprobe import probe_tensorflow
     from models.tf_env import start
 
-    tf, hvd_tf, comm, threads, on_gpu, data_format = start(args)
+    tf, hvd_tf, comm, threads, on_gpu, data_format = start(args, "keras")
     hvd = None
     if hvd_tf is not None:
         import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from models.common import (Comm, fail, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
                            single_process_comm, threads_for)
-from models.registry import WORKLOADS  # noqa: E402
+from models.registry import WORKLOADS, workload_refusal  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]
 
@@ -75,6 +75,8 @@ def start(args, torch) -> Worker:
         torch.backends.cudnn.benchmark = True  # autotune happens in warm-up, outside the window
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    if refusal := workload_refusal("pytorch", vars(args), "gpu" if cuda else "cpu"):
+        fail(refusal)
     if args.precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         fail(f"bf16 is not supported on {torch.cuda.get_device_name(device)}")
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
@@ -123,8 +125,6 @@ def synthetic_batch(args, torch, w: Worker):
 
 def imagenet_batches(args, w: Worker):
     """This rank's share of the ImageNet JPEG tree, decoded by loader workers; a DataError ends the worker."""
-    if args.data_layout != "jpeg":
-        fail("the PyTorch workload reads the ImageNet JPEG tree only (data_layout: jpeg)")
     from models.data.imagenet_torch import Batches, default_workers
     from models.data.layout import DataError
 

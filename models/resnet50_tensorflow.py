@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from models.envprobe import probe_tensorflow
     from models.tf_env import start
 
-    tf, hvd, comm, threads, on_gpu, data_format = start(args)
+    tf, hvd, comm, threads, on_gpu, data_format = start(args, "tensorflow")
     model, opt, loss_fn = build_model(args, tf, hvd, comm, data_format)
     synthetic = synthetic_batch(args, tf, comm, data_format)
     next_batch, counter = imagenet_fetcher(args, tf, comm) if args.data == "imagenet" else (None, None)

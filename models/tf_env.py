@@ -33,14 +33,16 @@ def horovod_comm(hvd, tf):
                 broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
 
 
-def start(args):
+def start(args, framework: str):
     """Set-up shared by the TensorFlow and Keras workloads: threads, GPU and precision first (TensorFlow fixes them
-    at first use, and Horovod's init uses it), then Horovod, or a single process without it.
+    at first use, and Horovod's init uses it), then Horovod, or a single process without it. Refuses the settings
+    the `framework` workload's rules (models/registry.py) refuse on this device, with the plan's text.
 
     Returns (tf, hvd or None, comm, threads, on_gpu, data_format)."""
     import tensorflow as tf
 
     from models.common import fail, local_rank_and_size_from_env, single_process_comm, threads_for
+    from models.registry import workload_refusal
 
     local_rank, local_size = local_rank_and_size_from_env()
     threads = threads_for(args, local_size)
@@ -55,7 +57,7 @@ def start(args):
     else:
         print("bench worker: horovod is not installed; running as a single process", flush=True)
         comm = single_process_comm()
+    if refusal := workload_refusal(framework, vars(args), "gpu" if on_gpu else "cpu"):
+        fail(refusal)
     data_format = "channels_last" if args.channels_last else "channels_first"
-    if data_format == "channels_first" and not on_gpu:
-        fail("TensorFlow runs channels_first (NCHW) convolutions only on a GPU; use channels_last on CPU")
     return tf, hvd, comm, threads, on_gpu, data_format

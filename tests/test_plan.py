@@ -63,6 +63,22 @@ def test_feasible_gpu_cells_are_planned_without_a_backend_and_unreachable_on_loc
     assert "no dataset at" in one("cpu", missing, data="imagenet").reason
 
 
+def test_reasons_shared_between_cells_are_those_each_cell_gets_alone(tmp_path):
+    """The plan memoises reasons on the fields the rules read: a field left out of its key would hand one cell's
+    reason (or none) to another that differs only there (a collective cell and a training cell once did)."""
+    from bench.feasibility import build_reason, hardware_reason
+
+    cells = load_matrix_text("name: t\naxes: {gpu: [cpu, V100], model: [resnet50, allreduce], "
+                             "framework: [pytorch, tensorflow, keras], engine: [horovod, native], mpi: [gloo, mpich], "
+                             "channels_last: [true, false], warmup_steps: [0, 1], precision: [fp32, bf16], "
+                             "data: [synthetic, imagenet], data_layout: [jpeg, tfrecord]}\n").cells()
+    backend = LocalBackend(tmp_path, 60, imagenet_dir=str(tmp_path))
+    planned = plan_cells(cells, backend)
+    alone = [hardware_reason(c, catalog()[c["gpu"]]) or build_reason(c) or backend.reach_reason(c, 1) for c in cells]
+    assert [p.reason for p in planned] == alone
+    assert len(set(alone)) > 10  # the axes above reach many different rules
+
+
 def test_node_count_comes_from_the_catalogue():
     assert [c.nodes for c in plan("name: t\naxes: {gpu: [V100], gpus: [1, 4, 8, 32]}\n")] == [1, 1, 2, 8]
     assert [c.nodes for c in plan("name: t\naxes: {gpu: [H200], gpus: [8, 16]}\n")] == [1, 2]

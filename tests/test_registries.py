@@ -218,6 +218,8 @@ def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
     assert set(w["precision"]) <= set(get_args(Precision)), f"workload {framework}: precision outside the matrix's"
     assert set(w["engines"]) <= set(get_args(Workload.model_fields["engine"].annotation)), \
         f"workload {framework}: engine outside the matrix's"
+    # read by its rules (models/registry.py WORKLOAD_RULES), which the worker and the plan both apply
+    assert isinstance(w.get("channels_first_on_cpu"), bool), f"workload {framework}: no channels_first_on_cpu"
     assert images.framework_set(framework), f"workload {framework}: no image carries it"
 
 

@@ -1,0 +1,261 @@
+"""What a worker refuses, the plan refuses.
+
+Every place the worker code (models/) gives up is found here by reading the source, and must be one of:
+- a workload rule declared in models/registry.py (WORKLOAD_RULES): the worker refuses with its text and the plan
+  skips the cell with the same text, so it is never launched;
+- a bound the matrix's validation enforces (the matrix is rejected, with the file and line);
+- a hardware rule of the catalogue (the plan skips the cell);
+- about something no cell setting decides (the data set's contents, the launcher, the measurement itself).
+A new refusal that is none of these fails `test_every_refusal_in_the_worker_code_is_declared` until it is.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from bench.backends.local import LocalBackend
+from bench.errors import BenchInputError
+from bench.matrix import load_matrix_text
+from bench.plan import plan_cells
+from models import allocator
+from models.common import parse_args
+from models.registry import WORKLOAD_RULES, WORKLOADS, workload_refusal
+from tests.conftest import ROOT
+
+RULES = "the workload rules of models/registry.py (tests below walk each one)"
+
+
+def _plan_skips(axes: str, words: str):
+    return ("plan", axes, words)
+
+
+def _matrix_rejects(*workloads: str):
+    return ("matrix", workloads)
+
+
+def _no_setting(why: str):
+    return ("elsewhere", why)
+
+
+# Each refusal in models/, by the source text of its message (not its file: modules move, messages stay).
+REFUSALS = {
+    # The declared rules.
+    "refusal": ("rules", RULES),
+    # Bounds the matrix's schema enforces (bench/matrix.py): such a matrix never plans.
+    "f\"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}\"":
+        _matrix_rejects("batch_per_gpu: 0", "image_size: 0", "steps: 0", "repeats: 0"),
+    "f'--{name} must be positive, got {getattr(args, name)}'": _matrix_rejects("steps: 0", "repeats: 0"),
+    "'--warmup-steps must be >= 0'": _matrix_rejects("warmup_steps: -1"),
+    "f'--max-bytes must be a multiple of 4 and at least {MIN_BYTES}, got {args.max_bytes}'":
+        _matrix_rejects("max_message_bytes: 4094", "max_message_bytes: 4098"),
+    # The catalogue's hardware rule: bf16 needs a GPU of compute capability 8.0 or newer.
+    "f'bf16 is not supported on {torch.cuda.get_device_name(device)}'":
+        _plan_skips("{gpu: [V100], precision: [bf16]}", "bf16 on V100"),
+    # Not decided by a setting.
+    "'--data imagenet needs --data-dir'": _no_setting("the backend passes the data set it found when planning"),
+    "f'dataset directory {args.data_dir} does not exist'":
+        _no_setting("where the data set is: the backends' reach rules check it before planning a real-data cell"),
+    "f\"BENCH_FAULT: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})\"":
+        _no_setting("fault injection, set by tests only"),
+    "f'bench fault injection: raised at step {self.step}' + (f': {say}' if say else '')":
+        _no_setting("fault injection, set by tests only"),
+    "'the collective sweep needs Horovod (horovod.torch) for engine=horovod'":
+        _no_setting("what is installed on the node (`bench doctor` reports it)"),
+    "f'{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is {float(result[i])}, "
+    "expected {float(want[i])}'": _no_setting("a wrong result of a collective: the measurement itself failed"),
+    "'the input pipeline ran dry (every image undecodable?)'": _no_setting("the data set's contents"),
+    "str(e)": _no_setting("relays a DataError, each classified where it is raised"),
+    "f\"rank {rank}'s shard has {count} images, fewer than one batch of {batch_size}\"":
+        _no_setting("the data set's size"),
+    "f\"rank {rank}'s shard has {len(shard)} images, fewer than one batch of {batch_size}\"":
+        _no_setting("the data set's size"),
+    "f'unknown data layout {layout!r} (jpeg or tfrecord)'":
+        _no_setting("unreachable from a cell: the matrix and the worker's flags allow jpeg and tfrecord only"),
+    "f'{self.bad} of {self.consumed} images could not be decoded (over 1%)'": _no_setting("the data set's contents"),
+    "f'{self.bad} of {self.seen} images could not be decoded (over 1%)'": _no_setting("the data set's contents"),
+    "f'no TFRecord shards (train-*) under {folder}'": _no_setting("the data set's contents"),
+    "f'{len(shards)} TFRecord shards cannot be split across {size} ranks'":
+        _no_setting("the data set's shard count against the cell's workers: known only where the data set is"),
+    "f'no ImageNet JPEG tree at {root} (expected {root}/train/<wnid>/*.JPEG)'": _no_setting("the data set's contents"),
+    "f'no JPEG files under {train}'": _no_setting("the data set's contents"),
+    "'window was never opened and closed'": _no_setting("the measurement itself"),
+    "'no rank reported'": _no_setting("the measurement itself"),
+    "f'empty measured window ({samples} samples)'": _no_setting("the measurement itself"),
+    "f'measured window has no duration ({window_s!r} s)'": _no_setting("the measurement itself"),
+    "f\"the native engine needs one of {', '.join(names)} from its launcher (torchrun, mpirun)\"":
+        _no_setting("the launcher's environment, which bench renders"),
+    "'the native engine needs MASTER_PORT from its launcher'": _no_setting("the launcher's environment"),
+}
+
+
+def refusal_sites() -> dict[str, list[str]]:
+    """message source -> ["file:line", ...]: every `fail(...)`, `parser.error(...)`, `sys.exit(<non-zero constant>)`
+    and `raise E(...)` in models/."""
+    sites: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "models").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            message = None
+            if isinstance(node, ast.Call) and node.args:
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in ("fail", "error"):
+                    message = ast.unparse(node.args[0])
+                elif name in ("exit", "_exit") and isinstance(node.args[0], ast.Constant):
+                    # fail() itself ends with sys.exit(2): the refusals are its callers, found above.
+                    if node.args[0].value not in (0, 2, None):
+                        message = ast.unparse(node.args[0])
+            elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                message = ast.unparse(node.exc.args[0]) if node.exc.args else ast.unparse(node.exc)
+            if message is not None:
+                sites.setdefault(message, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return sites
+
+
+def test_every_refusal_in_the_worker_code_is_declared():
+    sites = refusal_sites()
+    undeclared = {m: where for m, where in sites.items() if m not in REFUSALS}
+    assert not undeclared, (
+        "worker code refuses something the plan does not know about; if a cell setting decides it, declare it in "
+        "models/registry.py WORKLOAD_RULES (the plan then skips such cells with the same text), otherwise add it to "
+        f"REFUSALS here with the reason: {undeclared}")
+    gone = set(REFUSALS) - set(sites)
+    assert not gone, f"declared refusals no longer in models/ (remove them here): {gone}"
+
+
+def test_the_scan_finds_a_refusal_it_was_not_told_about(tmp_path, monkeypatch):
+    """The scan above must be able to fail: a new refusal in a worker module is found."""
+    fake_root = tmp_path / "repo"
+    (fake_root / "models").mkdir(parents=True)
+    (fake_root / "models" / "w.py").write_text(
+        "def main(args):\n"
+        "    if args.threads > 8:\n"
+        "        fail('--threads over 8 is not supported')\n"
+        "    if args.batch_size % 2:\n"
+        "        raise ValueError('odd batch')\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
+    assert refusal_sites() == {"'--threads over 8 is not supported'": ["models/w.py:3"],
+                               "'odd batch'": ["models/w.py:5"]}
+
+
+@pytest.mark.parametrize("message", [m for m, (kind, *_) in REFUSALS.items() if kind == "matrix"])
+def test_bounds_the_worker_checks_are_rejected_by_the_matrix(message):
+    for setting in REFUSALS[message][1]:
+        with pytest.raises(BenchInputError):
+            load_matrix_text(f"name: t\nworkload: {{{setting}}}\naxes: {{gpu: [cpu]}}\n")
+
+
+@pytest.mark.parametrize("message", [m for m, (kind, *_) in REFUSALS.items() if kind == "plan"])
+def test_hardware_the_worker_checks_is_skipped_by_the_plan(message):
+    _, axes, words = REFUSALS[message]
+    [cell] = plan_cells(load_matrix_text(f"name: t\naxes: {axes}\n").cells(), None)
+    assert cell.status == "skipped" and words in cell.reason
+
+
+def test_the_workers_flags_take_every_value_the_matrix_can_hold(monkeypatch):
+    """The worker's parser (argparse `choices`) is a refusal too: it must never refuse a value the plan lets through."""
+    from typing import get_args
+
+    from bench.matrix import Workload
+
+    monkeypatch.setattr(allocator, "state", allocator.state)
+    for field, flag in (("precision", "--precision"), ("engine", "--engine"), ("data_layout", "--data-layout")):
+        for value in get_args(Workload.model_fields[field].annotation):
+            assert getattr(parse_args("worker", [flag, value, "--no-hold-freed-memory"]), field) == value
+    for value in get_args(Workload.model_fields["data"].annotation):
+        args = parse_args("worker", ["--data", value, "--data-dir", str(ROOT), "--no-hold-freed-memory"])
+        assert args.data == value
+
+
+# --- the declared rules ------------------------------------------------------------------------------------------
+# For each rule, a cell that breaks it (axes), the words its reason must hold, and, for a rule no registered workload
+# breaks today, the narrower capability a workload would declare to break it.
+BREAKERS = {
+    "data": ("{gpu: [cpu], framework: [pytorch], data: [imagenet]}", "reads only synthetic data",
+             ("pytorch", "data", ("synthetic",))),
+    "data_layout": ("{gpu: [cpu], framework: [pytorch], data: [imagenet], data_layout: [tfrecord]}",
+                    "data_layout=tfrecord: the pytorch workload reads ImageNet as jpeg only", None),
+    "precision": ("{gpu: [cpu], framework: [tensorflow], precision: [bf16]}",
+                  "precision=bf16: not implemented by the tensorflow workload",
+                  ("tensorflow", "precision", ("fp32",))),
+    "engine": ("{gpu: [cpu], framework: [tensorflow], engine: [native]}",
+               "engine=native: the tensorflow workload runs under horovod only", None),
+    "min_warmup_steps": ("{gpu: [cpu], framework: [keras], warmup_steps: [0]}",
+                         "warmup_steps=0: the keras workload needs at least 1", None),
+    "channels_first_on_cpu": ("{gpu: [cpu], framework: [tensorflow, keras], channels_last: [false]}",
+                              "TensorFlow runs channels_first (NCHW) convolutions only on a GPU", None),
+}
+
+
+def test_every_rule_has_a_cell_that_breaks_it():
+    assert set(BREAKERS) == set(WORKLOAD_RULES)
+
+
+def _worker_argv(planned, backend) -> list[str]:
+    """The worker's own argv (python, script, flags) in what bench renders for the cell."""
+    argv = list(backend.describe(planned, "R")["argv"])
+    script = WORKLOADS[planned.cell["framework"]]["script"]
+    return argv[next(i for i, a in enumerate(argv) if a.endswith(f"/{script}")) - 1:]
+
+
+def _worker_refusal(planned, backend, device: str) -> str | None:
+    """What the worker refuses, given the flags bench renders for the cell (parsed by the worker's own parser) and
+    the device it would find."""
+    flags = _worker_argv(planned, backend)[2:]
+    args = parse_args("worker", [*flags, "--no-hold-freed-memory"])  # (no mallopt in the test process)
+    return workload_refusal(planned.cell["framework"], vars(args), device)
+
+
+@pytest.mark.parametrize("rule", list(BREAKERS))
+def test_a_cell_that_breaks_a_rule_is_skipped_with_the_workers_text(rule, tmp_path, monkeypatch):
+    axes, words, narrower = BREAKERS[rule]
+    if narrower:
+        framework, capability, values = narrower
+        monkeypatch.setitem(WORKLOADS[framework], capability, values)
+    monkeypatch.setattr(allocator, "state", allocator.state)
+    (tmp_path / "inet").mkdir()
+    backend = LocalBackend(tmp_path, 60, imagenet_dir=str(tmp_path / "inet"))
+    cells = plan_cells(load_matrix_text(f"name: t\naxes: {axes}\n").cells(), backend)
+    assert cells
+    for planned in cells:
+        assert planned.status == "skipped", planned.cell
+        assert words in planned.reason
+        assert WORKLOAD_RULES[rule](planned.cell["framework"], WORKLOADS[planned.cell["framework"]], planned.cell,
+                                    "cpu") == planned.reason
+        assert _worker_refusal(planned, backend, "cpu") == planned.reason
+
+
+def test_channels_first_is_refused_on_cpu_only():
+    def reason(gpu):
+        [cell] = plan_cells(load_matrix_text(
+            f"name: t\naxes: {{gpu: [{gpu}], framework: [tensorflow], channels_last: [false]}}\n").cells(), None)
+        return cell.reason
+
+    assert "channels_first (NCHW)" in reason("cpu")
+    assert reason("V100") is None
+    [torch_cell] = plan_cells(load_matrix_text(
+        "name: t\naxes: {gpu: [cpu], framework: [pytorch], channels_last: [false]}\n").cells(), None)
+    assert torch_cell.status == "planned"  # PyTorch runs NCHW on a CPU (the CPU cells of matrix.yaml do)
+
+
+# --- the worker really refuses, with the plan's text ---------------------------------------------------------
+@pytest.mark.workload
+@pytest.mark.parametrize("axes", [
+    "{gpu: [cpu], framework: [tensorflow], channels_last: [false]}",
+    "{gpu: [cpu], framework: [keras], warmup_steps: [0]}",
+    "{gpu: [cpu], framework: [pytorch], data: [imagenet], data_layout: [tfrecord]}",
+])
+def test_the_worker_refuses_a_skipped_cell_with_the_same_reason(axes, tmp_path):
+    (tmp_path / "inet").mkdir()
+    backend = LocalBackend(tmp_path, 60, imagenet_dir=str(tmp_path / "inet"))
+    [planned] = plan_cells(load_matrix_text(
+        f"name: t\nworkload: {{batch_per_gpu: 2, image_size: 32, steps: 1, repeats: 1, threads: 1}}\n"
+        f"axes: {axes}\n").cells(), backend)
+    assert planned.status == "skipped"
+    script_and_flags = _worker_argv(planned, backend)[1:]
+    result = subprocess.run([sys.executable, *script_and_flags], capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == f"bench worker: error: {planned.reason}"
