@@ -58,7 +58,7 @@ REFUSALS = {
     "'--data imagenet needs --data-dir'": _no_setting("the backend passes the data set it found when planning"),
     "f'dataset directory {args.data_dir} does not exist'":
         _no_setting("where the data set is: the backends' reach rules check it before planning a real-data cell"),
-    "f\"BENCH_FAULT: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})\"":
+    "f\"{FAULT_VAR}: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})\"":
         _no_setting("fault injection, set by tests only"),
     "f'bench fault injection: raised at step {self.step}' + (f': {say}' if say else '')":
         _no_setting("fault injection, set by tests only"),
