@@ -1,5 +1,5 @@
 """What this machine can run: frameworks, Horovod's build (checked by importing), MPI launchers, GPUs. Each MPI
-flavour says what its launcher is and proves itself with its own probe (`Flavour.doctor`).
+flavour says what its launcher is and how to render a launch; `probe` starts a 2-rank allreduce with it to prove it.
 
 `bench doctor` exits 1 and names what is missing when the default matrix's cpu cells could not run.
 """
@@ -9,9 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+import models
 from bench.backends.local import local_gpus
-from bench.launch.flavour import Probe
+from bench.launch import LAUNCHERS, Flavour, LaunchSpec
+from bench.launch.runtimes import Runtime, runtime_for
 from models.registry import WORKLOADS
 
 # Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
@@ -41,6 +45,53 @@ print(json.dumps(out))
 """
 
 
+@dataclass(frozen=True)
+class Probe:
+    """`bench doctor`'s result for one flavour: None problem means a 2-rank allreduce worked under it."""
+    problem: str | None
+    library: str | None = None  # what ran it, as the job reported
+
+
+def launcher_version(flavour: Flavour, runtime: Runtime) -> str | None:
+    """The flavour's launcher's own version line, or None if it is not there."""
+    tool = flavour.tool_path(runtime)
+    if tool is None:
+        return None
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [" ".join(ln.split()) for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
+    return next((ln for ln in lines if any(c.isdigit() for c in ln)), lines[0] if lines else None)
+
+
+def probe(flavour: Flavour, timeout_s: float = 120, python: str | None = None) -> Probe:
+    """A 2-rank Horovod allreduce (models/mpi_probe.py) under the flavour's launcher and runtime."""
+    rt = runtime_for(flavour.name, python or sys.executable)
+    if not Path(rt.python).exists():
+        return Probe(f"no runtime at {rt.python} (run `make run`)")
+    tool = flavour.tool_path(rt)
+    if tool is None:
+        return Probe(f"{flavour.tool} not found")
+    program = Path(models.__file__).resolve().parent / "mpi_probe.py"
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(rt.python, str(program)),
+                      env={"OMP_NUM_THREADS": "1", **rt.env}, as_root=os.geteuid() == 0)
+    rendered = flavour.render(spec, tool)
+    env = {**os.environ, **rendered.env, "PATH": os.pathsep.join((*rt.bin_dirs, os.environ.get("PATH", "")))}
+    try:
+        out = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Probe(f"a 2-rank allreduce did not finish in {timeout_s:g} s")
+    found = [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if '"sum_ok"' in line]
+    if out.returncode != 0 or not found or not found[0]["sum_ok"] \
+            or found[0]["mpi_enabled"] != (flavour.controller == "mpi"):
+        last = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return Probe(f"2-rank allreduce failed (exit {out.returncode}): {last[0][:160]}")
+    if flavour.controller == "gloo":
+        return Probe(None, "Horovod's Gloo controller, no MPI")
+    return Probe(None, found[0]["mpi_library"])
+
+
 def _caps(built: dict | None) -> str:
     if not built:
         return "not built"
@@ -49,9 +100,6 @@ def _caps(built: dict | None) -> str:
 
 def examine() -> tuple[list[str], list[str]]:
     """(report lines, missing pieces that stop the default matrix's cpu cells)."""
-    from bench.launch import LAUNCHERS
-    from bench.runtimes import runtime_for
-
     probing = {name: (w["imports"], w.get("version_label", ""), w["horovod_module"]) for name, w in WORKLOADS.items()}
     probe = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probing)], capture_output=True, text=True,
                            timeout=300)
@@ -64,7 +112,7 @@ def examine() -> tuple[list[str], list[str]]:
         if flavour.tool_path(rt) is None:
             launchers[f"{flavour.tool} ({flavour.name})"] = None
         else:
-            launchers[f"{flavour.tool} ({flavour.name})"] = flavour.version(rt) or "found"
+            launchers[f"{flavour.tool} ({flavour.name})"] = launcher_version(flavour, rt) or "found"
     lines = [
         f"python       {sys.version.split()[0]} ({sys.executable})",
         f"cpu cores    {os.cpu_count()}",
@@ -91,11 +139,8 @@ def examine() -> tuple[list[str], list[str]]:
 
 
 def flavours(timeout_s: float = 120) -> dict[str, Probe]:
-    """Each MPI flavour (and Gloo) tried for real, by its own probe: a 2-rank Horovod allreduce under its launcher
-    and runtime."""
-    from bench.launch import LAUNCHERS
-
-    return {name: flavour.doctor(timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()}
+    """Each MPI flavour (and Gloo) tried for real: a 2-rank Horovod allreduce under its launcher and runtime."""
+    return {name: probe(flavour, timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()}
 
 
 def report() -> tuple[str, int]:

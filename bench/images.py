@@ -36,7 +36,7 @@ FRAMEWORK_SETS: dict[str, tuple[str, ...]] = {"pt-tf": ("pytorch", "tensorflow",
 # its apt packages, its runtime wheel, and whether it has an image at all (Gloo is Horovod's own controller: it needs
 # no MPI, and the Open MPI image has Gloo built in, so gloo cells run on the openmpi image). Horovod is built against
 # the flavour's MPI ABI (BENCH_MPI for scripts/build_horovod.sh): Intel MPI shares MPICH's libmpi.so.12, so the
-# intelmpi image builds against the MPICH wheel and runs with Intel MPI's runtime (bench/runtimes.py).
+# intelmpi image builds against the MPICH wheel and runs with Intel MPI's runtime (bench/launch/runtimes.py).
 
 
 def image_flavours() -> tuple[str, ...]:

@@ -17,10 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench.backends.base import Backend, Outcome
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError, RunFailed
+from bench.launch.evidence import parse_transport
 from bench.record import Record, parse_record
 from bench.redact import redact_argv, redact_env, redact_text
 from bench.store import Store, StoreError
-from bench.transport import parse_transport, verdict
+from bench.transport import verdict
 
 POLL_S = 0.2
 

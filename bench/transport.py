@@ -2,11 +2,12 @@
 
 The `ib` axis is what a cell *asked* for. Each communication layer can print what it *chose*: NCCL (GPU gradients),
 the MPI flavour (CPU gradients, and Horovod's control plane), UCX under Open MPI/MPICH, libfabric under Intel MPI and
-MPICH. `debug_env` turns that output on at a modest volume; `parse_transport` reads a job's log into one of
+MPICH. `debug_env_for` turns that output on at a modest volume; `parse_log` reads a job's log into one of
 `ib`, `tcp`, `shm` or `unknown` and keeps the line that decided; `verdict`/`mismatch` compare it with the request.
 
 This module holds what every layer shares (the vocabulary, the deciding rules, the UCX, libfabric and NCCL readers);
-each MPI flavour's own reader is its `parse` (bench/launch/<flavour>.py), which `parse_transport` asks.
+each MPI flavour's own reader is its `parse` (bench/launch/<flavour>.py). It is pure: it reads text and is handed the
+flavour (`Reader`); it knows no registry. bench.launch.evidence looks a cell's flavour up by name and asks this module.
 
 Rules shared by every layer:
 - Only lines that report a *selection* count (a chosen provider, a per-peer BTL, an endpoint configuration, a channel);
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 
 class Effective(str, Enum):
@@ -49,34 +51,6 @@ SHARED_DEBUG_ENV: dict[str, dict[str, str]] = {
 }
 
 
-def _flavour(mpi: str):
-    # Imported here: the flavour modules import this module's parsing machinery.
-    from bench.launch import flavour_named
-
-    return flavour_named(mpi)
-
-
-def debug_layers() -> dict[str, dict[str, str]]:
-    """Every layer's switches: the shared layers' and each registered flavour's own (keyed by its name)."""
-    from bench.launch import LAUNCHERS
-
-    return {**SHARED_DEBUG_ENV, **{name: dict(f.debug) for name, f in LAUNCHERS.items()}}
-
-
-def debug_env(mpi: str, gpu: bool) -> dict[str, str]:
-    """The env vars a cell's job needs so its log names the transport: the flavour's own switches, those of the
-    shared layers it sits on (UCX under Open MPI and MPICH), and NCCL's on GPU cells.
-
-    GPU cells also get NCCL's: Horovod's GPU allreduce runs over NCCL under every controller (MPI or Gloo), so NCCL
-    carries the gradients; the MPI layer still carries the control plane (and is the fallback when NCCL is silent).
-    """
-    flavour = _flavour(mpi)
-    env = dict(flavour.debug)
-    for layer in flavour.layers + (("nccl",) if gpu else ()):
-        env.update(SHARED_DEBUG_ENV[layer])
-    return env
-
-
 @dataclass(frozen=True)
 class Transport:
     effective: str  # Effective value: ib | tcp | shm | unknown
@@ -85,6 +59,30 @@ class Transport:
 
 
 UNKNOWN = Transport(Effective.UNKNOWN.value, None, None)
+
+
+class Reader(Protocol):
+    """What this module needs of an MPI flavour (bench.launch.flavour.Flavour is one)."""
+    debug: dict[str, str]  # its own switches
+    layers: tuple[str, ...]  # the shared layers under it (keys of SHARED_DEBUG_ENV) whose output counts
+
+    def parse(self, lines: list[str], nodes: int | None) -> Transport:
+        """Its reading of log lines with launcher prefixes removed."""
+        ...
+
+
+def debug_env_for(flavour: Reader, gpu: bool) -> dict[str, str]:
+    """The env vars a cell's job needs so its log names the transport: the flavour's own switches, those of the
+    shared layers it sits on (UCX under Open MPI and MPICH), and NCCL's on GPU cells.
+
+    GPU cells also get NCCL's: Horovod's GPU allreduce runs over NCCL under every controller (MPI or Gloo), so NCCL
+    carries the gradients; the MPI layer still carries the control plane (and is the fallback when NCCL is silent).
+    """
+    env = dict(flavour.debug)
+    for layer in flavour.layers + (("nccl",) if gpu else ()):
+        env.update(SHARED_DEBUG_ENV[layer])
+    return env
+
 
 # --- shared machinery -------------------------------------------------------------------------------------------
 
@@ -230,14 +228,13 @@ def _nccl(lines: list[str], nodes: int | None) -> Transport | None:
 
 # --- entry points --------------------------------------------------------------------------------------------------
 
-def parse_transport(log: str, mpi: str, gpu: bool, nodes: int | None = None) -> Transport:
+def parse_log(log: str, flavour: Reader, gpu: bool, nodes: int | None = None) -> Transport:
     """The transport a job used, from its combined log (all ranks, any launcher prefixes).
 
     `nodes` is the cell's node count; when None it is inferred from the log where the layer says (Open MPI peer hosts,
     Intel MPI's pinning table, NCCL's nNodes, UCX's inter-node configurations) and otherwise left open.
     GPU cells: NCCL decides when it printed anything; the MPI layer only when NCCL is silent.
     """
-    flavour = _flavour(mpi)
     lines = clean_lines(log)
     if gpu and (found := _nccl(lines, nodes)) is not None:
         return found

@@ -32,10 +32,10 @@ from bench.backends.jobs import MODELS_DIR
 from bench.catalog import catalog
 from bench.cell import PlannedCell, cell_id
 from bench.errors import BenchInputError
+from bench.launch.evidence import debug_env
 from bench.matrix import load_matrix, load_matrix_text
 from bench.plan import plan_cells
 from bench.redact import redact_text
-from bench.transport import debug_env
 from tests.conftest import ROOT, bench_cli
 
 FAKE_KEY = "A1b2" * 21 + "xy=="  # 86 base64 characters + "==": the shape of a storage account key

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.runtimes import runtime_for
-from bench.transport import debug_layers, parse_transport
+from bench.launch.evidence import debug_layers, parse_transport
+from bench.launch.runtimes import runtime_for
 
 DEBUG_ENV = debug_layers()  # every layer's switches that make it name its transport, keyed by layer
 from tests.conftest import ROOT

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import images, runtimes, transport
+from bench import images, transport
 from bench.backends import BACKENDS
 from bench.catalog import catalog
 from bench.feasibility import build_reason
-from bench.launch import LAUNCHERS, Flavour, LaunchSpec, Rendered, Ssh
+from bench.launch import LAUNCHERS, Flavour, LaunchSpec, Rendered, Ssh, runtimes
 from bench.launch.flavour import ImageRecipe
 from bench.matrix import load_matrix_text
 from models.registry import WORKLOADS
@@ -62,7 +62,7 @@ def flavour_gaps(f: Flavour) -> list[str]:
          lambda: not isinstance(f.launcher_env(LaunchSpec(1, (), (), iface="eth0")), dict))
 
     def debug():
-        env = transport.debug_env(name, False)
+        env = transport.debug_env_for(f, False)
         unknown = set(f.layers) - set(transport.SHARED_DEBUG_ENV)
         return f"unknown shared layers {sorted(unknown)}" if unknown else (not f.debug or not env)
     need("debug switches that make its transport visible", debug)
@@ -71,7 +71,7 @@ def flavour_gaps(f: Flavour) -> list[str]:
         logs = _real_logs(name)
         if not logs:
             return f"no real log named {name}*.log in tests/data/transport"
-        decided = [transport.parse_transport(log, name, False, 1) for log in logs]
+        decided = [transport.parse_log(log, f, False, 1) for log in logs]
         if not any(t.effective != "unknown" and t.layer in (name, *f.layers) for t in decided):
             return "its parser decides none of its recorded logs"
         return None
@@ -98,7 +98,9 @@ def flavour_gaps(f: Flavour) -> list[str]:
                 return f"the {gen} image does not build against {f.abi}"
         return None
     need("an image recipe", image)
-    need("a doctor probe", lambda: f.controller not in ("mpi", "gloo") or not callable(getattr(f, "doctor", None)))
+    # bench doctor's probe (bench/doctor.py) renders a 2-rank launch with it and checks the controller it reports.
+    need("a Horovod controller for bench doctor's probe", lambda: f.controller not in ("mpi", "gloo")
+         and f"controller {f.controller!r} is neither mpi nor gloo")
     need("planning answers (native engine, Azure ML launch)",
          lambda: f.native not in (None, "torchrun", "launcher") or f.azureml_launch not in ("mpi", "own"))
 

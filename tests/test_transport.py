@@ -1,4 +1,5 @@
-"""bench.transport: recorded real logs (and documented-format excerpts) -> effective transport; mismatch rules."""
+"""bench.transport: recorded real logs (and documented-format excerpts) -> effective transport; mismatch rules.
+Most cases go through bench.launch.evidence, which looks the flavour up by name and hands it to bench.transport."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench.launch import LAUNCHERS
-from bench.transport import (
-    Transport,
-    debug_env,
-    debug_layers,
-    mismatch,
-    parse_transport,
-    verdict,
-)
+from bench.launch.evidence import debug_env, debug_layers, parse_transport
+from bench.transport import SHARED_DEBUG_ENV, Transport, debug_env_for, mismatch, parse_log, verdict
 
 DATA = Path(__file__).parent / "data" / "transport"
 
@@ -203,6 +198,25 @@ def test_debug_env_per_flavour():
     flat = {k: v for env in debug_layers().values() for k, v in env.items()}
     assert flat["NCCL_DEBUG"] != "TRACE" and flat["UCX_LOG_LEVEL"] not in ("debug", "trace")
     assert int(flat["I_MPI_DEBUG"]) <= 6
+
+
+class _LineCounter:
+    """A flavour of its own (bench.transport.Reader): the pure module needs no registry, only what it is handed."""
+    debug = {"MY_DEBUG": "1"}
+    layers = ("ucx",)
+
+    def parse(self, lines: list[str], nodes: int | None) -> Transport:
+        return Transport("tcp", f"{len(lines)} lines, nodes={nodes}", "mine")
+
+
+def test_the_pure_module_reads_with_the_flavour_it_is_handed():
+    reader = _LineCounter()
+    assert debug_env_for(reader, False) == {"MY_DEBUG": "1", **SHARED_DEBUG_ENV["ucx"]}
+    assert debug_env_for(reader, True) == {"MY_DEBUG": "1", **SHARED_DEBUG_ENV["ucx"], **SHARED_DEBUG_ENV["nccl"]}
+    assert parse_log("[1,0]<stderr>:a\nb\n", reader, False, 2) == Transport("tcp", "2 lines, nodes=2", "mine")
+    nccl = read_log("nccl_multinode_ib")
+    assert parse_log(nccl, reader, True, 2).layer == "nccl"  # GPU cells: NCCL decides when it printed anything
+    assert parse_log(nccl, reader, False, 2).layer == "mine"
 
 
 # Real 2-node runs on the emulated cluster (scripts/testcluster.sh; tests/test_cluster.py runs the same lines), one rank

@@ -37,9 +37,9 @@ from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import LaunchSpec, Rendered, flavour_named
+from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
 from bench.redact import SENSITIVE_NAME
-from bench.transport import debug_env
 
 RECORDS = "records"  # the job's named output; rank 0 writes records.jsonl into it
 IMAGENET = "imagenet"  # the job's named input for data=imagenet cells

@@ -41,7 +41,7 @@ from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered, Ssh
 from bench.launch.cellenv import cell_env
 from bench.launch.fabric import is_cidr
-from bench.runtimes import runtime_for
+from bench.launch.runtimes import runtime_for
 
 REPO_ROOT = MODELS_DIR.parent
 PROBE_TIMEOUT_S = 30  # one node's check, ssh connection included

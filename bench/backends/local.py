@@ -18,7 +18,7 @@ from bench.catalog import catalog
 from bench.cell import PlannedCell
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
 from bench.launch.cellenv import cell_env
-from bench.runtimes import runtime_for
+from bench.launch.runtimes import runtime_for
 
 
 @functools.cache

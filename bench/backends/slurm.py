@@ -23,7 +23,7 @@ from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
 from bench.launch.cellenv import cell_env
-from bench.runtimes import runtime_for
+from bench.launch.runtimes import runtime_for
 
 # Job states in which the job has not finished yet (everything else is final).
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bench.cell import PlannedCell
+from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
+from bench.launch.runtimes import Runtime
 from bench.launch.spec import LaunchSpec
-from bench.runtimes import Runtime
-from bench.transport import debug_env
 
 
 def cell_env(planned: PlannedCell, threads: int, runtime: Runtime, iface: str | None = None) -> dict[str, str]:

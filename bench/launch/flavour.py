@@ -5,21 +5,18 @@ asked of that instance:
 - `render`: the launcher's argv and env for a LaunchSpec (one host or several, with the interface and ssh settings);
 - `fabric_env`: its own settings for the `ib` axis (NCCL and UCX are shared layers, bench.launch.fabric);
 - `debug` / `layers`: the switches that make its transport visible, and the shared layers whose output counts;
-- `parse`: its reading of a job's log into the effective transport (bench.transport dispatches to it);
-- `abi` / `runtime_prefix`: which Horovod build and environment runs its cells (bench.runtimes);
+- `parse`: its reading of a job's log into the effective transport (bench.transport reads with it);
+- `abi` / `runtime_prefix`: which Horovod build and environment runs its cells (bench.launch.runtimes);
 - `image`: what a container image installs for it (bench.images, docker/Dockerfile.j2);
-- `controller` / `doctor`: what `bench doctor` starts to prove it works;
+- `controller`: Horovod's controller under it, which `bench doctor`'s probe (bench/doctor.py) must see at work;
 - `native`, `ib_without_sriov`, `azureml_launch`, `launcher_env`: what planning and Azure ML need from it.
 
 tests/test_registries.py checks every registered flavour has every piece, and names the piece that is missing.
+A flavour is data and rendering: it starts nothing itself.
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -27,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from bench.launch.spec import LaunchSpec, Rendered, Ssh
 
 if TYPE_CHECKING:
-    from bench.runtimes import Runtime
+    from bench.launch.runtimes import Runtime
     from bench.transport import Transport
 
 
@@ -42,18 +39,11 @@ class ImageRecipe:
     abi_note: str | None = None  # why it builds against `abi`, when that is not its own name (Dockerfile header)
 
 
-@dataclass(frozen=True)
-class Probe:
-    """`bench doctor`'s result for one flavour: None problem means a 2-rank allreduce worked under it."""
-    problem: str | None
-    library: str | None = None  # what ran it, as the job reported
-
-
 class Flavour:
     name: str  # the matrix's `mpi` value
     title: str  # as people write it, for messages
     tool: str  # the program that starts the processes
-    # The MPI ABI its Horovod build links, which picks the environment (a key of bench.runtimes.ABIS).
+    # The MPI ABI its Horovod build links, which picks the environment (a key of bench.launch.runtimes.ABIS).
     abi: str
     # Where, inside that environment, its own runtime sits when it is not the environment's own (Intel MPI's prefix):
     # its bin/ comes first on PATH and its lib/ replaces the environment's on the library path.
@@ -113,44 +103,3 @@ class Flavour:
             return found
         beside = Path(runtime.python).parent / self.tool
         return str(beside) if beside.exists() else shutil.which(self.tool)
-
-    def version(self, runtime: Runtime) -> str | None:
-        """The launcher's own version line (for `bench doctor`), or None if it is not there."""
-        tool = self.tool_path(runtime)
-        if tool is None:
-            return None
-        try:
-            out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        lines = [" ".join(ln.split()) for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]
-        return next((ln for ln in lines if any(c.isdigit() for c in ln)), lines[0] if lines else None)
-
-    def doctor(self, timeout_s: float = 120, python: str | None = None) -> Probe:
-        """A 2-rank Horovod allreduce (models/mpi_probe.py) under this flavour's launcher and runtime."""
-        import models
-        from bench.runtimes import runtime_for
-
-        rt = runtime_for(self.name, python or sys.executable)
-        if not Path(rt.python).exists():
-            return Probe(f"no runtime at {rt.python} (run `make run`)")
-        tool = self.tool_path(rt)
-        if tool is None:
-            return Probe(f"{self.tool} not found")
-        probe = Path(models.__file__).resolve().parent / "mpi_probe.py"
-        spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(rt.python, str(probe)),
-                          env={"OMP_NUM_THREADS": "1", **rt.env}, as_root=os.geteuid() == 0)
-        rendered = self.render(spec, tool)
-        env = {**os.environ, **rendered.env, "PATH": os.pathsep.join((*rt.bin_dirs, os.environ.get("PATH", "")))}
-        try:
-            out = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return Probe(f"a 2-rank allreduce did not finish in {timeout_s:g} s")
-        found = [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if '"sum_ok"' in line]
-        if out.returncode != 0 or not found or not found[0]["sum_ok"] \
-                or found[0]["mpi_enabled"] != (self.controller == "mpi"):
-            last = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-            return Probe(f"2-rank allreduce failed (exit {out.returncode}): {last[0][:160]}")
-        if self.controller == "gloo":
-            return Probe(None, "Horovod's Gloo controller, no MPI")
-        return Probe(None, found[0]["mpi_library"])

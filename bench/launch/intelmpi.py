@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from bench.launch.fabric import iface_name
-from bench.launch.flavour import Flavour, ImageRecipe
-from bench.launch.hydra import hydra_argv
-from bench.launch.spec import LaunchSpec, Rendered
+from bench.launch.flavour import ImageRecipe
+from bench.launch.hydra import HydraFlavour
+from bench.launch.spec import LaunchSpec
 from bench.transport import UNKNOWN, Effective, Seen, Transport, ofi_kind, short_host, slowest
 
 _STARTUP = re.compile(r"^\[\d+\] MPI startup\(\):\s*(.*)$")
@@ -16,11 +16,9 @@ _PIN_ROW = re.compile(r"^\d+\s+\d+\s+(\S+)\s+\{")
 _FABRICS = re.compile(r"^I_MPI_FABRICS=(\S+)")
 
 
-class IntelMPI(Flavour):
+class IntelMPI(HydraFlavour):
     name = "intelmpi"
     title = "Intel MPI"
-    tool = "mpiexec.hydra"
-    abi = "mpich"
     runtime_prefix = "opt/impi"  # inside the MPICH-ABI venv, as scripts/install.sh installs it
     ib_without_sriov = True  # through Network Direct and DAPL (fabric_env)
     # Level 5 prints "libfabric provider: <name>" and the rank/node pinning table; level 6 adds "single node launch
@@ -42,19 +40,14 @@ class IntelMPI(Flavour):
             env["FI_TCP_IFACE"] = iface_name(spec, "FI_TCP_IFACE")
         return env
 
-    def render(self, spec: LaunchSpec, tool: str | None = None) -> Rendered:
-        env = {**self.fabric_env(spec), **spec.env}
-        # Intel MPI pins ranks to cores by default; each worker sets its own thread count, so no pinning.
-        env.setdefault("I_MPI_PIN", "0")
-        launcher = []
-        if spec.ssh:
-            # Intel's Hydra takes ssh's options as one string in -bootstrap-exec-args (not in its -help, but in the
-            # binary; checked with 2021.18.1 and a recording stand-in for ssh: they arrive as separate words before
-            # the host). MPICH's HYDRA_LAUNCHER_EXTRA_ARGS is not read by Intel's Hydra.
-            launcher = ["-launcher", "ssh"]
-            if spec.ssh.args():
-                launcher += ["-bootstrap-exec-args", " ".join(spec.ssh.args())]
-        return Rendered(tuple(hydra_argv(spec, tool or self.tool, env, launcher)) + spec.program, env)
+    # Intel MPI pins ranks to cores by default; each worker sets its own thread count, so no pinning.
+    rank_defaults = {"I_MPI_PIN": "0"}
+
+    def ssh_options(self, ssh_args: list[str]) -> tuple[list[str], dict[str, str]]:
+        # Intel's Hydra takes ssh's options as one string in -bootstrap-exec-args (not in its -help, but in the
+        # binary; checked with 2021.18.1 and a recording stand-in for ssh: they arrive as separate words before
+        # the host). MPICH's HYDRA_LAUNCHER_EXTRA_ARGS is not read by Intel's Hydra.
+        return ["-bootstrap-exec-args", " ".join(ssh_args)], {}
 
     def parse(self, lines: list[str], nodes: int | None) -> Transport:
         provider = fabrics = shm_default = None

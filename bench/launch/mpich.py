@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 from bench.launch.fabric import ucx_env
-from bench.launch.flavour import Flavour, ImageRecipe
-from bench.launch.hydra import hydra_argv
-from bench.launch.spec import LaunchSpec, Rendered
+from bench.launch.flavour import ImageRecipe
+from bench.launch.hydra import HydraFlavour
+from bench.launch.spec import LaunchSpec
 from bench.transport import Effective, Seen, Transport, decide, multi_node, ofi_kind, ucx_paths
 
 # ch4:ofi summary: "libfabric provider: tcp - 192.0.2.0/24" (4.1+); the candidate list ("provider: tcp, score = 4")
@@ -15,11 +15,9 @@ _PROVIDER = re.compile(r"^(?:libfabric provider|Provider name):\s*([^\s,]+)")
 _SHM = re.compile(r"^MPID/shm:\s*MPIDI_POSIX")
 
 
-class MPICH(Flavour):
+class MPICH(HydraFlavour):
     name = "mpich"
     title = "MPICH"
-    tool = "mpiexec.hydra"
-    abi = "mpich"
     # Rank 0 prints "libfabric provider: <name> - <fabric>" (ch4:ofi) or "==== UCX netmod Capability ====" (ch4:ucx)
     # and "MPID/shm: MPIDI_POSIX..." when the shared-memory module is on; ~40-110 lines once.
     # MPIR_CVAR_CH4_OFI_CAPABILITY_SETS_DEBUG adds nothing the summary does not print (checked with MPICH 5.0.2).
@@ -32,18 +30,11 @@ class MPICH(Flavour):
         """The wheel's default netmod is ch4:ucx, so the fabric is chosen through UCX."""
         return {"MPIR_CVAR_CH4_NETMOD": "ucx", **ucx_env(spec)}
 
-    def render(self, spec: LaunchSpec, tool: str | None = None) -> Rendered:
-        env = {**self.fabric_env(spec), **spec.env}
-        launcher, launcher_env = [], {}
-        if spec.ssh:
-            launcher = ["-launcher", "ssh"]
-            if spec.ssh.args():
-                # Hydra splits HYDRA_LAUNCHER_EXTRA_ARGS on spaces and puts the words between ssh and the host
-                # (its external_common_launch.c; checked with MPICH 5.0.2 and a recording stand-in for ssh). Its
-                # -help lists no option for them. mpiexec reads it itself: the launcher's environment, not -genv.
-                launcher_env["HYDRA_LAUNCHER_EXTRA_ARGS"] = " ".join(spec.ssh.args())
-        argv = hydra_argv(spec, tool or self.tool, env, launcher)
-        return Rendered(tuple(argv) + spec.program, {**env, **launcher_env})
+    def ssh_options(self, ssh_args: list[str]) -> tuple[list[str], dict[str, str]]:
+        # Hydra splits HYDRA_LAUNCHER_EXTRA_ARGS on spaces and puts the words between ssh and the host (its
+        # external_common_launch.c; checked with MPICH 5.0.2 and a recording stand-in for ssh). Its -help lists no
+        # option for them. mpiexec reads it itself: the launcher's environment, not -genv.
+        return [], {"HYDRA_LAUNCHER_EXTRA_ARGS": " ".join(ssh_args)}
 
     def parse(self, lines: list[str], nodes: int | None) -> Transport:
         seen = ucx_paths(lines)
