@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.jobs import tool_path as _tool_path
 from bench.launch import LAUNCHERS, LaunchSpec
+from bench.launch.runtimes import runtime_for
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.launcher
@@ -25,7 +25,7 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
                       program=(sys.executable, str(ROOT / "tests" / "workers" / worker), str(out), *extra),
                       env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
     launcher = LAUNCHERS[flavour]
-    rendered = launcher.render(spec, _tool_path(launcher.TOOL, sys.executable))
+    rendered = launcher.render(spec, launcher.tool_path(runtime_for(flavour, sys.executable)))
     env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
@@ -38,7 +38,7 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
 
 @pytest.mark.parametrize("launcher", ["torchrun", "openmpi"])
 def test_native_engine_ends_with_the_averaged_weights(tmp_path, launcher):
-    from bench.backends.jobs import free_port as _free_port
+    from bench.backends.cell_launch import free_port as _free_port
     from bench.launch import TORCHRUN
 
     out = tmp_path / "weights.txt"
@@ -49,7 +49,7 @@ def test_native_engine_ends_with_the_averaged_weights(tmp_path, launcher):
     spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(sys.executable, str(worker), str(out)),
                       env=env, as_root=os.geteuid() == 0)
     rendered = TORCHRUN.render(spec, sys.executable) if launcher == "torchrun" else \
-        LAUNCHERS["openmpi"].render(spec, _tool_path("mpirun", sys.executable))
+        LAUNCHERS["openmpi"].render(spec, LAUNCHERS["openmpi"].tool_path(runtime_for("openmpi", sys.executable)))
     result = subprocess.run(rendered.argv, env={**os.environ, **rendered.env}, capture_output=True, text=True,
                             timeout=180)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -28,7 +28,7 @@ from bench.backends.azureml import (
     resolve_workspace,
 )
 from bench.backends.azureml_config import AzureMLConfig
-from bench.backends.jobs import MODELS_DIR
+from bench.backends.cell_launch import MODELS_DIR
 from bench.catalog import catalog
 from bench.cell import PlannedCell, cell_id
 from bench.errors import BenchInputError

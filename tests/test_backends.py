@@ -55,7 +55,7 @@ def _imports(path: Path):
 
 
 def test_no_backend_imports_another_backend_or_a_private_helper():
-    """Shared code lives in shared modules (jobs, base, settings); a backend's module is its own."""
+    """Shared code lives in shared modules (cell_launch, outcome, launcher_job, ...); a backend's module is its own."""
     modules = {e.impl.split(":")[0] for e in BACKENDS.values()}
     for path in sorted(BACKEND_DIR.glob("*.py")):
         me = f"bench.backends.{path.stem}"
@@ -64,3 +64,29 @@ def test_no_backend_imports_another_backend_or_a_private_helper():
                 assert module not in modules - {me}, f"{path.name} imports backend module {module}"
                 private = [n for n in names if n.startswith("_")]
                 assert not private, f"{path.name} imports private {private} from {module}"
+
+
+def _calls(path: Path, name: str) -> int:
+    return sum(1 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name)
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_backend_turns_a_job_into_an_outcome_through_the_one_ladder(name):
+    path = BACKEND_DIR / f"{BACKENDS[name].impl.split(':')[0].rsplit('.', 1)[1]}.py"
+    assert _calls(path, "classify") >= 1, f"{path.name} does not use outcome.classify"
+    assert _calls(path, "Outcome") == 0, f"{path.name} builds an Outcome itself instead of classify"
+
+
+def test_only_the_launch_module_asks_for_a_runtime_or_a_cells_env():
+    """One place renders a cell's launch: the backends say where it goes (Placement), cell_launch says what it is."""
+    users = sorted(p.name for p in BACKEND_DIR.glob("*.py")
+                   if any(m in ("bench.launch.runtimes", "bench.launch.cellenv") for m, _ in _imports(p)))
+    assert users == ["cell_launch.py"]
+
+
+def test_the_guard_module_names_itself_as_python_m_runs_it():
+    from bench.backends import guard
+
+    assert guard.MODULE == guard.__name__
+    assert guard.remote_command("py", "--sweep", "t")[2:] == ["py", "-m", guard.__name__, "--sweep", "t"]

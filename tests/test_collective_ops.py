@@ -3,7 +3,7 @@ and the record's validation both use, the sizes allgather moves, their own cell 
 import pytest
 
 from bench.analysis.collectives import fit_alpha_beta, fit_stacks
-from bench.backends.jobs import worker_program
+from bench.backends.cell_launch import worker_program
 from bench.cell import PlannedCell, cell_id
 from bench.errors import BenchInputError
 from bench.feasibility import build_reason

@@ -109,7 +109,7 @@ def test_a_collective_cell_has_its_own_id_and_training_ids_do_not_move():
 
 
 def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_flags(tmp_path):
-    from bench.backends.jobs import worker_program
+    from bench.backends.cell_launch import worker_program
     from bench.cell import PlannedCell
     from bench.feasibility import build_reason
 

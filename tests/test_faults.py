@@ -273,7 +273,7 @@ def test_sigkill_during_store_writes_keeps_whole_jobs_only_and_a_sound_store(tmp
 
 def test_a_dead_runs_claim_is_taken_over_and_its_leftover_processes_swept(tmp_path):
     """The second line of defence behind the watchdog: the next run sweeps a stale claim's job token."""
-    from bench.backends.jobs import TOKEN_VAR
+    from bench.backends.process import TOKEN_VAR
     from bench.backends.local import LocalBackend
     from bench.store import Store
 

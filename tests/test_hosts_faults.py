@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.jobs import LEASH_GRACE_S
+from bench.backends.guard import LEASH_GRACE_S
 from bench.matrix import load_matrix_text
 from bench.plan import plan_cells
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 import re
 import shlex
 import time
@@ -30,24 +29,26 @@ from typing import Any
 
 from bench import images
 from bench.backends.azureml_config import AzureMLConfig
+from bench.backends.azureml_workspace import WORKSPACE_ENV, Workspace, check_no_secrets, resolve_workspace
 from bench.backends.base import Outcome
-from bench.backends.jobs import (MODELS_DIR, judge, last_error, read_end, read_records, tail_of, worker_program,
-                                 worker_script)
+from bench.backends.cell_launch import MODELS_DIR, cell_dir, threads_for, worker_program
+from bench.backends.outcome import JobEnd, classify
+from bench.backends.records import read_end, read_records, tail_of
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
-from bench.redact import SENSITIVE_NAME
+
+__all__ = ["AzureMLBackend", "Handle", "RECORDS", "Workspace", "check_no_secrets", "fabric_env", "resolve_workspace"]
 
 RECORDS = "records"  # the job's named output; rank 0 writes records.jsonl into it
 IMAGENET = "imagenet"  # the job's named input for data=imagenet cells
-WORKSPACE_ENV = ("AZUREML_SUBSCRIPTION_ID", "AZUREML_RESOURCE_GROUP", "AZUREML_WORKSPACE")
 POLL_EVERY_S = 30.0  # the runner polls 5 times a second; the service is asked at most this often
 POLL_ERRORS_MAX = 5  # consecutive failed status queries before the cell is given up
 MASTER_PORT = "29500"  # DDP rendezvous port for mpirun-started native cells
-GPU_THREADS = 4  # host-side threads per GPU worker, as on the local backend
+GPU_THREADS = 4  # host-side threads per worker (every cell here is a GPU cell), as on the local backend
 # Statuses that end a job (azure.ai.ml's RunHistoryConstants.TERMINAL_STATUSES).
 TERMINAL = frozenset({"Completed", "Failed", "Canceled", "NotResponding", "Paused"})
 
@@ -58,18 +59,7 @@ SNAPSHOT_SETUP = f'{ROOT_VAR}=$(mktemp -d) && ln -s "$PWD" "${ROOT_VAR}/models"'
 # mpirun-started DDP: Azure ML names the first node in AZ_BATCHAI_MPI_MASTER_NODE.
 MASTER_ADDR_SETUP = 'export MASTER_ADDR="${AZ_BATCHAI_MPI_MASTER_NODE:-127.0.0.1}"'
 
-# A storage account key is 64 random bytes in base64 (88 characters ending "=="); connection strings name it.
-_ACCOUNT_KEY = re.compile(r"(?i)AccountKey=|(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==")
-_SAS_SIGNATURE = re.compile(r"(?i)[?&]sig=")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@dataclass(frozen=True)
-class Workspace:
-    subscription_id: str
-    resource_group: str
-    name: str
-    source: str  # where it was named, for messages
 
 
 @dataclass
@@ -84,65 +74,6 @@ class Handle:
     stopped: str | None = None  # timeout | interrupted
     next_poll: float = 0.0
     poll_errors: int = 0
-
-
-# --- configuration checks ---------------------------------------------------------------------------------------
-def check_no_secrets(config: AzureMLConfig) -> None:
-    """Keys and inline SAS signatures never belong in a matrix (it is shared and printed by `plan`); the message
-    names the setting, never its value."""
-    for where, value in _settings_text(config):
-        if _ACCOUNT_KEY.search(value):
-            raise BenchInputError(f"backend.azureml.{where}: looks like a storage account key; keys never go in a "
-                                  f"matrix (reach data by identity, or through a workspace datastore)")
-        if _SAS_SIGNATURE.search(value):
-            raise BenchInputError(f"backend.azureml.{where}: carries a SAS signature; register the SAS in a workspace "
-                                  f"datastore and use its azureml://datastores/... URI instead")
-    for name in config.env:
-        if SENSITIVE_NAME.search(name):
-            raise BenchInputError(f"backend.azureml.env.{name}: looks like a secret; secrets do not travel in job "
-                                  f"environment variables (use the job's identity)")
-
-
-def _settings_text(config: AzureMLConfig):
-    for field, value in config.model_dump().items():
-        if isinstance(value, str):
-            yield field, value
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                yield f"{field}.{key}", str(item)
-
-
-def resolve_workspace(config: AzureMLConfig, environ=os.environ) -> Workspace | None:
-    """The matrix's three fields, else its config_file, else the AZUREML_* environment; None if none is set.
-    A half-named workspace is an input error naming what is missing."""
-    named = {"subscription_id": config.subscription_id, "resource_group": config.resource_group,
-             "workspace": config.workspace}
-    if any(named.values()):
-        return _complete(named, "backend.azureml")
-    if config.config_file:
-        return _from_config_file(Path(config.config_file))
-    from_env = dict(zip(("subscription_id", "resource_group", "workspace"), (environ.get(v) for v in WORKSPACE_ENV)))
-    if any(from_env.values()):
-        return _complete(from_env, "the AZUREML_* environment")
-    return None
-
-
-def _complete(named: dict[str, str | None], source: str) -> Workspace:
-    missing = [k for k, v in named.items() if not v]
-    if missing:
-        raise BenchInputError(f"{source}: the workspace is half named; missing {', '.join(missing)}")
-    return Workspace(named["subscription_id"], named["resource_group"], named["workspace"], source)
-
-
-def _from_config_file(path: Path) -> Workspace:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise BenchInputError(f"backend.azureml.config_file: cannot read {path} as JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise BenchInputError(f"backend.azureml.config_file: {path} is not a JSON object")
-    return _complete({"subscription_id": data.get("subscription_id"), "resource_group": data.get("resource_group"),
-                      "workspace": data.get("workspace_name")}, str(path))
 
 
 def _sdk():
@@ -229,10 +160,10 @@ class AzureMLBackend:
         return None
 
     def cell_dir(self, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
-        return self.results_dir / "runs" / run_id / planned.cell_id / f"job{job}"
+        return cell_dir(self.results_dir, planned, run_id, job)
 
     def threads_for(self, planned: PlannedCell) -> int:
-        return planned.cell["threads"] or GPU_THREADS
+        return threads_for(planned, None, GPU_THREADS)
 
     def job_env(self, planned: PlannedCell) -> dict[str, str]:
         c = planned.cell
@@ -248,10 +179,9 @@ class AzureMLBackend:
         written into the job's output."""
         c = planned.cell
         data_dir = f"${{{{inputs.{IMAGENET}}}}}" if c["data"] == "imagenet" else None
-        argv = worker_program(planned, run_id, f"${{{{outputs.{RECORDS}}}}}/records.jsonl",
-                              self.threads_for(planned), python="python", data_dir=data_dir)
-        script = f"${ROOT_VAR}/{MODELS_DIR.name}/{worker_script(c)}"
-        return ("python", script, *argv[2:])
+        return worker_program(planned, run_id, f"${{{{outputs.{RECORDS}}}}}/records.jsonl",
+                              self.threads_for(planned), python="python", data_dir=data_dir,
+                              models_dir=f"${ROOT_VAR}/{MODELS_DIR.name}")
 
     def command_line(self, planned: PlannedCell, run_id: str) -> str:
         """What each process (or, for Gloo, the one horovodrun) runs, as Azure ML's command."""
@@ -418,24 +348,25 @@ class AzureMLBackend:
 
     def collect(self, handle: Handle) -> Outcome:
         job = f"Azure ML job {handle.name}"
-        if handle.error:
-            return Outcome("failed", [], handle.error)
-        if handle.stopped == "timeout":
-            return Outcome("timeout", [], f"timed out after {self.timeout_s:g} s; {job} was canceled")
-        if handle.stopped == "interrupted":
-            return Outcome("interrupted", [], f"interrupted; {job} was canceled")
+        end = JobEnd(error=handle.error, stopped=handle.stopped)
+        if not (handle.error or handle.stopped):
+            end = self._job_end(handle, job)
+        return classify(end, handle.planned.cell["repeats"], self.timeout_s, f"{job} was canceled",
+                        fallback="see its logs in Azure ML studio")
+
+    def _job_end(self, handle: Handle, job: str) -> JobEnd:
+        """A failed job's log tail, or a completed job's records (downloaded into the job directory)."""
         if handle.status != "Completed":
             tail = self._log_tail(handle)
-            why = last_error(tail or "") or "see its logs in Azure ML studio"
-            return Outcome("failed", [], f"{job} ended {handle.status}: {why}", tail)
+            return JobEnd(log=tail or "", tail=tail, failure=f"{job} ended {handle.status}")
         from azure.core.exceptions import AzureError
 
         try:
             self._client().jobs.download(handle.name, output_name=RECORDS, download_path=handle.job_dir)
         except (AzureError, OSError) as e:
-            return Outcome("failed", [], f"could not download the records of {job}: {_one_line(e)}")
+            return JobEnd(error=f"could not download the records of {job}: {_one_line(e)}")
         records, bad = read_records(handle.job_dir / "named-outputs" / RECORDS / "records.jsonl")
-        return judge(records, bad, handle.planned.cell["repeats"])
+        return JobEnd(records, bad)
 
     def _log_tail(self, handle: Handle) -> str | None:
         """The end of rank 0's log (downloaded with the job's default artifacts), or None if it cannot be had."""

@@ -6,19 +6,19 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.backends import jobs
+from bench.backends import launcher_job
 from bench.backends.base import Outcome
-from bench.backends.jobs import Handle, free_port, imagenet_reach_reason, last_error, make_imagenet_sample_if_needed, \
-    tool_path, worker_program
+from bench.backends.cell_launch import CellLaunch, Placement, launch_for
+from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
+from bench.backends.launcher_job import Handle
+from bench.backends.outcome import classify
+from bench.backends.process import kill_family
 from bench.catalog import catalog
 from bench.cell import PlannedCell
-from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
-from bench.launch.cellenv import cell_env
-from bench.launch.runtimes import runtime_for
+from bench.launch import Rendered
 
 
 @functools.cache
@@ -74,32 +74,14 @@ class LocalBackend:
             return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has {len(gpus)}x {gpus[0]}"
         return None
 
-    def threads_for(self, planned: PlannedCell) -> int:
-        if planned.cell["threads"]:
-            return planned.cell["threads"]
-        if planned.sku.is_cpu:
-            return max(1, (os.cpu_count() or 1) // planned.cell["gpus"])
-        return 4  # GPU workers: a few threads each for the host side
-
-    def cell_dir(self, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
-        return self.results_dir / "runs" / run_id / planned.cell_id / f"job{job}"
+    def launch(self, planned: PlannedCell, run_id: str, job: int = 0) -> CellLaunch:
+        """Every worker on this machine; CPU workers share its cores."""
+        return launch_for(planned, run_id, job, where=Placement(self.results_dir, self.python,
+                                                                cores=os.cpu_count() or 1,
+                                                                data_dir=self.imagenet_dir))
 
     def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
-        c = planned.cell
-        threads = self.threads_for(planned)
-        out = self.cell_dir(planned, run_id, job) / "records.jsonl"
-        rt = runtime_for(c["mpi"], self.python)
-        spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),),
-                          program=worker_program(planned, run_id, out, threads, rt.python, self.imagenet_dir),
-                          env=cell_env(planned, threads, rt), ib=c["ib"], as_root=os.geteuid() == 0,
-                          sriov=planned.sku.sriov)
-        launcher = LAUNCHERS[c["mpi"]]
-        if c["engine"] == "native":
-            if launcher.native == "torchrun":
-                return TORCHRUN.render(spec, rt.python)
-            # DDP's processes started by mpirun rendezvous over TCP on this machine.
-            spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
-        return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, rt.python))
+        return self.launch(planned, run_id, job).render()
 
     def describe(self, planned: PlannedCell, run_id: str) -> dict[str, Any]:
         r = self.render(planned, run_id)
@@ -107,34 +89,22 @@ class LocalBackend:
 
     # --- running ------------------------------------------------------------------------------------------------
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
-        bins = runtime_for(planned.cell["mpi"], self.python).bin_dirs
-        return jobs.start(planned, self.render(planned, run_id, job), self.cell_dir(planned, run_id, job),
-                          self.timeout_s, bins)
+        launch = self.launch(planned, run_id, job)
+        return launcher_job.start(planned, launch.render(), launch.dir, self.timeout_s, launch.runtime.bin_dirs)
 
     def poll(self, handle: Handle) -> bool:
-        return jobs.poll(handle, jobs.kill)
+        return launcher_job.poll(handle, launcher_job.kill)
 
     def cancel(self, handle: Handle) -> None:
         handle.stopped = handle.stopped or "interrupted"
-        jobs.kill(handle)
+        launcher_job.kill(handle)
 
     def collect(self, handle: Handle) -> Outcome:
-        rc, records, bad, log, tail = jobs.finish(handle, jobs.kill)
-        outcome = self._outcome(handle, rc, records, bad, log, tail)
+        end = launcher_job.finish(handle, launcher_job.kill)
+        outcome = classify(end, handle.planned.cell["repeats"], self.timeout_s, "the process group was killed")
         outcome.log_path = handle.cell_dir / "log.txt"
         return outcome
 
-    def _outcome(self, handle: Handle, rc: int, records: list[dict], bad: str | None, log: str,
-                 tail: str) -> Outcome:
-        if handle.stopped == "timeout":
-            return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; the process group was killed",
-                           tail, rc)
-        if handle.stopped == "interrupted":
-            return Outcome("interrupted", records, "interrupted; the process group was killed", tail, rc)
-        if rc != 0:
-            return Outcome("failed", records, f"exit code {rc}: {last_error(log) or 'see log.txt'}", tail, rc)
-        return jobs.judge(records, bad, handle.planned.cell["repeats"], tail, rc)
-
     def sweep(self, token: str) -> int:
         """Kill whatever still carries a cell token: the jobs of a controller that died (a stale claim)."""
-        return jobs.kill_family(None, token)
+        return kill_family(None, token)

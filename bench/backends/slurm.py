@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.backends.base import Outcome
-from bench.backends.jobs import imagenet_reach_reason, judge, last_error, make_imagenet_sample_if_needed, read_end, \
-    read_records, tail_of, tool_path, worker_program
+from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for
+from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
+from bench.backends.outcome import JobEnd, classify
+from bench.backends.records import read_end, read_records, tail_of
 from bench.backends.slurm_config import SlurmConfig
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
-from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered
-from bench.launch.cellenv import cell_env
-from bench.launch.runtimes import runtime_for
+from bench.launch import Rendered
 
 # Job states in which the job has not finished yet (everything else is final).
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
@@ -152,7 +151,7 @@ class SlurmBackend:
         return None
 
     def job_dir(self, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
-        return self.jobs_root / "runs" / run_id / planned.cell_id / f"job{job}"
+        return cell_dir(self.jobs_root, planned, run_id, job)
 
     def _cpus_per_task(self, planned: PlannedCell) -> int:
         if self.config.cpus_per_task:
@@ -161,37 +160,26 @@ class SlurmBackend:
         per_node = math.ceil(planned.cell["gpus"] / planned.nodes)
         return max(1, cores // per_node) if cores else 1
 
+    def launch(self, planned: PlannedCell, run_id: str, job: int = 0) -> CellLaunch:
+        """Each worker gets its task's CPUs; a multi-node host list holds NODE_MARK placeholders, and the native
+        engine's port comes from the job id, both filled by the script at run time."""
+        where = Placement(self.jobs_root, self.python, tuple(NODE_MARK.format(i) for i in range(planned.nodes)),
+                          self.config.iface, worker_threads=self._cpus_per_task(planned), data_dir=self.imagenet_dir,
+                          master_port=RUNTIME_ENV["MASTER_PORT"])
+        return launch_for(planned, run_id, job, where=where)
+
     def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
-        """The line that starts the workers inside the allocation. Multi-node host lists hold NODE_MARK
-        placeholders, which the script fills from the allocation."""
-        c = planned.cell
-        nodes, workers = planned.nodes, c["gpus"]
-        per_node = math.ceil(workers / nodes)
-        threads = c["threads"] or self._cpus_per_task(planned)
-        rt = runtime_for(c["mpi"], self.python)
-        python = rt.python
-        out = self.job_dir(planned, run_id, job) / "records.jsonl"
-        program = worker_program(planned, run_id, out, threads, python, self.imagenet_dir)
-        iface = self.config.iface if nodes > 1 else None  # one node: the launchers' own choice (shared memory)
-        env = cell_env(planned, threads, rt, iface=iface)
-        # One node: everything runs where the batch script runs, as on the local backend.
-        hosts = (("localhost", workers),) if nodes == 1 else \
-            tuple((NODE_MARK.format(i), per_node) for i in range(nodes))
-        spec = LaunchSpec(workers=workers, hosts=hosts, program=program, env=env, ib=c["ib"],
-                          as_root=_is_root(), sriov=planned.sku.sriov, iface=iface)
-        launcher = LAUNCHERS[c["mpi"]]
-        if c["engine"] == "native":
-            if launcher.native == "torchrun":
-                return TORCHRUN.render(spec, python)
-            # DDP under mpirun rendezvouses over TCP on the node; the port is picked from the job id at run time.
-            spec = replace(spec, env={**env, "MASTER_ADDR": "127.0.0.1", **RUNTIME_ENV})
-        elif self.config.launch == "srun" and launcher.controller == "mpi":  # srun starts MPI ranks, not horovodrun
-            argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={workers}",
-                    f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
-                    "--kill-on-bad-exit=1", *program)
-            # No launcher flags under srun: the flavour's fabric settings (the interface too) go as its variables.
-            return Rendered(argv, {**launcher.launcher_env(spec), **env})
-        return launcher.render(spec, rt.tool(launcher.TOOL) or tool_path(launcher.TOOL, python))
+        """The line that starts the workers inside the allocation."""
+        launch = self.launch(planned, run_id, job)
+        c, spec = planned.cell, launch.spec
+        if c["engine"] != "native" and self.config.launch == "srun" and launch.flavour.controller == "mpi":
+            # srun starts MPI ranks, not horovodrun; no launcher flags under srun: the flavour's fabric settings (the
+            # interface too) go as its variables.
+            argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={c['gpus']}",
+                    f"--ntasks-per-node={planned.per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
+                    "--kill-on-bad-exit=1", *spec.program)
+            return Rendered(argv, {**launch.flavour.launcher_env(spec), **spec.env})
+        return launch.render()
 
     def script(self, planned: PlannedCell, run_id: str, job: int = 0) -> str:
         """The sbatch script. Every value that comes from the matrix or a path is shlex-quoted; the #SBATCH lines
@@ -201,6 +189,7 @@ class SlurmBackend:
         per_node = math.ceil(workers / nodes)
         job_dir = self.job_dir(planned, run_id, job)
         rendered = self.render(planned, run_id, job)
+        bin_dirs = self.launch(planned, run_id, job).runtime.bin_dirs
         q = shlex.quote
         options = [f"--job-name=bench-{planned.cell_id}", f"--nodes={nodes}", f"--ntasks={workers}",
                    f"--ntasks-per-node={per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}"]
@@ -221,7 +210,7 @@ class SlurmBackend:
                  f"# bench cell {planned.cell_id} ({planned.label()}), run {q(run_id)}, job {job}",
                  "set -eu",
                  # The workers' environment: its launcher and Python first on PATH, then the cell's settings.
-                 f"export PATH={':'.join(q(d) for d in runtime_for(c['mpi'], self.python).bin_dirs)}:\"$PATH\""]
+                 f"export PATH={':'.join(q(d) for d in bin_dirs)}:\"$PATH\""]
         for name, value in sorted(rendered.env.items()):
             lines.append(f"export {name}={RUNTIME_ENV[name] if name in RUNTIME_ENV else q(value)}")
         if nodes > 1:
@@ -285,28 +274,22 @@ class SlurmBackend:
 
     def _collect(self, handle: Handle) -> Outcome:
         if handle.submit_error:
-            return Outcome("failed", [], handle.submit_error)
+            return classify(JobEnd(error=handle.submit_error), handle.planned.cell["repeats"], self.timeout_s, "")
         if not handle.stopped and not handle.lost:
             self._wait_gone(handle, CLI_TIMEOUT_S)  # the runner may collect without a final poll
         records, bad = read_records(handle.job_dir / "records.jsonl")
         log = read_end(handle.job_dir / "log.txt")
-        tail = tail_of(log)
         info = handle.info or {}
         rc, sig = _exit_code(info.get("ExitCode", ""))
         job = f"Slurm job {handle.job_id}"
-        if handle.stopped == "timeout":
-            return Outcome("timeout", records, f"timed out after {self.timeout_s:g} s; {job} was cancelled", tail, rc)
-        if handle.stopped == "interrupted":
-            return Outcome("interrupted", records, f"interrupted; {job} was cancelled", tail, rc)
-        if handle.lost:
-            return Outcome("failed", records, f"{job}: {handle.lost}", tail, rc)
-        if handle.state == "TIMEOUT":
-            return Outcome("timeout", records, f"{job} reached its Slurm time limit", tail, rc)
-        if handle.state != "COMPLETED" or rc != 0:
-            why = last_error(log) or _slurm_reason(info) or "see log.txt"
-            signal = f", signal {sig}" if sig else ""
-            return Outcome("failed", records, f"{job} {handle.state}, exit code {rc}{signal}: {why}", tail, rc)
-        return judge(records, bad, handle.planned.cell["repeats"], tail, rc)
+        failed = handle.state != "COMPLETED" or rc != 0
+        how = f"{job} {handle.state}, exit code {rc}" + (f", signal {sig}" if sig else "")
+        end = JobEnd(records, bad, log, tail_of(log), rc, stopped=handle.stopped,
+                     lost=f"{job}: {handle.lost}" if handle.lost else None,
+                     time_limit=f"{job} reached its Slurm time limit" if handle.state == "TIMEOUT" else None,
+                     failure=how if failed else None)
+        return classify(end, handle.planned.cell["repeats"], self.timeout_s, f"{job} was cancelled",
+                        fallback=_slurm_reason(info) or "see log.txt")
 
     # --- talking to Slurm -----------------------------------------------------------------------------------------
     def _refresh(self, handle: Handle) -> None:
@@ -357,10 +340,6 @@ def _no_newline(path: Path) -> str:
     if "\n" in str(path) or "\r" in str(path):
         raise BenchInputError(f"slurm backend: path {str(path)!r} contains a line break")
     return str(path)
-
-
-def _is_root() -> bool:
-    return os.geteuid() == 0
 
 
 def _fields(text: str) -> dict[str, str]:

@@ -1,0 +1,137 @@
+"""How a cell is launched, for every backend: the worker's argv, its environment, its job directory, its threads,
+the runtime and launcher that start it, and the native engine's rendezvous. A backend says only where the cell goes
+(a `Placement`) and places the result: starts it here, over ssh, in an sbatch script or in an Azure ML job."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import models
+from bench.backends.process import TOKEN_VAR
+from bench.cell import PlannedCell
+from bench.launch import LAUNCHERS, TORCHRUN, Flavour, LaunchSpec, Rendered, Ssh
+from bench.launch.cellenv import cell_env
+from bench.launch.runtimes import Runtime, runtime_for
+from models.registry import COLLECTIVES, WORKLOADS
+
+MODELS_DIR = Path(models.__file__).resolve().parent
+GPU_THREADS = 4  # GPU workers: a few threads each for the host side
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a backend puts a cell: all a cell's launch depends on besides the cell itself."""
+
+    root: Path  # job directories are root/runs/<run>/<cell>/job<k>, on every host of the cell
+    python: str = sys.executable  # this machine's Python: picks the cell's runtime (its environment)
+    hosts: tuple[str, ...] = ()  # the nodes of a multi-node cell (names, or placeholders); one node runs "localhost"
+    iface: str | None = None  # multi-node cells: the interface between the nodes
+    ssh: Ssh | None = None  # multi-node cells: how the launcher reaches the other nodes
+    cores: int | None = None  # cores of the (smallest) node: CPU workers share them when the cell names no threads
+    worker_threads: int | None = None  # threads of every worker when the cell names none (Slurm's cpus-per-task)
+    data_dir: Path | None = None  # where data=imagenet cells read the data set
+    master_port: str | None = None  # the native engine's rendezvous port under a launcher; None = a free one here
+    token: str | None = None  # set in every worker's env, so the launcher forwards it to every host
+
+
+@dataclass(frozen=True)
+class CellLaunch:
+    planned: PlannedCell
+    dir: Path  # the job directory: records.jsonl, log.txt
+    threads: int  # per worker
+    runtime: Runtime  # the environment that runs the workers (and its launcher)
+    flavour: Flavour
+    spec: LaunchSpec  # workers, hosts, the worker program and its env
+
+    @property
+    def tool(self) -> str | None:
+        """The launcher's path; None = its name on PATH."""
+        return self.flavour.tool_path(self.runtime)
+
+    def render(self) -> Rendered:
+        """The argv and env that start every worker: the native engine's torchrun, or the flavour's launcher."""
+        if self.planned.cell["engine"] == "native" and self.flavour.native == "torchrun":
+            return TORCHRUN.render(self.spec, self.runtime.python)
+        return self.flavour.render(self.spec, self.tool)
+
+
+def launch_for(planned: PlannedCell, run_id: str, job: int, *, where: Placement) -> CellLaunch:
+    c = planned.cell
+    one = planned.nodes == 1  # one node: the launcher starts every worker where it runs, as on the local backend
+    iface = None if one else where.iface
+    threads = threads_for(planned, where.cores, where.worker_threads)
+    rt = runtime_for(c["mpi"], where.python)
+    job_dir = cell_dir(where.root, planned, run_id, job)
+    env = cell_env(planned, threads, rt, iface=iface)
+    if where.token:
+        env[TOKEN_VAR] = where.token  # every flavour forwards the cell's env to every worker, remote ones too
+    flavour = LAUNCHERS[c["mpi"]]
+    spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),) if one else
+                      tuple((h, planned.per_node) for h in where.hosts),
+                      program=worker_program(planned, run_id, job_dir / "records.jsonl", threads, rt.python,
+                                             where.data_dir),
+                      env=env, ib=c["ib"], as_root=os.geteuid() == 0, sriov=planned.sku.sriov, iface=iface,
+                      ssh=None if one else where.ssh)
+    if c["engine"] == "native" and flavour.native != "torchrun":
+        # DDP's processes started by the launcher rendezvous over TCP at the first node.
+        spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1" if one else where.hosts[0],
+                                  "MASTER_PORT": where.master_port or str(free_port())})
+    return CellLaunch(planned, job_dir, threads, rt, flavour, spec)
+
+
+def runtime_of(planned: PlannedCell, python: str = sys.executable) -> Runtime:
+    """The environment that runs the cell's workers, without rendering its launch."""
+    return runtime_for(planned.cell["mpi"], python)
+
+
+def cell_dir(root: Path, planned: PlannedCell, run_id: str, job: int = 0) -> Path:
+    return root / "runs" / run_id / planned.cell_id / f"job{job}"
+
+
+def threads_for(planned: PlannedCell, cores: int | None, worker_threads: int | None = None) -> int:
+    """Threads per worker: the cell's own, else what the backend gives every worker, else a few for a GPU worker's
+    host side, else the node's cores shared among the workers on it (1 if the cores are unknown)."""
+    if planned.cell["threads"]:
+        return planned.cell["threads"]
+    if worker_threads:
+        return worker_threads
+    if not planned.sku.is_cpu:
+        return GPU_THREADS
+    return max(1, cores // planned.per_node) if cores else 1
+
+
+def worker_program(planned: PlannedCell, run_id: str, out: Path | str, threads: int, python: str = sys.executable,
+                   data_dir: Path | str | None = None, models_dir: Path | str = MODELS_DIR) -> tuple[str, ...]:
+    """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell.
+    `models_dir` is where the worker programs are on the workers (this repository's models/, or a job's snapshot)."""
+    c = planned.cell
+    script = f"{models_dir}/{worker_script(c)}"
+    engine = ("--engine", "native") if c["engine"] == "native" else ()
+    if c["model"] in COLLECTIVES:
+        sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
+        return (python, script, "--op", c["model"], *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
+                "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
+                "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+    data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
+            "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
+    return (python, script, *engine, *data,
+            "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
+            "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
+            "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
+            "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+
+
+def worker_script(cell: dict[str, Any]) -> str:
+    """The program under models/ that measures the cell: a collective sweep, or the framework's ResNet-50."""
+    spec = COLLECTIVES.get(cell["model"]) or WORKLOADS[cell["framework"]]
+    return spec["script"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
