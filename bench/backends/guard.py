@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.backends.process import TOKEN_VAR, family, kill_family
+from bench.backends.process import TOKEN_VAR, family, kill_family, terminate
 
 MODULE = "bench.backends.guard"  # this module, as `python -m` names it
 REPO_ROOT = Path(__file__).resolve().parents[2]  # what `python -m MODULE` needs on PYTHONPATH
@@ -108,15 +108,7 @@ def leash(token: str, grace_s: float) -> str:
                 alive.append(p)
         except psutil.Error:
             pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in alive:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-        _, alive = psutil.wait_procs(alive, timeout=5)
-        if not alive:
-            break
+    terminate(alive)
     return f"leash on {socket.gethostname()}: {why}; {killed} process(es) of the cell killed"
 
 

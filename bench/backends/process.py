@@ -17,22 +17,26 @@ TOKEN_VAR = "BENCH_CELL_TOKEN"  # marks every process of a cell, so none can out
 def kill_family(pid: int | None, token: str) -> int:
     """SIGTERM, then SIGKILL, to a launcher's tree and process group and to every process carrying `token`."""
     procs = family(pid, token)
-    found = len(procs)
+    terminate(procs, group=pid)
+    return len(procs)
+
+
+def terminate(procs: list[psutil.Process], group: int | None = None) -> None:
+    """SIGTERM, then (for what is still there after 5 s) SIGKILL, to each process and to the process group `group`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in procs:
             try:
                 p.send_signal(sig)
             except psutil.Error:
                 pass
-        if pid is not None:
+        if group is not None:
             try:
-                os.killpg(pid, sig)
+                os.killpg(group, sig)
             except (ProcessLookupError, PermissionError):
                 pass
         _, procs = psutil.wait_procs(procs, timeout=5)
         if not procs:
             break
-    return found
 
 
 def family(pid: int | None, token: str) -> list[psutil.Process]:
