@@ -7,7 +7,7 @@ torch in.
 """
 from __future__ import annotations
 
-from models.common import fail
+from models.fail import fail
 
 ROOT = 0  # broadcast's source rank
 PATTERN_PERIOD = 7

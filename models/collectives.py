@@ -47,7 +47,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 from models.collective_data import ROOT, check, expected, pattern  # noqa: E402
-from models.common import Comm, fail, local_rank_and_size_from_env, threads_for  # noqa: E402
+from models.common import Comm, local_rank_and_size_from_env, threads_for  # noqa: E402
+from models.fail import fail  # noqa: E402
 from models.contention import Probe, contention  # noqa: E402
 from models.faults import corrupt_sent  # noqa: E402
 from models.record import write_record  # noqa: E402

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from models.allocator import hold_freed_memory
+from models.fail import fail
 from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
 from models.record import write_record
@@ -57,12 +58,6 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
         if not os.path.isdir(args.data_dir):
             fail(f"dataset directory {args.data_dir} does not exist")
     return args
-
-
-def fail(message: str) -> None:
-    """One clear line and a non-zero exit: the harness records it as the cell's reason."""
-    print(f"bench worker: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
 
 
 def threads_for(args: argparse.Namespace, local_size: int) -> int:

@@ -21,6 +21,8 @@ import signal
 import sys
 import time
 
+from models.fail import fail
+
 FAULT_VAR, FAULT_SAY_VAR = "BENCH_FAULT", "BENCH_FAULT_SAY"
 CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
 
@@ -41,7 +43,6 @@ class StepFaults:
             kind, *fields = entry.split(":")
             opts = dict(f.split("=", 1) for f in fields if "=" in f)
             if kind not in cls.KINDS:
-                from models.common import fail  # here, not at the top: models.common imports this module
 
                 fail(f"{FAULT_VAR}: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})")
             if int(opts.get("rank", 0)) == rank and (cell_id or "").startswith(opts.get("cell", "")):

@@ -15,7 +15,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import WindowLoop, fail, parse_args, record_base, report_dropped  # noqa: E402
+from models.common import WindowLoop, parse_args, record_base, report_dropped  # noqa: E402
+from models.fail import fail  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["keras"]["version"]

@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
-from models.common import (Comm, fail, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
+from models.common import (Comm, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
                            single_process_comm, threads_for)
+from models.fail import fail  # noqa: E402
 from models.registry import WORKLOADS, workload_refusal  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]

@@ -12,7 +12,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
-from models.common import fail, measure_windows, parse_args, record_base, report_dropped  # noqa: E402
+from models.common import measure_windows, parse_args, record_base, report_dropped  # noqa: E402
+from models.fail import fail  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
 
 VERSION = WORKLOADS["tensorflow"]["version"]

@@ -41,7 +41,8 @@ def start(args, framework: str):
     Returns (tf, hvd or None, comm, threads, on_gpu, data_format)."""
     import tensorflow as tf
 
-    from models.common import fail, local_rank_and_size_from_env, single_process_comm, threads_for
+    from models.common import local_rank_and_size_from_env, single_process_comm, threads_for
+    from models.fail import fail
     from models.registry import workload_refusal
 
     local_rank, local_size = local_rank_and_size_from_env()
