@@ -21,7 +21,7 @@ CASES = [
     ("name: t\nworkload:\n  batch: 3\naxes: {gpu: [cpu]}\n", 3, ["unknown key 'batch'", "batch_per_gpu"]),
     ("name: t\naxes:\n  gpu: [cpu]\n  fabric: [true]\n", 4, ["unknown axis 'fabric'"]),
     ("name: t\naxes:\n  gpu:\n    - cpu\n    - V200\n", 5, ["axes.gpu[1]", "unknown gpu 'V200'"]),
-    ("name: t\naxes:\n  gpu: [cpu]\n  mpi: [openmpi, mvapich]\n", 4, ["axes.mpi[1]", "mvapich"]),
+    ("name: t\naxes:\n  gpu: [cpu]\n  mpi: [openmpi, no-such-mpi]\n", 4, ["axes.mpi[1]", "no-such-mpi"]),
     ("name: t\naxes:\n  gpu: [cpu]\n  gpus: ['2']\n", 4, ["axes.gpus[0]", "integer"]),
     ("name: t\naxes:\n  gpu: [cpu]\n  gpus: [0]\n", 4, ["axes.gpus[0]", "between 1"]),
     ("name: t\nworkload:\n  steps: -5\naxes: {gpu: [cpu]}\n", 3, ["workload.steps", "must be greater than 0"]),
