@@ -12,6 +12,7 @@ import sys
 
 from models import allocator
 from models.cpufeatures import SPEED_FLAGS, cpu_probe
+from models.gpu_query import PROBE_FIELDS, gpu_summary, parse_query_gpu
 
 
 def cpu_model() -> str | None:
@@ -50,14 +51,11 @@ def gpu_info() -> dict | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(PROBE_FIELDS)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    rows = [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
-    if not rows:
-        return None
-    return {"model": rows[0][0], "count": len(rows), "driver": rows[0][1], "memory": rows[0][2]}
+    return gpu_summary(parse_query_gpu(out, PROBE_FIELDS))
 
 
 def base_probe() -> dict:

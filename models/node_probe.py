@@ -22,6 +22,9 @@ from importlib import metadata
 
 MODELS = pathlib.Path(__file__).resolve().parent
 ROOT = MODELS.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: models/ imports as a package
+
+from models.gpu_query import count_gpus_from_list  # noqa: E402
 
 
 def bench_version(root: pathlib.Path = ROOT) -> str | None:
@@ -52,7 +55,7 @@ def gpu_count() -> int:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return count_gpus_from_list(out)
 
 
 def facts(marker: str, iface: str) -> dict:

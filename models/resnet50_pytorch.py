@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from models.common import (Comm, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
                            single_process_comm, threads_for)
 from models.fail import fail  # noqa: E402
+from models.gpu_plan import ComputePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
 from models.registry import WORKLOADS, workload_refusal  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]
@@ -43,6 +44,7 @@ class Worker:
     device: Any  # torch.device
     memory_format: Any  # of the input
     param_format: Any  # of parameters and gradients
+    compute: ComputePlan
 
     @property
     def cuda(self) -> bool:
@@ -67,25 +69,33 @@ def start_engine(args, torch) -> tuple[Comm, Any, Any, str | None, int]:
 
 
 def start(args, torch) -> Worker:
+    try:
+        return place(args, torch)
+    except GpuPlanError as e:
+        fail(str(e))
+
+
+def place(args, torch) -> Worker:
+    """Joins the job and performs the CUDA calls of the plans made in models/gpu_plan.py."""
     comm, hvd, native, native_backend, local_rank = start_engine(args, torch)
     torch.set_num_threads(threads_for(args, comm.local_size))
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
-    if cuda:
+    dev = plan_device(cuda=cuda, device_count=torch.cuda.device_count() if cuda else 0, local_rank=local_rank)
+    device = torch.device("cuda", dev.index) if dev.cuda else torch.device("cpu")
+    if dev.cuda:
         torch.cuda.set_device(device)
-        torch.backends.cudnn.benchmark = True  # autotune happens in warm-up, outside the window
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    if refusal := workload_refusal("pytorch", vars(args), "gpu" if cuda else "cpu"):
+        torch.backends.cudnn.benchmark = dev.cudnn_benchmark
+        torch.backends.cuda.matmul.allow_tf32 = dev.tf32
+        torch.backends.cudnn.allow_tf32 = dev.tf32
+    if refusal := workload_refusal("pytorch", vars(args), "gpu" if dev.cuda else "cpu"):
         fail(refusal)
-    if args.precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        fail(f"bf16 is not supported on {torch.cuda.get_device_name(device)}")
-    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    # Channels-last means NHWC activations. On a GPU cuDNN wants the weights in that layout too. On a CPU a
-    # channels-last input alone runs oneDNN's NHWC kernels at the same speed while parameters and gradients stay
-    # NCHW, so Horovod reduces them without two layout copies a step (28 ms of ~1.1 s measured here).
-    param_format = memory_format if cuda else torch.contiguous_format
-    return Worker(comm, hvd, native, native_backend, local_rank, device, memory_format, param_format)
+    asks_bf16 = args.precision == "bf16" and dev.cuda  # bf16 support is a question about the device just set
+    plan = plan_compute(dev, precision=args.precision, channels_last=args.channels_last,
+                        bf16_supported=asks_bf16 and torch.cuda.is_bf16_supported(),
+                        device_name=torch.cuda.get_device_name(device) if asks_bf16 else None)
+    layout = {True: torch.channels_last, False: torch.contiguous_format}
+    return Worker(comm, hvd, native, native_backend, local_rank, device, layout[plan.input_channels_last],
+                  layout[plan.param_channels_last], plan)
 
 
 def build_model(args, torch, w: Worker):
@@ -152,10 +162,9 @@ def fetcher(batches) -> Callable[[], Any]:
 def make_train_step(args, torch, w: Worker, model, optimizer, default_batch) -> Callable[[Any], Any]:
     """One forward/backward/update on `batch` (the synthetic batch when None); returns the loss, on the device."""
     loss_fn = torch.nn.CrossEntropyLoss()
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    amp_dtype = getattr(torch, w.compute.autocast_dtype) if w.compute.autocast_dtype else None
     autocast = (lambda: torch.autocast(w.device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
-    # fp16 needs loss scaling; bf16 has fp32's range and does not.
-    scaler = torch.amp.GradScaler(w.device.type) if args.precision == "fp16" else None
+    scaler = torch.amp.GradScaler(w.device.type) if w.compute.grad_scaler else None
 
     def train_step(batch=None) -> torch.Tensor:
         x, y = batch if batch is not None else default_batch

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from models.common import Comm
+from models.gpu_plan import plan_device
 
 
 def _env_int(*names: str, default: int | None = None) -> int:
@@ -30,11 +31,13 @@ def init(torch) -> tuple[Comm, int, str]:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         raise RuntimeError("the native engine needs MASTER_PORT from its launcher")
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
+    cuda = torch.cuda.is_available()
+    dev = plan_device(cuda=cuda, device_count=torch.cuda.device_count() if cuda else 0, local_rank=local_rank)
+    backend = "nccl" if dev.cuda else "gloo"
+    if dev.cuda:
+        torch.cuda.set_device(dev.index)
     dist.init_process_group(backend, rank=rank, world_size=size)
-    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    device = torch.device("cuda", dev.index) if dev.cuda else torch.device("cpu")
     token = torch.zeros(1, device=device)
 
     def allgather_object(obj):

@@ -52,7 +52,7 @@ REFUSALS = {
     "f'--max-bytes must be a multiple of 4 and at least {MIN_BYTES}, got {args.max_bytes}'":
         _matrix_rejects("max_message_bytes: 4094", "max_message_bytes: 4098"),
     # The catalogue's hardware rule: bf16 needs a GPU of compute capability 8.0 or newer.
-    "f'bf16 is not supported on {torch.cuda.get_device_name(device)}'":
+    "f'bf16 is not supported on {device_name}'":
         _plan_skips("{gpu: [V100], precision: [bf16]}", "bf16 on V100"),
     # Not decided by a setting.
     "'--data imagenet needs --data-dir'": _no_setting("the backend passes the data set it found when planning"),
@@ -67,7 +67,10 @@ REFUSALS = {
     "f'{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is {float(result[i])}, "
     "expected {float(want[i])}'": _no_setting("a wrong result of a collective: the measurement itself failed"),
     "'the input pipeline ran dry (every image undecodable?)'": _no_setting("the data set's contents"),
-    "str(e)": _no_setting("relays a DataError, each classified where it is raised"),
+    "str(e)": _no_setting("relays a DataError or a GpuPlanError, each classified where it is raised"),
+    "f'local rank {local_rank} has no GPU: this node shows {device_count} (one worker per GPU; fewer workers per "
+    "node, or check CUDA_VISIBLE_DEVICES)'":
+        _no_setting("the GPUs a node shows against the workers the launcher puts on it"),
     "f\"rank {rank}'s shard has {count} images, fewer than one batch of {batch_size}\"":
         _no_setting("the data set's size"),
     "f\"rank {rank}'s shard has {len(shard)} images, fewer than one batch of {batch_size}\"":
