@@ -48,3 +48,11 @@ class GpuSku(BaseModel):
 def catalog() -> dict[str, GpuSku]:
     text = resources.files("bench").joinpath("data/catalog.yaml").read_text()
     return {key: GpuSku(key=key, **entry) for key, entry in yaml.safe_load(text).items()}
+
+
+def sku_of_gpu(smi_name: str | None) -> str | None:
+    """The catalogue key of the GPU nvidia-smi calls `smi_name`; None when no entry (or more than one) matches."""
+    if not smi_name:
+        return None
+    keys = [key for key, sku in catalog().items() if sku.is_this_gpu(smi_name)]
+    return keys[0] if len(keys) == 1 else None

@@ -81,6 +81,61 @@ class CollectiveRow(BaseModel):
     contended_time_median_s: float | None = Field(None, gt=0)
 
 
+class GpuRan(BaseModel):
+    """What ran on a GPU worker (models/gpu_facts.py); `sku` is the catalogue entry whose nvidia-smi name it matches,
+    added by bench (None: no entry matches)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    sku: str | None = None
+    uuid: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    nccl: str | None = None
+    clocks_sm_mhz: float | None = None
+    clocks_mem_mhz: float | None = None
+    clocks_max_sm_mhz: float | None = None
+    clocks_max_mem_mhz: float | None = None
+    power_limit_w: float | None = None
+    cudnn_benchmark: bool | None = None
+    tf32: bool | None = None
+    amp_dtype: str | None = None
+    grad_scaler: bool | None = None
+    channels_last_input: bool | None = None
+    channels_last_params: bool | None = None
+
+
+class PowerRan(BaseModel):
+    """Sampled GPU power over the measured window (models/power.py): null joules with a note when not sampled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None  # nvml | nvidia-smi | None (nothing to sample with)
+    gpus: int = Field(ge=1)
+    samples: int = Field(ge=0)  # the fewest readings any GPU had inside the window
+    joules: float | None = Field(None, ge=0)
+    joules_per_image: float | None = Field(None, ge=0)
+    mean_watts_per_gpu: float | None = Field(None, ge=0)
+    note: str | None = None
+
+
+class CudaEventCheck(BaseModel):
+    """The wall-clock meter against CUDA events for the same steps (models/cuda_timing.py), the worst rank's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["agree", "host_bound", "inconsistent"]
+    wall_median_s: float = Field(gt=0)
+    event_median_s: float = Field(gt=0)
+    ratio: float = Field(gt=0)
+    tolerance: float = Field(gt=0)
+    steps: int = Field(gt=0)
+    rank: int = Field(ge=0)
+
+
 COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec
 
 
@@ -141,6 +196,10 @@ class Record(BaseModel):
     log_tail: str | None = None
     # Collective cells (model: allreduce, allgather, broadcast): one row per message size; their image rates stay null.
     collective: list[CollectiveRow] = []
+    # GPU workers: what ran on the GPU, energy over the window, the CUDA-event cross-check (null on a CPU).
+    gpu: GpuRan | None = None
+    power: PowerRan | None = None
+    cuda_events: CudaEventCheck | None = None
 
     @field_validator("images_per_sec", "images_per_sec_per_gpu")
     @classmethod

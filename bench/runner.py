@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 
 from bench.backends.base import Backend, Outcome
+from bench.catalog import sku_of_gpu
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError, RunFailed
 from bench.launch.evidence import parse_transport
@@ -78,6 +79,8 @@ def records_for(planned: PlannedCell, run_id: str, job: int, outcome: Outcome, a
         if raw.get("cell_id") != planned.cell_id or raw.get("run_id") != run_id:
             problem = f"record {i} belongs to another cell or run"
             break
+        if isinstance(raw.get("gpu"), dict):  # the catalogue SKU of the GPU the worker named
+            raw = {**raw, "gpu": {**raw["gpu"], "sku": sku_of_gpu(raw["gpu"].get("name"))}}
         try:
             record = parse_record({**raw, **around}, where=f"record {i}")
         except BenchInputError as e:

@@ -111,8 +111,10 @@ def single_process_comm() -> Comm:
 class WindowLoop:
     """Opens and closes measured windows on every rank and turns each into one record on rank 0."""
 
-    def __init__(self, args: argparse.Namespace, comm: Comm, sync: Callable[[], None], base_record: dict[str, Any]):
+    def __init__(self, args: argparse.Namespace, comm: Comm, sync: Callable[[], None], base_record: dict[str, Any],
+                 instruments: Any = None):
         self.args, self.comm, self.sync, self.base = args, comm, sync, base_record
+        self.instruments = instruments  # e.g. models/gpu_window.GpuWindow: timed beside the meter, same window
         self.host = socket.gethostname()
         self.meter: WindowMeter | None = None
         self.failed = False
@@ -122,6 +124,8 @@ class WindowLoop:
         self.comm.barrier()
         self.meter = WindowMeter()
         self.meter.begin()
+        if self.instruments:
+            self.instruments.window_open()
 
     def step_done(self, samples: int) -> None:
         self.sync()
@@ -132,6 +136,8 @@ class WindowLoop:
         self.meter.busy_end()
         self.comm.barrier()
         self.meter.end()
+        if self.instruments:
+            extra = {**(extra or {}), **self.instruments.window_close(self.meter)}
         summaries = self.comm.allgather_object({**self.meter.rank_summary(self.comm.rank, self.host),
                                                 "loss": loss, **(extra or {})})
         ok = True
@@ -158,6 +164,8 @@ class WindowLoop:
                   "loss": losses[0], **measured}
         if any(w is not None for w in input_wait):
             record["input_wait_s"] = max(w or 0.0 for w in input_wait)
+        if self.instruments:
+            record.update(self.instruments.record_fields(summaries, measured["samples"]))
         write_record(record, self.args.out)
         print(f"bench worker: repeat {repeat}: {measured['images_per_sec']:.1f} img/s over {self.comm.size} "
               f"workers, window {measured['window_s']:.2f} s, slowest rank {measured['slowest_rank']}", flush=True)
@@ -167,17 +175,20 @@ class WindowLoop:
 def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[Any], Any],
                     loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any],
                     next_batch: Callable[[], Any] | None = None,
-                    batch_samples: Callable[[Any], int] | None = None) -> int:
+                    batch_samples: Callable[[Any], int] | None = None, instruments: Any = None) -> int:
     """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code.
 
     With real data, `next_batch` fetches each step's input; the time spent waiting for it is recorded
-    (input_wait_s), and the samples counted are the ones each batch really held."""
+    (input_wait_s), and the samples counted are the ones each batch really held. `instruments` (GPU workers:
+    models/gpu_window.py) are told of each window and step and add their fields to each record."""
     fetch = next_batch or (lambda: None)
     fault = StepFaults.from_env(comm.rank, args.cell_id)  # test hooks (models/faults.py): inert unless set
     for _ in range(args.warmup_steps):
         fault.tick()
         train_step(fetch())
-    loop = WindowLoop(args, comm, sync, base_record)
+    loop = WindowLoop(args, comm, sync, base_record, instruments)
+    before, after = ((instruments.before_step, instruments.after_step) if instruments
+                     else (lambda: None, lambda: None))
     for repeat in range(args.repeats):
         loop.open()
         loss, waited = None, 0.0
@@ -186,7 +197,9 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
             batch = fetch()
             waited += time.perf_counter() - t
             fault.tick()
+            before()
             loss = train_step(batch)
+            after()
             loop.step_done(batch_samples(batch) if batch_samples and batch is not None else args.batch_size)
         extra = {"input_wait_s": waited} if next_batch else None
         if not loop.close(repeat, loss_value(loss), extra):

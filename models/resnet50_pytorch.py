@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from models.common import (Comm, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
                            single_process_comm, threads_for)
 from models.fail import fail  # noqa: E402
-from models.gpu_plan import ComputePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
+from models.gpu_plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
 from models.registry import WORKLOADS, workload_refusal  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]
@@ -45,6 +45,7 @@ class Worker:
     memory_format: Any  # of the input
     param_format: Any  # of parameters and gradients
     compute: ComputePlan
+    device_plan: DevicePlan
 
     @property
     def cuda(self) -> bool:
@@ -95,7 +96,7 @@ def place(args, torch) -> Worker:
                         device_name=torch.cuda.get_device_name(device) if asks_bf16 else None)
     layout = {True: torch.channels_last, False: torch.contiguous_format}
     return Worker(comm, hvd, native, native_backend, local_rank, device, layout[plan.input_channels_last],
-                  layout[plan.param_channels_last], plan)
+                  layout[plan.param_channels_last], plan, dev)
 
 
 def build_model(args, torch, w: Worker):
@@ -199,7 +200,27 @@ def base_record(args, torch, w: Worker, batches) -> dict[str, Any]:
     base["env_probe"] = probe_torch(w.hvd)
     if w.native is not None:
         base["env_probe"]["torch_distributed_backend"] = w.native_backend
+    if w.cuda:
+        base["gpu"] = gpu_record(torch, w)
     return base
+
+
+def gpu_record(torch, w: Worker) -> dict[str, Any]:
+    """The record's `gpu` what-ran (CUDA calls: GPU path only); the choices come from models/gpu_facts.py."""
+    from models.gpu_facts import gpu_what_ran, query_smi, smi_row_for, torch_gpu_facts
+
+    facts = torch_gpu_facts(torch, w.device)
+    smi = smi_row_for(query_smi(), facts["uuid"], w.device.index)
+    return gpu_what_ran(smi, facts, w.device_plan, w.compute)
+
+
+def instruments_for(torch, w: Worker):
+    """CUDA-event step times and sampled power beside the meter, on a GPU; nothing on a CPU."""
+    if not w.cuda:
+        return None
+    from models.gpu_window import gpu_window
+
+    return gpu_window(torch, w.device)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,9 +239,14 @@ def main(argv: list[str] | None = None) -> int:
 
     model.train()
     base = base_record(args, torch, w, batches)
-    code = measure_windows(args, w.comm, train_step, lambda loss: float(loss), sync, base,
-                           fetcher(batches) if batches is not None else None,
-                           batch_samples=lambda batch: len(batch[1]))
+    instruments = instruments_for(torch, w)
+    try:
+        code = measure_windows(args, w.comm, train_step, lambda loss: float(loss), sync, base,
+                               fetcher(batches) if batches is not None else None,
+                               batch_samples=lambda batch: len(batch[1]), instruments=instruments)
+    finally:
+        if instruments is not None:
+            instruments.close()
     if batches is not None:
         report_dropped(w.comm.rank, batches.bad, batches.seen)
     if w.hvd is not None:
