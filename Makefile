@@ -4,10 +4,13 @@
 #   make test-fast - the same set-up, then only the unit and contract tests (no launcher, no training job): the
 #                    inner loop: 1 min 52 s wall for 732 tests on a 2-core machine, in a fresh clone
 #                    (measured 2026-11-25)
+#   make gpu-build   - Horovod with NCCL compiled here with no GPU, in .venv-gpu (CUDA torch, NCCL wheel), then
+#                    checked: nccl_built() and ldd (docs/gpu.md)
+#   make device-kit  - fills device-kit/ with what an offline GPU machine lacks, for scripts/gpu_session.sh
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast install install-test bench clean
+.PHONY: run test test-fast install install-test bench clean gpu-build device-kit
 
 install:
 	@scripts/install.sh run
@@ -25,7 +28,7 @@ test: install-test
 	$(PY) -m pytest
 
 # Markers registered in setup.cfg: tests that launch or train for real, drive a browser, or are slow.
-SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster
+SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster or gpu_build
 test-fast: install-test
 	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
 
@@ -34,6 +37,14 @@ test-fast: install-test
 bench: install-test
 	$(PY) -m pip install -q --no-deps torchvision==0.28.0 2> >(grep -v "is ignored" >&2)
 	$(PY) -m pytest benchmarks --benchmark-only --benchmark-columns=min,median,max,rounds
+
+# Not part of `make test`: several GB of CUDA wheels and a ~10 min compile. The suite's gpu_build test checks what
+# it left, when it is there (tests/test_gpu_build.py).
+gpu-build:
+	@scripts/gpu_build.sh
+
+device-kit:
+	@scripts/device_kit.sh
 
 clean:
 	rm -rf results/bench.db* results/runs reports/*.html reports/*.md reports/*.png

@@ -2,9 +2,15 @@
 # Builds (or reuses a cached build of) Horovod 0.28.1 for the venv's torch and TensorFlow, with Gloo and MPI
 # controllers, and installs it into that venv.
 #
+# BENCH_HOROVOD_FRAMEWORKS="pytorch tensorflow" (default) or "pytorch": which bindings are built and probed (the GPU
+# venv, scripts/gpu_build.sh, has no TensorFlow). With HOROVOD_GPU_OPERATIONS=NCCL the cache key also takes the nvcc
+# release, HOROVOD_BUILD_CUDA_CC_LIST and the NCCL header's version, and the probe demands nccl_built(); the caller
+# points HOROVOD_CUDA_HOME and HOROVOD_NCCL_HOME/_INCLUDE/_LIB at what to build against.
+#
 # BENCH_MPI=openmpi (default) links Open MPI (libmpi.so.40, the mpicxx on PATH); BENCH_MPI=mpich links the MPICH ABI
 # (libmpi.so.12) through the mpicxx that comes first on PATH — the MPICH wheel's in the MPICH-ABI venv — so Intel MPI's
-# libmpi.so.12 can stand in at run time. HOROVOD_GPU_OPERATIONS (e.g. NCCL) passes through for GPU images.
+# libmpi.so.12 can stand in at run time; BENCH_MPI=none builds Gloo alone (a machine with no MPI compiler, e.g. the
+# offline GPU machine of scripts/gpu_session.sh). HOROVOD_GPU_OPERATIONS (e.g. NCCL) passes through for GPU images.
 #
 # Why a source build: the only release (0.28.1) predates torch 2.1 and fails with
 # "C++17 or later compatible compiler is required" — CMake forces C++14. Patching both CMakeLists to C++17 is the
@@ -22,28 +28,41 @@ mpi=${BENCH_MPI:-openmpi}
 case "$mpi" in
   openmpi) soname=libmpi.so.40 ;;
   mpich) soname=libmpi.so.12 ;;
-  *) say "BENCH_MPI must be openmpi or mpich, got '$mpi'"; exit 2 ;;
+  none) soname="" ;;
+  *) say "BENCH_MPI must be openmpi, mpich or none, got '$mpi'"; exit 2 ;;
 esac
-build_flags="HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1"
+frameworks=${BENCH_HOROVOD_FRAMEWORKS:-pytorch tensorflow}
+case "$frameworks" in
+  "pytorch tensorflow") tf_flag=HOROVOD_WITH_TENSORFLOW=1 ;;
+  pytorch) tf_flag=HOROVOD_WITHOUT_TENSORFLOW=1 ;;
+  *) say "BENCH_HOROVOD_FRAMEWORKS must be 'pytorch tensorflow' or 'pytorch', got '$frameworks'"; exit 2 ;;
+esac
+mpi_flag=$([ "$mpi" = none ] && echo HOROVOD_WITHOUT_MPI=1 || echo HOROVOD_WITH_MPI=1)
+build_flags="HOROVOD_WITH_PYTORCH=1 $tf_flag HOROVOD_WITH_GLOO=1 $mpi_flag HOROVOD_WITHOUT_MXNET=1"
 [ -n "${HOROVOD_GPU_OPERATIONS:-}" ] && build_flags="$build_flags HOROVOD_GPU_OPERATIONS=$HOROVOD_GPU_OPERATIONS"
 
 # Importable is not enough: it must be this venv's own copy (an MPICH-ABI venv also sees the main venv's packages)
 # and its MPI library must be the ABI asked for.
 probe='import os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import horovod, horovod.torch as hvd, horovod.tensorflow as hvd_tf
-ok = horovod.__version__ == sys.argv[1] and all(m.gloo_built() and m.mpi_built() for m in (hvd, hvd_tf))
+import importlib, horovod
+bindings = [importlib.import_module("horovod.torch" if f == "pytorch" else "horovod.tensorflow")
+            for f in sys.argv[3].split()]
+mpi = bool(sys.argv[2])  # the soname of the MPI asked for; empty: Gloo alone
+ok = horovod.__version__ == sys.argv[1] and all(m.gloo_built() and m.mpi_built() == mpi for m in bindings)
+ok = ok and (sys.argv[4] != "NCCL" or all(m.nccl_built() for m in bindings))
 own = os.path.realpath(horovod.__file__).startswith(os.path.realpath(sys.prefix) + os.sep)
 maps = open("/proc/self/maps").read()
 sys.exit(0 if ok and own and sys.argv[2] in maps else 1)'
-if "$py" -c "$probe" "$HOROVOD_VERSION" "$soname" 2>/dev/null; then
-  say "horovod $HOROVOD_VERSION with Gloo+MPI ($mpi) already importable"
+gpu_ops=${HOROVOD_GPU_OPERATIONS:-}
+if "$py" -c "$probe" "$HOROVOD_VERSION" "$soname" "$frameworks" "$gpu_ops" 2>/dev/null; then
+  say "horovod $HOROVOD_VERSION with Gloo+MPI ($mpi)${gpu_ops:+ and $gpu_ops} already importable"
   exit 0
 fi
 
 # The cache key: everything the binary depends on.
 torch_version=$("$py" -c 'import torch; print(torch.__version__)')
-tf_version=$("$py" -c 'import importlib.metadata as m
+tf_version=$([ "$frameworks" = pytorch ] && echo none || "$py" -c 'import importlib.metadata as m
 for dist in ("tensorflow-cpu", "tensorflow"):  # GPU images carry the tensorflow distribution
     try:
         print(dist, m.version(dist)); break
@@ -53,19 +72,35 @@ py_version=$("$py" -c 'import sys; print(sys.version.split()[0])')
 # The MPI identity, without install paths: the MPICH-ABI wheel is found at run time through LD_LIBRARY_PATH (set by
 # bench for those cells), so one build serves every checkout.
 if [ "$mpi" = mpich ]; then mpi_version="mpich $(mpichversion 2>&1 | head -1)"
+elif [ "$mpi" = none ]; then mpi_version=none
 else mpi_version="openmpi $(mpicxx -show 2>&1 | head -1) $(mpirun --version 2>&1 | head -1)"
 fi
 cxx_version=$(g++ --version | head -1)
+# A GPU build also depends on the CUDA compiler, the architectures it emits code for and the NCCL it links; a CPU
+# build's key has no such lines.
+gpu_key=()
+if [ -n "$gpu_ops" ]; then
+  nvcc=${HOROVOD_CUDA_HOME:?a GPU build needs HOROVOD_CUDA_HOME}/bin/nvcc
+  nccl_h=${HOROVOD_NCCL_INCLUDE:-${HOROVOD_NCCL_HOME:?a GPU build needs HOROVOD_NCCL_HOME}/include}/nccl.h
+  gpu_key=("cuda $("$nvcc" --version | grep -o 'release [0-9.]*')" "arch ${HOROVOD_BUILD_CUDA_CC_LIST:?a GPU build needs HOROVOD_BUILD_CUDA_CC_LIST}"
+           "nccl $(grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$nccl_h" | awk '{print $3}' | paste -sd.)")
+fi
 key=$(printf '%s\n' "$HOROVOD_VERSION" "$torch_version" "$tf_version" "$py_version" "$mpi_version" "$cxx_version" "$build_flags" \
-      "$(sha256sum "$0" | cut -d' ' -f1)" | sha256sum | cut -c1-16)
+      "${gpu_key[@]}" "$(sha256sum "$0" | cut -d' ' -f1)" | sha256sum | cut -c1-16)
 dest="$cache/horovod-$HOROVOD_VERSION-$key"
 
 if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1; then
-  say "building horovod $HOROVOD_VERSION (torch $torch_version, tensorflow $tf_version, $mpi_version); takes ~4-8 min"
+  say "building horovod $HOROVOD_VERSION (torch $torch_version, tensorflow $tf_version, $mpi_version${gpu_key:+, ${gpu_key[*]}}); takes ~4-8 min"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  quiet_pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
-  tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
+  # The sdist: BENCH_HOROVOD_SDIST names one (a machine with no package index), else it is downloaded once.
+  sdist=${BENCH_HOROVOD_SDIST:-$cache/horovod-$HOROVOD_VERSION.tar.gz}
+  if [ ! -f "$sdist" ]; then
+    mkdir -p "$cache"
+    quiet_pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+    mv "$work/horovod-$HOROVOD_VERSION.tar.gz" "$sdist"
+  fi
+  tar -xzf "$sdist" -C "$work"
   src="$work/horovod-$HOROVOD_VERSION"
   sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
   grep -q 'CMAKE_CXX_STANDARD 17' "$src/horovod/torch/CMakeLists.txt" || { say "C++17 patch did not apply"; exit 1; }
@@ -73,11 +108,14 @@ if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1; then
   mkdir -p "$dest.partial"
   (cd "$src" && env $build_flags MAKEFLAGS=-j"$(nproc)" \
       "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$dest.partial" . ) >"$work/build.log" 2>&1 || {
+    [ -n "${BENCH_HOROVOD_BUILD_LOG:-}" ] && cp "$work/build.log" "$BENCH_HOROVOD_BUILD_LOG"
     say "build failed; last lines of the log:"; tail -30 "$work/build.log" >&2; exit 1; }
+  # BENCH_HOROVOD_BUILD_LOG: where to keep the compiler's log (scripts/gpu_session.sh keeps it with its results).
+  [ -n "${BENCH_HOROVOD_BUILD_LOG:-}" ] && cp "$work/build.log" "$BENCH_HOROVOD_BUILD_LOG"
   rm -rf "$dest"; mv "$dest.partial" "$dest"
 fi
 say "installing $(ls "$dest"/horovod-*.whl)"
 quiet_pip install -q --no-deps --force-reinstall "$dest"/horovod-*.whl
-"$py" -c "$probe" "$HOROVOD_VERSION" "$soname" 2>/dev/null || {
-  say "installed horovod lacks PyTorch/TensorFlow support, Gloo, or MPI linked to $soname:"
-  "$py" -c "$probe" "$HOROVOD_VERSION" "$soname"; exit 1; }
+"$py" -c "$probe" "$HOROVOD_VERSION" "$soname" "$frameworks" "$gpu_ops" 2>/dev/null || {
+  say "installed horovod lacks support for $frameworks, Gloo, ${gpu_ops:+$gpu_ops, }or MPI linked to $soname:"
+  "$py" -c "$probe" "$HOROVOD_VERSION" "$soname" "$frameworks" "$gpu_ops"; exit 1; }
