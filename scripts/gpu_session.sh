@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# The whole GPU pipeline on one GPU machine with no package index, from the working tree plus `make device-kit`'s
+# kit, in phases that resume across commands (each well under 10 minutes):
+#   install  a venv over the machine's CUDA torch (a .pth line: its packages stay visible), the kit's wheels into it
+#   build    Horovod 0.28.1 with NCCL (+ Gloo; + MPI where an mpicxx exists) against that torch, from the kit's
+#            sdist (scripts/gpu_horovod.sh), the compiler's log kept; then nccl_built() and the ldd checks
+#   doctor   nvidia-smi, torch's view of the GPU, `bench doctor`, `bench plan` of the matrix
+#   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
+#            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check
+#   report   `bench report`
+# State (venv, build cache, store, job logs, phase markers) lives in --work, which a machine that keeps the tree
+# between commands keeps; after every phase the store, the job logs (NCCL's included), the phase logs and the
+# report are copied to --out (default $OUT when set), so each command brings back everything so far.
+#
+# Usage: scripts/gpu_session.sh [--phase install|build|doctor|cells|report|all] [--out DIR] [--work DIR] [--kit DIR]
+#          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--force] [--dry-run | --check-kit]
+# --dry-run checks the kit and prints every phase's commands, running nothing (works on any machine);
+# --check-kit only checks the kit. Both exit 1 naming what the kit lacks.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+PHASES=(install build doctor cells report)
+HOROVOD_SDIST=horovod-0.28.1.tar.gz
+
+phase=all out=${OUT:-} work=$here/.gpu-session kit=$here/device-kit matrix=matrix-gpu.yaml arch=80,90
+python=$([ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || command -v python3)
+budget=540 force=0 dry=0 check_only=0
+die() { printf 'gpu_session: %s\n' "$*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --phase) phase=${2:?--phase needs a value}; shift ;;
+    --out) out=${2:?--out needs a folder}; shift ;;
+    --work) work=${2:?--work needs a folder}; shift ;;
+    --kit) kit=${2:?--kit needs a folder}; shift ;;
+    --python) python=${2:?--python needs an interpreter}; shift ;;
+    --matrix) matrix=${2:?--matrix needs a file}; shift ;;
+    --arch) arch=${2:?--arch needs a list like 80,90}; shift ;;
+    --cells-budget) budget=${2:?--cells-budget needs seconds}; shift ;;
+    --force) force=1 ;;
+    --dry-run) dry=1 ;;
+    --check-kit) check_only=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (--help lists them)" ;;
+  esac
+  shift
+done
+case " all ${PHASES[*]} " in *" $phase "*) ;; *) die "--phase must be one of: all ${PHASES[*]}; got '$phase'" ;; esac
+[[ "$arch" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--arch must be like 80,90, got '$arch'"
+[[ "$budget" =~ ^[1-9][0-9]*$ ]] || die "--cells-budget must be a positive number of seconds, got '$budget'"
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
+work=$(abs "$work") kit=$(abs "$kit")
+out=$(abs "${out:-$work/out}")
+venv=$work/venv
+vpy=$venv/bin/python
+
+# --- the kit --------------------------------------------------------------------------------------------------------
+kit_missing() {
+  # Prints one line per thing the kit lacks: every pinned wheel, the sdist, the JPEG sample; and the matrix.
+  [ -d "$kit" ] || { echo "the kit folder $kit (make device-kit)"; return; }
+  [ -f "$kit/requirements.txt" ] || echo "$kit/requirements.txt"
+  local line name version wheel
+  while IFS= read -r line; do
+    line=${line%%#*}; line=${line//[[:space:]]/}
+    [ -n "$line" ] || continue
+    name=${line%%==*} version=${line#*==}
+    wheel=$(find "$kit/wheels" -maxdepth 1 -iname "${name//-/_}-${version}-*.whl" -size +0 2>/dev/null | head -1)
+    [ -n "$wheel" ] || echo "wheel $name==$version in $kit/wheels"
+  done < scripts/device_kit_requirements.txt
+  [ -s "$kit/$HOROVOD_SDIST" ] || echo "Horovod's sdist $kit/$HOROVOD_SDIST"
+  find "$kit/imagenet-sample/train" -name '*.JPEG' -print -quit 2>/dev/null | grep -q . ||
+    echo "the JPEG sample $kit/imagenet-sample/train/<wnid>/*.JPEG"
+  [ -f "$matrix" ] || echo "the matrix $matrix"
+}
+
+check_kit() {
+  local missing
+  missing=$(kit_missing)
+  if [ -n "$missing" ]; then
+    printf 'kit incomplete: missing %s\n' "$missing" | sed '2,$ s/^/kit incomplete: missing /' >&2
+    return 1
+  fi
+  echo "kit complete: $kit ($(ls "$kit/wheels" | wc -l) wheels, $HOROVOD_SDIST, $(find "$kit/imagenet-sample" -name '*.JPEG' | wc -l) sample images)"
+}
+
+if [ "$check_only" = 1 ]; then check_kit; exit; fi
+
+# --- running or printing a step -----------------------------------------------------------------------------------
+log=/dev/null
+last_rc=0
+step() {  # step [--may-fail] CMD...: run CMD, its output to the terminal and the phase's log (or print it: --dry-run)
+  local may_fail=0
+  [ "$1" = --may-fail ] && { may_fail=1; shift; }
+  if [ "$dry" = 1 ]; then printf '  $'; printf ' %q' "$@"; printf '\n'; return 0; fi
+  printf '$' >>"$log"; printf ' %q' "$@" >>"$log"; printf '\n' >>"$log"
+  local rc=0
+  "$@" 2>&1 | tee -a "$log" || rc=$?
+  last_rc=$rc
+  [ "$rc" = 0 ] || [ "$may_fail" = 1 ] || { echo "gpu_session: step failed (exit $rc): $*" | tee -a "$log" >&2; return "$rc"; }
+  [ "$rc" = 0 ] || echo "(exit $rc, kept going)" | tee -a "$log"
+}
+
+mpi_for_build() { command -v mpicxx >/dev/null 2>&1 && echo openmpi || echo none; }
+
+phase_install() {
+  [ -x "$vpy" ] || step "$python" -m venv --without-pip "$venv"
+  # The machine's packages (torch, numpy, pandas, ...) stay visible from the venv, after its own.
+  step "$python" -c 'import pathlib, sys, sysconfig
+site = next(pathlib.Path(sys.argv[1]).glob("lib/python3*/site-packages"))
+dirs = dict.fromkeys((sysconfig.get_path("purelib"), sysconfig.get_path("platlib")))
+site.joinpath("_bench_base.pth").write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in dirs))' "$venv"
+  local pip_wheel
+  pip_wheel=$(find "$kit/wheels" -maxdepth 1 -name 'pip-*.whl' 2>/dev/null | head -1 || true)
+  step "$vpy" "${pip_wheel:-$kit/wheels/pip.whl}/pip" install --no-index --find-links "$kit/wheels" \
+    -r "$kit/requirements.txt"
+  step "$vpy" -c 'import pydantic, yaml, pandas, matplotlib, jinja2, rich, psutil, torch
+print("pydantic", pydantic.VERSION, "torch", torch.__version__, "CUDA", torch.version.cuda,
+      "GPUs", torch.cuda.device_count())'
+}
+
+phase_build() {
+  step env PYTHON="$vpy" BENCH_MPI="$(mpi_for_build)" BENCH_CUDA_CC_LIST="$arch" BENCH_CACHE_DIR="$work/cache" \
+    BENCH_HOROVOD_SDIST="$kit/$HOROVOD_SDIST" BENCH_HOROVOD_BUILD_LOG="$work/logs/horovod-build.log" \
+    scripts/gpu_horovod.sh
+}
+
+phase_doctor() {
+  step --may-fail nvidia-smi
+  step --may-fail nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,clocks.max.mem,power.limit --format=csv
+  step "$vpy" -c 'import torch
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version(),
+      "NCCL", torch.cuda.nccl.version() if torch.cuda.is_available() else None)
+for i in range(torch.cuda.device_count()):
+    p = torch.cuda.get_device_properties(i)
+    print(i, p.name, f"sm_{p.major}{p.minor}", round(p.total_memory / 2**30, 1), "GiB", "bf16",
+          torch.cuda.is_bf16_supported())'
+  step --may-fail "$vpy" -m bench doctor
+  step "$vpy" -m bench plan "$matrix" --all
+}
+
+phase_cells() {
+  # bench run resumes past the cells the store already has: a phase cut short by its budget is rerun, not redone.
+  # Exit 1 (some cells failed: their reasons are in the store) ends the phase; only a cut-short run (124) does not.
+  step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$budget" \
+    "$vpy" -m bench run "$matrix" --store "$work/bench.db"
+  case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
+}
+
+phase_report() {
+  step "$vpy" -m bench report --store "$work/bench.db" --out "$work/report"
+}
+
+# What each command brings back: everything but the venv and the build cache.
+sync_out() {
+  [ "$out" = "$work" ] && return 0
+  mkdir -p "$out"
+  local item
+  for item in bench.db bench.db-wal bench.db-shm runs logs report done; do
+    [ -e "$work/$item" ] && cp -a "$work/$item" "$out/"
+  done
+  return 0
+}
+
+if [ "$dry" = 1 ]; then
+  echo "gpu_session dry run: kit $kit, work $work, out $out, python $python, matrix $matrix, arch $arch"
+  status=0
+  check_kit || status=1
+  for p in "${PHASES[@]}"; do
+    echo "phase $p:"
+    "phase_$p"
+  done
+  exit "$status"
+fi
+
+check_kit >&2 || exit 1
+mkdir -p "$work/logs" "$work/done"
+[ "$phase" = all ] && todo=("${PHASES[@]}") || todo=("$phase")
+for p in "${todo[@]}"; do
+  if [ -f "$work/done/$p" ] && [ "$force" = 0 ] && [ "$phase" = all ]; then
+    echo "== phase $p: done earlier ($(cat "$work/done/$p")); --force --phase $p to redo"
+    continue
+  fi
+  log=$work/logs/$p.log
+  echo "== phase $p ($(date -u +%FT%TZ))" | tee -a "$log"
+  start=$(date +%s)
+  rc=0
+  "phase_$p" || rc=$?
+  took=$(( $(date +%s) - start ))
+  if [ "$rc" = 0 ]; then
+    echo "$(date -u +%FT%TZ) in ${took} s" > "$work/done/$p"
+    echo "== phase $p done in ${took} s" | tee -a "$log"
+  else
+    sync_out
+    [ "$p" = cells ] && [ "$rc" = 124 ] &&
+      echo "== phase cells: its ${budget} s budget ran out; run --phase cells again to resume" | tee -a "$log"
+    echo "== phase $p failed (exit $rc) after ${took} s; log: $log; results so far: $out" | tee -a "$log" >&2
+    exit "$rc"
+  fi
+  sync_out
+done
+echo "results: $out"
