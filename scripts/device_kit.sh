@@ -41,7 +41,7 @@ if [ ! -d "$sample/train" ]; then
   PYTHONPATH="$here" "$py" -c 'import sys
 from bench.datasets import make_imagenet_sample
 made = make_imagenet_sample(sys.argv[1], classes=10, per_class=64, tfrecord=False)
-print(f"[device-kit] {made[\"images\"]} images, {made[\"classes\"]} classes", file=sys.stderr)' "$sample"
+print("[device-kit]", made["images"], "images,", made["classes"], "classes", file=sys.stderr)' "$sample"
 fi
 
 # The same completeness check as the GPU session's dry run (it exits non-zero naming what is missing).

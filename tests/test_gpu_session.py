@@ -1,0 +1,77 @@
+"""scripts/gpu_session.sh's dry run, as it runs on a machine with no GPU: a complete kit lists every phase's commands
+and exits 0 having run and written nothing; a kit missing a wheel exits non-zero naming it; bad options are one
+line and exit 2."""
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "gpu_session.sh"
+PINS = [line.split("#")[0].strip() for line in (ROOT / "scripts" / "device_kit_requirements.txt").read_text().splitlines()]
+PINS = [p for p in PINS if p]
+
+
+@pytest.fixture
+def kit(tmp_path):
+    """A kit with every file `make device-kit` puts there (small stand-ins: the dry run checks presence, not content)."""
+    kit = tmp_path / "kit"
+    (kit / "wheels").mkdir(parents=True)
+    for pin in PINS:
+        name, version = pin.split("==")
+        (kit / "wheels" / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"PK")
+    (kit / "requirements.txt").write_text("\n".join(PINS))
+    (kit / "horovod-0.28.1.tar.gz").write_bytes(b"\x1f\x8b")
+    (kit / "imagenet-sample" / "train" / "n09000000").mkdir(parents=True)
+    (kit / "imagenet-sample" / "train" / "n09000000" / "n09000000_0.JPEG").write_bytes(b"\xff\xd8")
+    return kit
+
+
+def dry_run(tmp_path, kit, *extra):
+    return subprocess.run([str(SCRIPT), "--dry-run", "--kit", str(kit), "--work", str(tmp_path / "work"),
+                           "--out", str(tmp_path / "out"), *extra], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+
+
+def test_a_complete_kit_lists_every_phase_and_runs_nothing(tmp_path, kit):
+    done = dry_run(tmp_path, kit)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "kit complete" in out
+    phases = [line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("phase ")]
+    assert phases == ["install", "build", "doctor", "cells", "report"]
+    assert f"--find-links {kit}/wheels" in out
+    assert f"BENCH_HOROVOD_SDIST={kit}/horovod-0.28.1.tar.gz" in out and "scripts/gpu_horovod.sh" in out
+    assert "-m bench doctor" in out
+    assert "NCCL_DEBUG=INFO" in out and "-m bench run matrix-gpu.yaml --store" in out
+    assert "-m bench report" in out
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("pin", ["pydantic-core==2.50.4", "cloudpickle==3.1.2"])
+def test_a_kit_missing_a_wheel_fails_naming_it(tmp_path, kit, pin):
+    assert pin in PINS
+    name, version = pin.split("==")
+    (kit / "wheels" / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").unlink()
+    done = dry_run(tmp_path, kit)
+    assert done.returncode == 1
+    assert f"kit incomplete: missing wheel {pin}" in done.stderr
+    assert "phase report:" in done.stdout  # the commands are still listed
+
+
+def test_a_kit_missing_the_sdist_or_the_sample_fails_naming_each(tmp_path, kit):
+    (kit / "horovod-0.28.1.tar.gz").unlink()
+    (kit / "imagenet-sample" / "train" / "n09000000" / "n09000000_0.JPEG").unlink()
+    done = dry_run(tmp_path, kit)
+    assert done.returncode == 1
+    assert "missing Horovod's sdist" in done.stderr and "missing the JPEG sample" in done.stderr
+
+
+@pytest.mark.parametrize("args,says", [(["--phase", "train"], "--phase must be one of"),
+                                       (["--arch", "sm90"], "--arch must be like"),
+                                       (["--bogus"], "unknown argument")])
+def test_bad_options_are_one_line_and_exit_2(tmp_path, kit, args, says):
+    done = dry_run(tmp_path, kit, *args)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+    assert done.stdout == ""
