@@ -7,7 +7,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast install install-test bench clean
+.PHONY: run test test-fast install install-test bench clean images
 
 install:
 	@scripts/install.sh run
@@ -37,3 +37,16 @@ bench: install-test
 
 clean:
 	rm -rf results/bench.db* results/runs reports/*.html reports/*.md reports/*.png
+
+# Container images (docker/README.md): the three cpu variants built with podman (or docker), then a 2-worker PyTorch
+# cell run inside each as the unprivileged `bench` user. IMAGE_BASE: the base image; the default is made here from
+# Debian's packages by scripts/debian_base.sh (no container registry is reachable from the development machines).
+# IMAGE_TORCH_INDEX: empty = torch's +cpu build comes from the host's pip settings (a find-links folder here); set it
+# to https://download.pytorch.org/whl/cpu where that index is reachable.
+IMAGE_BASE ?= localhost/debian:bookworm
+IMAGE_TORCH_INDEX ?=
+CPU_IMAGES := pt-tf-openmpi-cpu pt-tf-mpich-cpu pt-tf-intelmpi-cpu
+images: install
+	@if [ "$(IMAGE_BASE)" = localhost/debian:bookworm ] && ! podman image exists $(IMAGE_BASE) 2>/dev/null; then \
+	  scripts/debian_base.sh $(IMAGE_BASE); fi
+	$(PY) -m bench images build --check --base "$(IMAGE_BASE)" --torch-index "$(IMAGE_TORCH_INDEX)" $(CPU_IMAGES)
