@@ -25,7 +25,7 @@ test: install-test
 	$(PY) -m pytest
 
 # Markers registered in setup.cfg: tests that launch or train for real, drive a browser, or are slow.
-SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster
+SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster or images
 test-fast: install-test
 	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
 
