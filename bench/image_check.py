@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +64,13 @@ def run_cell(engine: Engine, v: Variant, image: str, work: Path, mpi: str | None
 
 
 def read_rows(work: Path) -> list[dict]:
+    from bench.store import Store
+
     db = work / "results" / "bench.db"
     if not db.exists():
         return []
-    with sqlite3.connect(db) as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM records ORDER BY repeat")]
+    with Store(db, create=False) as store:
+        return sorted(store.records(), key=lambda r: r["repeat"])
 
 
 def per_rank_hosts(row: dict) -> list[str]:

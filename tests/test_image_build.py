@@ -84,7 +84,7 @@ def test_an_unknown_engine_is_an_input_error():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["build"], "name the variants"),
+    (["build"], "the following arguments are required: VARIANT"),
     (["build", "pt-tf-nope-cpu"], "no image variant 'pt-tf-nope-cpu'"),
     (["build", "pt-tf-openmpi-cpu", "--engine", "rkt"], "unknown container engine 'rkt'"),
     (["check", "pt-tf-openmpi-current"], "GPU images"),

@@ -10,21 +10,24 @@ EXIT_FAILED = 1
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("render", "list", "build", "check"),
-                        help="render: write docker/rendered/Dockerfile.<variant> for every variant; "
-                             "list: variant, image and the GPU keys that map to it; "
-                             "build: build the named variants (host pip settings passed as build secrets, then the "
-                             "image checked for them); check: run a 2-worker PyTorch cell inside built cpu images")
-    parser.add_argument("names", nargs="*", metavar="VARIANT",
-                        help="build/check: variants (`bench images list`); render: the output folder")
-    parser.add_argument("--engine", help="podman or docker (default: the first installed)")
-    parser.add_argument("--base", help="build: the base image (default: the variant's public one, e.g. "
-                                       "debian:bookworm-slim; scripts/debian_base.sh makes a local one)")
-    parser.add_argument("--torch-index", dest="torch_index",
-                        help="build: the index of the torch build (default: PyTorch's for the variant); '' = none, "
-                             "when the host's pip settings already provide it")
-    parser.add_argument("--check", action="store_true", help="build: then run `check` on each cpu variant built")
-    parser.add_argument("--log-dir", default="results/images", help="build logs and check stores (default %(default)s)")
+    sub = parser.add_subparsers(dest="action", required=True)
+    render = sub.add_parser("render", help="write docker/rendered/Dockerfile.<variant> for every variant")
+    render.add_argument("out_dir", nargs="?", help="where to write (default docker/rendered)")
+    sub.add_parser("list", help="variant, image and the GPU keys that map to it")
+    build = sub.add_parser("build", help="build variants: the host's pip settings passed as build secrets and "
+                                         "read-only mounts, then the image checked for them")
+    check = sub.add_parser("check", help="run a 2-worker PyTorch cell inside built cpu images, as their `bench` user")
+    for p in (build, check):
+        p.add_argument("names", nargs="+", metavar="VARIANT", help="variants (`bench images list`)")
+        p.add_argument("--engine", help="podman or docker (default: the first installed)")
+        p.add_argument("--log-dir", default="results/images",
+                       help="build logs, builds.jsonl and the check cells' stores (default %(default)s)")
+    build.add_argument("--base", help="the base image (default: the variant's public one, e.g. debian:bookworm-slim; "
+                                      "scripts/debian_base.sh makes a local one)")
+    build.add_argument("--torch-index", dest="torch_index",
+                       help="the index of the torch build (default: PyTorch's for the variant); '' = none, when the "
+                            "host's pip settings already provide it")
+    build.add_argument("--check", action="store_true", help="then run `check` on each cpu variant built")
 
 
 def run(args) -> int:
@@ -38,9 +41,7 @@ def run(args) -> int:
 
 
 def _render(args, images) -> int:
-    if len(args.names) > 1:
-        raise BenchInputError("render takes at most one output folder")
-    out_dir = args.names[0] if args.names else str(images.RENDERED_DIR)
+    out_dir = args.out_dir or str(images.RENDERED_DIR)
     try:
         paths = images.render_all(out_dir)
     except OSError as e:
@@ -64,13 +65,11 @@ def _build_or_check(args, images) -> int:
 
     from bench.image_engines import find_engine
 
-    if not args.names:
-        raise BenchInputError(f"{args.action}: name the variants (`bench images list`)")
     try:
         chosen = [images.variant(name) for name in args.names]
     except KeyError as e:
         raise BenchInputError(str(e.args[0])) from None
-    if args.action == "check" or args.check:
+    if args.action == "check" or getattr(args, "check", False):
         gpu = [v.id for v in chosen if v.generation != "cpu" and args.action == "check"]
         if gpu:
             raise BenchInputError(f"check runs cpu cells; {', '.join(gpu)} are GPU images")
