@@ -54,7 +54,7 @@ def run_cell(engine: Engine, v: Variant, image: str, work: Path, mpi: str | None
     for path in (work, work / "m.yaml"):
         os.chown(path, uid, gid)
     script = ("cd /work && python -m bench doctor > doctor.txt 2>&1; echo \"doctor=$?\"; "
-              "python -m bench run m.yaml --store /work/results/bench.db; echo \"run=$?\"")
+              "python -m bench run m.yaml --store /work/image-check.db; echo \"run=$?\"")
     argv = engine.command("run", "--rm", "--user", IMAGE_USER, "--shm-size", "1g", "-v", f"{work}:/work", image,
                           "bash", "-c", script)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=CELL_TIMEOUT_S, check=False)
@@ -66,7 +66,7 @@ def run_cell(engine: Engine, v: Variant, image: str, work: Path, mpi: str | None
 def read_rows(work: Path) -> list[dict]:
     from bench.store import Store
 
-    db = work / "results" / "bench.db"
+    db = work / "image-check.db"
     if not db.exists():
         return []
     with Store(db, create=False) as store:

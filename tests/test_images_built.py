@@ -59,7 +59,7 @@ def test_a_two_worker_cell_runs_inside_the_image_as_its_user(image, tmp_path):
         record = json.loads(row["record_json"])
         assert len(per_rank_hosts(row)) == 2 and record["env_probe"]["python"].startswith("3.11")
     # The store was written by the image's user, not by root.
-    assert (tmp_path / "work" / "results" / "bench.db").stat().st_uid == int(IMAGE_USER.split(":")[0])
+    assert (tmp_path / "work" / "image-check.db").stat().st_uid == int(IMAGE_USER.split(":")[0])
 
 
 def test_the_host_pip_settings_are_not_in_the_image(image):
