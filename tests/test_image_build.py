@@ -100,3 +100,20 @@ def test_no_engine_on_path_is_one_line_and_exit_2(tmp_path):
                      timeout=120, env={"PATH": str(tmp_path), "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2 and "no container engine" in done.stderr, done.stderr
     assert not (tmp_path / "logs").exists()
+
+
+def test_inside_an_image_its_one_environment_runs_its_abis_flavours(monkeypatch):
+    """The images set BENCH_MPI: their main venv is that ABI's (no .venv-mpich next to it); the other ABI's flavours
+    are another image's, which `bench doctor` reports instead of probing."""
+    from bench.launch.runtimes import not_in_image, runtime_for
+
+    py = "/opt/bench/.venv/bin/python"
+    monkeypatch.delenv("BENCH_MPI", raising=False)
+    assert runtime_for("mpich", py).python == "/opt/bench/.venv-mpich/bin/python" and not not_in_image("mpich")
+    monkeypatch.setenv("BENCH_MPI", "mpich")
+    assert runtime_for("mpich", py).python == py
+    assert runtime_for("mpich", py).env["LD_LIBRARY_PATH"].split(":")[0] == "/opt/bench/.venv/lib"
+    assert runtime_for("intelmpi", py).bin_dirs[0] == "/opt/bench/.venv/opt/impi/bin"
+    assert not_in_image("openmpi") and not_in_image("gloo") and not not_in_image("intelmpi")
+    monkeypatch.setenv("BENCH_MPI", "openmpi")
+    assert runtime_for("openmpi", py).python == py and not_in_image("mpich") and not not_in_image("gloo")
