@@ -10,7 +10,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast install install-test bench clean gpu-build device-kit
+.PHONY: run test test-fast install install-test bench clean gpu-build device-kit images
 
 install:
 	@scripts/install.sh run
@@ -28,7 +28,7 @@ test: install-test
 	$(PY) -m pytest
 
 # Markers registered in setup.cfg: tests that launch or train for real, drive a browser, or are slow.
-SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster or gpu_build
+SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster or gpu_build or images
 test-fast: install-test
 	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
 
@@ -48,3 +48,16 @@ device-kit:
 
 clean:
 	rm -rf results/bench.db* results/runs reports/*.html reports/*.md reports/*.png
+
+# Container images (docker/README.md): the three cpu variants built with podman (or docker), then a 2-worker PyTorch
+# cell run inside each as the unprivileged `bench` user. IMAGE_BASE: the base image; the default is made here from
+# Debian's packages by scripts/debian_base.sh (no container registry is reachable from the development machines).
+# IMAGE_TORCH_INDEX: empty = torch's +cpu build comes from the host's pip settings (a find-links folder here); set it
+# to https://download.pytorch.org/whl/cpu where that index is reachable.
+IMAGE_BASE ?= localhost/debian:bookworm
+IMAGE_TORCH_INDEX ?=
+CPU_IMAGES := pt-tf-openmpi-cpu pt-tf-mpich-cpu pt-tf-intelmpi-cpu
+images: install
+	@if [ "$(IMAGE_BASE)" = localhost/debian:bookworm ] && ! podman image exists $(IMAGE_BASE) 2>/dev/null; then \
+	  scripts/debian_base.sh $(IMAGE_BASE); fi
+	$(PY) -m bench images build --check --base "$(IMAGE_BASE)" --torch-index "$(IMAGE_TORCH_INDEX)" $(CPU_IMAGES)

@@ -15,7 +15,7 @@ from pathlib import Path
 import models
 from bench.backends.local import local_gpus
 from bench.launch import LAUNCHERS, Flavour, LaunchSpec
-from bench.launch.runtimes import Runtime, runtime_for
+from bench.launch.runtimes import Runtime, image_abi, not_in_image, runtime_for
 from models.registry import WORKLOADS
 
 # Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
@@ -108,6 +108,8 @@ def examine() -> tuple[list[str], list[str]]:
     # Each flavour's launcher, as this Python's runtime for it finds it.
     launchers: dict[str, str | None] = {}
     for flavour in LAUNCHERS.values():
+        if not_in_image(flavour.name):  # another image's (the report says so)
+            continue
         rt = runtime_for(flavour.name, sys.executable)
         if flavour.tool_path(rt) is None:
             launchers[f"{flavour.tool} ({flavour.name})"] = None
@@ -140,11 +142,15 @@ def examine() -> tuple[list[str], list[str]]:
 
 def flavours(timeout_s: float = 120) -> dict[str, Probe]:
     """Each MPI flavour (and Gloo) tried for real: a 2-rank Horovod allreduce under its launcher and runtime."""
-    return {name: probe(flavour, timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()}
+    return {name: probe(flavour, timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()
+            if not not_in_image(name)}
 
 
 def report() -> tuple[str, int]:
     lines, missing = examine()
+    for name in LAUNCHERS:
+        if not_in_image(name):
+            lines.append(f"mpi {name:<9} not in this image (built for the {image_abi()} ABI; bench images list)")
     for name, probe in flavours().items():
         lines.append(f"mpi {name:<9} " + (f"works ({probe.library or 'library unknown'})"
                                           if probe.problem is None else f"NOT WORKING: {probe.problem}"))
@@ -153,5 +159,6 @@ def report() -> tuple[str, int]:
     if missing:
         lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing) + " (run `make run` to install)")
     else:
-        lines.append("ok: this machine can run the default matrix's cpu cells")
+        lines.append("ok: this machine can run the default matrix's cpu cells" + (
+            f" of the {image_abi()} ABI (this image's)" if image_abi() else ""))
     return "\n".join(lines), 1 if missing else 0

@@ -102,14 +102,14 @@ GENERATIONS: dict[str, Generation] = {
     ),
     "cpu": Generation(
         name="cpu",
-        base="python:3.11.7-slim-bookworm",
+        base="debian:bookworm-slim",
         python="python3",
         cuda=None,
         horovod_cc=None,
         # The CPU build of the pinned torch (PyPI's is a CUDA build that pulls ~2.8 GiB of nvidia packages).
         torch_index="https://download.pytorch.org/whl/cpu",
         uses_install_sh=True,
-        summary="CPU fallback workers: Debian 12, Python 3.11, setup.cfg's pins (torch +cpu)",
+        summary="CPU fallback workers: Debian 12, its Python 3.11, setup.cfg's pins (torch +cpu)",
     ),
 }
 
@@ -222,8 +222,7 @@ def _context(v: Variant) -> dict[str, Any]:
     gen = GENERATIONS[v.generation]
     gpu = gen.cuda is not None
     packages = list(BUILD_PACKAGES) + list(flavour.image.apt)
-    if gen.name != "cpu":
-        packages += PYTHON_PACKAGES
+    packages += PYTHON_PACKAGES  # every base is a plain OS image: the venv's Python is the distribution's
     if gpu:
         packages += IB_PACKAGES + NCCL_PACKAGES
     pins = setup_cfg_pins()

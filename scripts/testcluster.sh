@@ -195,6 +195,14 @@ EOF
   run_sshd "$i"
 }
 
+# The machine's cgroup mounts (dir, type, options), which the node mounts again: `ip netns exec` gives the node a sysfs
+# of its own (its network devices), which hides them, and a container engine on the node (podman's runc) needs them
+# to make a container's cgroup, as on a real machine. Mounting a hierarchy again joins the same one.
+cgroup_mounts() {
+  awk '$9 == "tmpfs" && $5 == "/sys/fs/cgroup" {print $5, "tmpfs", $NF}
+       ($9 == "cgroup" || $9 == "cgroup2") && $5 ~ "^/sys/fs/cgroup" {print $5, $9, $NF}' /proc/self/mountinfo
+}
+
 # Node $1's own process world, inside its network namespace: pid 1 of a PID namespace of its own (its own /proc:
 # ps and pgrep on a node see only that node's processes, as on a real machine), a UTS namespace (hostname nodeI), an
 # IPC namespace (System V shared memory is per machine), a mount namespace (the hosts file on /etc/hosts, the boot id)
@@ -208,9 +216,12 @@ start_init() {
   ip netns exec "$netns" $(pin "$i") unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
     --time --monotonic "$((i * 1000000))" --boottime "$((i * 1000000))" -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id || exit 1
+     printf "%s\n" "$4" | while read -r dir type opts; do
+       [ -n "$dir" ] && { mkdir -p "$dir"; mount -t "$type" -o "$opts" "$type" "$dir"; } || true
+     done
      trap "exit 0" TERM
      while :; do sleep 1 & wait; done' \
-    sh "node$i" "$DIR/hosts" "$nd/boot_id" </dev/null >"$nd/init.log" 2>&1 &
+    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$(cgroup_mounts)" </dev/null >"$nd/init.log" 2>&1 &
   launcher=$!
   for _ in $(seq 1 50); do
     init=$(pgrep -P "$launcher" || true)

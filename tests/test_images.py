@@ -34,7 +34,8 @@ def test_every_variant_renders_one_file(rendered):
     for v in VARIANTS:
         text = rendered[v.dockerfile]
         assert text.count("\nFROM ") == 1
-        assert f"FROM {images.GENERATIONS[v.generation].base}\n" in text
+        # The base is a build argument whose default is the generation's pinned public image.
+        assert f"ARG BASE_IMAGE={images.GENERATIONS[v.generation].base}\n" in text and "\nFROM ${BASE_IMAGE}\n" in text
         assert "{{" not in text and "{%" not in text
 
 

@@ -36,6 +36,11 @@ class Placement:
     data_dir: Path | None = None  # where data=imagenet cells read the data set
     master_port: str | None = None  # the native engine's rendezvous port under a launcher; None = a free one here
     token: str | None = None  # set in every worker's env, so the launcher forwards it to every host
+    # Workers inside a container (bench/backends/container.py): the argv that runs a program in the image on a node,
+    # and where the image keeps the worker's Python and models/. () / None = the workers run on the node itself.
+    program_prefix: tuple[str, ...] = ()
+    worker_python: str | None = None
+    models_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,10 @@ def launch_for(planned: PlannedCell, run_id: str, job: int, *, where: Placement)
     flavour = LAUNCHERS[c["mpi"]]
     spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),) if one else
                       tuple((h, planned.per_node) for h in where.hosts),
-                      program=worker_program(planned, run_id, job_dir / "records.jsonl", threads, rt.python,
-                                             where.data_dir),
+                      program=(*where.program_prefix,
+                                               *worker_program(planned, run_id, job_dir / "records.jsonl", threads,
+                                                               where.worker_python or rt.python, where.data_dir,
+                                                               where.models_dir or MODELS_DIR)),
                       env=env, ib=c["ib"], as_root=os.geteuid() == 0, sriov=planned.sku.sriov, iface=iface,
                       ssh=None if one else where.ssh)
     if c["engine"] == "native" and flavour.native != "torchrun":

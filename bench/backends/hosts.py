@@ -30,6 +30,7 @@ import psutil
 from bench.backends import launcher_job
 from bench.backends.base import Outcome
 from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for, runtime_of
+from bench.backends.container import apptainer_prefix, write_wrapper
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.guard import LEASH_GRACE_S
 from bench.backends.hosts_config import Host, HostsConfig, configured_hosts
@@ -114,8 +115,28 @@ class HostsBackend:
         ssh = self._launcher_ssh(planned.cell["mpi"]) if planned.nodes > 1 else None
         where = Placement(self.workdir, self.python, self.hosts_for(planned.cell, planned.nodes) or (),
                           self.config.iface, ssh, cores=min(cores),
-                          data_dir=self.imagenet_dir, token=token)
+                          data_dir=self.imagenet_dir, token=token, **self._container_placement(planned, run_id, job))
         return launch_for(planned, run_id, job, where=where)
+
+    # --- containers (backend.hosts.container) -------------------------------------------------------------------
+    def _mounts(self) -> list[str]:
+        """What the workers in a container must see at the same path: the shared workdir, the data set."""
+        return [str(self.workdir), *([str(self.imagenet_dir)] if self.imagenet_dir else [])]
+
+    def _container_prefix(self, wrapper: Path) -> tuple[str, ...]:
+        c = self.config.container
+        return apptainer_prefix(c, self._mounts()) if c.engine == "apptainer" else (str(wrapper),)
+
+    def _container_placement(self, planned: PlannedCell, run_id: str, job: int) -> dict[str, Any]:
+        c = self.config.container
+        if c is None:
+            return {}
+        wrapper = cell_dir(self.workdir, planned, run_id, job) / "container.sh"
+        return {"program_prefix": self._container_prefix(wrapper), "worker_python": c.python, "models_dir": c.models}
+
+    def _write_wrapper(self, path: Path, names: list[str] = ()) -> None:
+        if self.config.container is not None and self.config.container.engine != "apptainer":
+            write_wrapper(path, self.config.container, self._mounts(), names)
 
     def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
         return self.launch(planned, run_id, job).render()
@@ -188,6 +209,7 @@ class HostsBackend:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._marker = uuid.uuid4().hex
         (self.workdir / MARKER).write_text(self._marker)
+        self._write_wrapper(self.workdir / ".bench-container.sh")  # the node checks' (facts from the image)
         runnable = [p for p in planned if p.runnable]
         used = {h for p in runnable for h in self.hosts_for(p.cell, p.nodes) or ()}
         if runnable:
@@ -199,7 +221,10 @@ class HostsBackend:
         """The node's facts (models/node_probe.py), or why they could not be had. host None = this machine."""
         iface = self.config.iface if self.config.iface and not is_cidr(self.config.iface) else ""
         remote = host is not None and not self._is_here(host)
-        return probe(python, self.workdir / MARKER, iface, self.ssh_argv(host) if remote else None)
+        program = None
+        if (c := self.config.container) is not None:  # the workers' facts are the image's
+            program = (*self._container_prefix(self.workdir / ".bench-container.sh"), c.python, f"{c.models}/node_probe.py")
+        return probe(python, self.workdir / MARKER, iface, self.ssh_argv(host) if remote else None, program)
 
     def _facts(self, hosts: tuple[str, ...], python: str) -> dict[str | None, dict[str, Any] | str]:
         """Facts of this machine (key None) and of each host, each asked once per run, in parallel."""
@@ -238,6 +263,7 @@ class HostsBackend:
             return handle
         cell_dir = launch.dir
         cell_dir.mkdir(parents=True, exist_ok=True)
+        self._write_wrapper(cell_dir / "container.sh", list(launch.spec.env))
         path_dirs = (*self._ssh_wrapper(planned.cell["mpi"], cell_dir), *launch.runtime.bin_dirs)
         reap_then = sweep_command([self._sweep_argv(h, token) for h in self._remote_hosts(hosts)])
         if self._runs_here(hosts):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bench.backends.container import ContainerSettings
 from bench.errors import BenchInputError
 
 # Host names and ssh values reach launcher command lines and ssh's own option strings: plain words only.
@@ -42,6 +43,9 @@ class HostsConfig(BaseModel):
     # records and log land in <workdir>/runs/<run>/<cell>/job<k>/. null = the results directory (then it must be
     # shared). Checked before a cell runs: a node that does not see it fails its cells.
     workdir: str | None = None
+    # Run every worker inside this image on its node (podman, docker or apptainer; bench/backends/container.py):
+    # the launcher stays outside, each rank is the worker in the image. null = the nodes' own Python.
+    container: ContainerSettings | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "HostsConfig":
@@ -52,6 +56,9 @@ class HostsConfig(BaseModel):
                 raise ValueError(f"host {host!r} is not a plain host name or address")
         if self.hosts and len(set(self.hosts)) != len(self.hosts):
             raise ValueError("a host is listed twice")
+        if self.container is not None and self.container.engine == "pyxis":
+            raise ValueError("container.engine pyxis is Slurm's (srun --container-image); hosts take podman, docker "
+                             "or apptainer")
         return self
 
 

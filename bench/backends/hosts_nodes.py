@@ -17,10 +17,12 @@ MARKER = ".bench-shared"  # written into the workdir by this machine; every host
 SAME = (("python", "Python"), ("bench", "bench"), ("models", "workload code"), ("horovod", "Horovod"))
 
 
-def probe(python: str, marker: Path, iface: str, ssh: list[str] | None) -> dict[str, Any] | str:
+def probe(python: str, marker: Path, iface: str, ssh: list[str] | None,
+          program: tuple[str, ...] | None = None) -> dict[str, Any] | str:
     """A node's facts, or one line saying why they could not be had; `ssh` is the argv that reaches the node, None
-    for this machine (its own share is checked here, without ssh)."""
-    argv = [python, str(PROBE), str(marker), iface]
+    for this machine (its own share is checked here, without ssh). `program`: what runs the probe instead of
+    `python PROBE` (the same probe inside the cell's container image)."""
+    argv = [*(program or (python, str(PROBE))), str(marker), iface]
     if ssh is not None:
         argv = [*ssh, shlex.join(argv)]
     try:

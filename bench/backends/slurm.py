@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.backends.base import Outcome
 from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for
+from bench.backends.container import apptainer_prefix, pyxis_options
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.outcome import JobEnd, classify
 from bench.backends.records import read_end, read_records, tail_of
@@ -131,6 +132,10 @@ class SlurmBackend:
             return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
         if cell["engine"] == "native" and nodes > 1:
             return f"engine=native on {nodes} nodes: the slurm backend starts DDP on one node only"
+        if (c := self.config.container) is not None and c.engine == "pyxis" and (
+                self.config.launch != "srun" or cell["engine"] == "native" or cell["mpi"] == "gloo"):
+            return ("container.engine pyxis needs srun to start every rank (launch: srun, an MPI flavour, "
+                    "engine horovod); use apptainer for launcher-started cells")
         if nodes > 1 and self.config.iface:
             try:  # what only the launch line can tell: a CIDR for a layer that takes only an interface name
                 self.render(PlannedCell(cell, "plan", "planned", nodes=nodes), "plan")
@@ -165,8 +170,19 @@ class SlurmBackend:
         engine's port comes from the job id, both filled by the script at run time."""
         where = Placement(self.jobs_root, self.python, tuple(NODE_MARK.format(i) for i in range(planned.nodes)),
                           self.config.iface, worker_threads=self._cpus_per_task(planned), data_dir=self.imagenet_dir,
-                          master_port=RUNTIME_ENV["MASTER_PORT"])
+                          master_port=RUNTIME_ENV["MASTER_PORT"], **self._container_placement())
         return launch_for(planned, run_id, job, where=where)
+
+    def _mounts(self) -> list[str]:
+        return [str(self.jobs_root), *([str(self.imagenet_dir)] if self.imagenet_dir else [])]
+
+    def _container_placement(self) -> dict[str, Any]:
+        """Workers in the image: apptainer as each rank's program; pyxis adds srun options instead (render)."""
+        c = self.config.container
+        if c is None:
+            return {}
+        prefix = apptainer_prefix(c, self._mounts()) if c.engine == "apptainer" else ()
+        return {"program_prefix": prefix, "worker_python": c.python, "models_dir": c.models}
 
     def render(self, planned: PlannedCell, run_id: str, job: int = 0) -> Rendered:
         """The line that starts the workers inside the allocation."""
@@ -177,9 +193,13 @@ class SlurmBackend:
             # interface too) go as its variables.
             argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={c['gpus']}",
                     f"--ntasks-per-node={planned.per_node}", f"--cpus-per-task={self._cpus_per_task(planned)}",
-                    "--kill-on-bad-exit=1", *spec.program)
+                    "--kill-on-bad-exit=1", *self._pyxis(launch), *spec.program)
             return Rendered(argv, {**launch.flavour.launcher_env(spec), **spec.env})
         return launch.render()
+
+    def _pyxis(self, launch: CellLaunch) -> tuple[str, ...]:
+        c = self.config.container
+        return pyxis_options(c, self._mounts(), str(launch.dir)) if c is not None and c.engine == "pyxis" else ()
 
     def script(self, planned: PlannedCell, run_id: str, job: int = 0) -> str:
         """The sbatch script. Every value that comes from the matrix or a path is shlex-quoted; the #SBATCH lines

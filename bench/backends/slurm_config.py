@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bench.backends.container import ContainerSettings
 
 # Partition and account names go into #SBATCH lines, which sbatch parses itself (not bash): plain names only, so a
 # value can never end the line and smuggle shell into the script.
@@ -37,3 +39,13 @@ class SlurmConfig(BaseModel):
     # Directory shared by the submit host and the compute nodes (records and logs are written there);
     # null = the results directory, which then must itself be shared.
     shared_dir: str | None = None
+    # Run every worker inside this image (bench/backends/container.py): engine pyxis (srun --container-image; needs
+    # `launch: srun`, so cells whose ranks srun cannot start are skipped saying so) or apptainer (`apptainer exec
+    # IMAGE` as each rank's program, under the cell's launcher or srun). null = the nodes' own Python.
+    container: ContainerSettings | None = None
+
+    @model_validator(mode="after")
+    def _container_engine(self) -> "SlurmConfig":
+        if self.container is not None and self.container.engine not in ("pyxis", "apptainer"):
+            raise ValueError(f"container.engine {self.container.engine} is not Slurm's: use pyxis or apptainer")
+        return self

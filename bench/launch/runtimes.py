@@ -16,6 +16,20 @@ from bench.launch import flavour_named
 MAIN_ABI = "openmpi"
 ABIS = ("openmpi", "mpich")
 MPICH_VENV_VAR = "BENCH_MPICH_VENV"
+# Set by every bench image (docker/Dockerfile.j2, `ENV BENCH_MPI=...`; install.sh reads it too): the image has one
+# environment, the main one, built for this ABI; flavours of the other ABI are not in the image.
+IMAGE_ABI_VAR = "BENCH_MPI"
+
+
+def image_abi() -> str | None:
+    """The one ABI of the image this runs in; None outside an image (both environments, as install.sh makes them)."""
+    return os.environ.get(IMAGE_ABI_VAR) or None
+
+
+def not_in_image(mpi: str) -> bool:
+    """True inside an image built for the other ABI (its cells run in another image: bench.images)."""
+    abi = image_abi()
+    return abi is not None and flavour_named(mpi).abi != abi
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,7 @@ class Runtime:
 def venv_for(mpi: str, python: str = sys.executable) -> Path:
     """The environment (its prefix) that runs cells of this MPI flavour."""
     main = Path(python).parent.parent
-    if flavour_named(mpi).abi == MAIN_ABI:
+    if flavour_named(mpi).abi == (image_abi() or MAIN_ABI):
         return main
     return Path(os.environ.get(MPICH_VENV_VAR) or main.parent / ".venv-mpich")
 
