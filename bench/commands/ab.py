@@ -72,9 +72,9 @@ def run(args) -> int:
         results, diffs = judge(store, side_runs, settings, args.statistic)
     print_results(results, diffs, settings, session.id)
     if args.json_path:
-        from bench.ci.ab_json import write_ab_json
+        from bench.ci_output.ab_json import write_ab_json
 
-        write_ab_json(args.json_path, results, diffs, settings, session.id, specs)
+        write_ab_json(args.json_path, results, diffs, settings, session.id, specs, args.statistic)
     if not results:
         raise BenchInputError("no cell was measured on both sides (see the side runs' logs above)")
     return EXIT_FAILED if any(r["verdict"] == "regressed" for r in results) else EXIT_OK
