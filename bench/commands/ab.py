@@ -108,21 +108,19 @@ def judge(store, side_runs, settings, statistic: str = "median"):
                         "p_slower": res.p_slower, "sd_log": res.sd_log,
                         "detectable": max(res.detectable, settings.min_effect) if math.isfinite(res.detectable)
                         else math.nan, "verdict": res.verdict})
-    diffs = side_differences(df, run_side)
+    versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
+    diffs = side_differences(df, run_side, versions)
     return results, diffs
 
 
-def side_differences(df, run_side):
+def side_differences(df, run_side, bench_versions: dict[str, str]):
     """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py)."""
-    try:
-        from bench.analysis.envdiff import diff_environments, environment_of
-    except ImportError:
-        return []
-    if "record_json" not in df:
-        return []
+    from bench.analysis.envdiff import diff_environments, environment_of
+
     runs = {side: [r for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
-    return diff_environments(environment_of(df[df["run_id"].isin(runs["A"])]),
-                             environment_of(df[df["run_id"].isin(runs["B"])]))
+    return diff_environments(
+        environment_of(df[df["run_id"].isin(runs["A"])], [bench_versions.get(r, "") for r in runs["A"]]),
+        environment_of(df[df["run_id"].isin(runs["B"])], [bench_versions.get(r, "") for r in runs["B"]]))
 
 
 def _plain(v):
@@ -163,12 +161,9 @@ def print_results(results, diffs, settings, session_id) -> None:
 
 
 def print_differences(diffs) -> None:
-    if not diffs:
-        print("what changed: nothing recorded differs between the sides' environments")
-        return
-    print("what changed (most relevant first):")
-    for d in diffs:
-        print(f"  {d.what}: {d.before} → {d.after}")
+    from bench.commands.check import print_changes
+
+    print_changes(diffs, "side A", "side B")
 
 
 def _fmt(x, digits: int = 1) -> str:

@@ -135,18 +135,42 @@ def run(args) -> int:
     how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
     print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
+    changes = what_changed(base.windows, cand.windows)
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
-    write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code)
+    write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
     return exit_code
 
 
-def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int) -> None:
+def what_changed(base_windows, cand_windows):
+    """Prints (and returns) what differs between the two sides' recorded environments, most relevant first."""
+    from bench.analysis.envdiff import diff_environments, environment_of
+
+    if "record_json" not in base_windows or "record_json" not in cand_windows:
+        print("what changed: not known (a baseline file records no environment; compare two runs in the store)")
+        return []
+    changes = diff_environments(environment_of(base_windows), environment_of(cand_windows))
+    print_changes(changes, "the baseline", "the candidate")
+    return changes
+
+
+def print_changes(changes, before: str, after: str) -> None:
+    if not changes:
+        print(f"what changed: nothing recorded differs between the environments of {before} and {after}")
+        return
+    print(f"what changed from {before} to {after} (most likely to move throughput first):")
+    for c in changes[:40]:
+        print(f"  {c.what}: {c.before} → {c.after}")
+    if len(changes) > 40:
+        print(f"  ... {len(changes) - 40} more")
+
+
+def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int,
+                     changes=()) -> None:
     """--json, --junit and --github (bench/ci_output/)."""
     if not (args.json_path or args.junit_path or args.github):
         return
     labels = {row["cell_id"]: f"{_label(row)} {row['precision']}"
               for row in result.drop_duplicates("cell_id").to_dict("records")}
-    changes = ()
     if args.json_path:
         from bench.ci_output.check_json import check_document, write_json
 
