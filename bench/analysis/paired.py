@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from bench.analysis import AnalysisError
@@ -99,6 +100,7 @@ def t_cdf(t: float, df: int) -> float:
     return 1 - tail if t > 0 else tail
 
 
+@lru_cache(maxsize=1024)
 def t_quantile(p: float, df: int) -> float:
     """The t with P(T <= t) = p (bisection: monotone, exact to 1e-10)."""
     if not 0 < p < 1:
