@@ -7,6 +7,7 @@ anyone can tell which side a run was.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -45,7 +46,7 @@ class Session:
 
     def __init__(self, specs: list[SideSpec], workdir: Path | None = None, cpu_weight: float | None = None):
         self.cpu_weight = cpu_weight
-        self.id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # unique on this machine
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bench-ab-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.sides: dict[str, ReadySide] = {}
