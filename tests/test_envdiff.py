@@ -57,14 +57,15 @@ def test_compact_cpu_lists():
 
 def test_quota_is_the_tightest_over_the_ancestors(tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "cpu.cfs_quota_us").write_text("-1")
+    (tmp_path / "cpu.cfs_quota_us").write_text("400000")  # 4 CPUs at the top, 1.5 below: 1.5 binds
     (tmp_path / "cpu.cfs_period_us").write_text("100000")
     (tmp_path / "a" / "cpu.cfs_quota_us").write_text("150000")
     (tmp_path / "a" / "cpu.cfs_period_us").write_text("100000")
     (tmp_path / "a" / "b" / "cpu.cfs_quota_us").write_text("-1")
     (tmp_path / "a" / "b" / "cpu.cfs_period_us").write_text("100000")
     assert quota_v1(tmp_path, "/a/b") == 1.5
-    assert quota_v1(tmp_path, "/") is None
+    assert quota_v1(tmp_path, "/") == 4.0
+    assert quota_v1(tmp_path / "a" / "b", "/") is None
     (tmp_path / "cpu.max").write_text("max 100000")
     (tmp_path / "a" / "cpu.max").write_text("50000 100000")
     assert quota_v2(tmp_path, "/a/b") == 0.5 and quota_v2(tmp_path, "/") is None
