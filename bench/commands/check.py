@@ -132,12 +132,13 @@ def run(args) -> int:
         # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
         feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
         print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
-    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
-    print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
-          f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
     changes = what_changed(base.windows, cand.windows)
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
+    # The summary stays the last line (CI logs and tests read it).
+    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
+    print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
+          f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
     return exit_code
 
 
