@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from models import allocator
+from models.cgroup_probe import cpu_affinity, cpu_quota
 from models.cpufeatures import SPEED_FLAGS, cpu_probe
 from models.gpu_query import PROBE_FIELDS, gpu_summary, parse_query_gpu
 
@@ -58,6 +59,35 @@ def gpu_info() -> dict | None:
     return gpu_summary(parse_query_gpu(out, PROBE_FIELDS))
 
 
+# Python distributions whose version moves training speed, asked of the installed metadata (no import).
+SPEED_PACKAGES = ("torch", "horovod", "tensorflow", "tensorflow-cpu", "tf-keras", "keras", "numpy", "mpi4py",
+                  "intel-extension-for-pytorch", "oneccl-bind-pt", "nvidia-nccl-cu12", "nvidia-cudnn-cu12")
+# Environment variables that tune threads, allocators and transports (prefixes), recorded as the worker saw them.
+TUNING_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOMP_", "NCCL_", "HOROVOD_", "UCX_", "OMPI_MCA_",
+                       "I_MPI_", "FI_", "GLOO_", "TORCH_", "PYTORCH_", "TF_NUM_", "TF_ENABLE_", "TF_XLA_", "TF_GPU_",
+                       "TF_USE_LEGACY_KERAS", "CUDA_", "MALLOC_", "LD_PRELOAD",
+                       "ATEN_CPU_CAPABILITY", "DNNL_", "ONEDNN_")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
+
+
+def package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in SPEED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def tuning_env(environ=None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    return {k: v[:200] for k, v in sorted(environ.items())
+            if k.startswith(TUNING_ENV_PREFIXES) and not any(w in k for w in _SECRET_WORDS)}
+
+
 def base_probe() -> dict:
     return {
         "python": sys.version.split()[0],
@@ -67,6 +97,10 @@ def base_probe() -> dict:
         "cpu_count": os.cpu_count(),
         "cpu": cpu_probe(),  # identity and the flags that decide CPU speed (models/cpufeatures.py)
         "malloc": allocator.state,
+        "cpu_affinity": cpu_affinity(),  # the CPUs this process may run on ("0-1")
+        "cpu_quota": cpu_quota(),        # its cgroup's CPU quota: {"cpus": 0.9 | None, "source": ...}
+        "packages": package_versions(),
+        "tuning_env": tuning_env(),
     }
 
 

@@ -1,6 +1,6 @@
 """A store that fills every report section: scaling on three GPUs, two frameworks and MPI flavours, IB on and off
 (one transport mismatch), ImageNet beside its synthetic twin, fp32 and fp16, a failed cell, an imported published
-reference and allreduce sweeps (collectives, and the fits the prediction uses). Records go through the real record
+reference, allreduce sweeps (collectives, and the fits the prediction uses) and earlier runs of one cell (history). Records go through the real record
 model and store, as a worker's would."""
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ def sweep_record(run_id: str, repeat: int, alpha: float, beta: float, **override
 
 def write_full_store(path: Path) -> None:
     with Store(path) as store:
+        # Four earlier runs of the first cell: a history of five runs (the history section); r1 stays its latest.
+        over, scales = TRAINING[0]
+        for h in range(4):
+            for i, s in enumerate(scales):
+                data = record(run_id=f"h{h}", repeat=i, rate_scale=s, repeats=len(scales), **over)
+                store.write(parse_record({**data, "start_unix": 100.0 + 10 * h + i, "end_unix": 101.0 + 10 * h + i}))
         for over, scales in TRAINING:
             extra = MISMATCH if over.get("ib") else {}
             store.write_many(parse_record({**record(run_id="r1", repeat=i, rate_scale=s, repeats=len(scales),

@@ -20,7 +20,8 @@ DEFAULT_STORE = "results/bench.db"
 # Verb → its module under bench/commands/, in the order `bench --help` lists them (`import` is a Python keyword).
 VERBS: dict[str, str] = {
     "plan": "plan", "run": "run", "status": "status", "report": "report", "import": "import_", "export": "export",
-    "doctor": "doctor", "images": "images", "data": "data", "check": "check", "baseline": "baseline",
+    "doctor": "doctor", "images": "images", "data": "data", "check": "check", "baseline": "baseline", "ab": "ab",
+    "history": "history",
     "model": "model",
 }
 

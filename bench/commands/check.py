@@ -22,6 +22,29 @@ def add_arguments(parser) -> None:
     parser.add_argument("--normalize", default="none",
                         help="none, or ratio-to:<key=value,...> (a cell of the same run)")
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
+    parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+                        help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
+    parser.add_argument("--junit", dest="junit_path", default=None, metavar="PATH",
+                        help="also write JUnit XML: one test case per cell, a regression is a failure")
+    parser.add_argument("--github", action="store_true",
+                        help="GitHub Actions: Markdown summary to $GITHUB_STEP_SUMMARY, ::error/::warning annotations")
+
+
+def check_output_path(option: str, path: str | None) -> None:
+    """An output file's folder must exist and be writable before anything is computed (bad input: exit 2)."""
+    import os
+    from pathlib import Path
+
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise BenchInputError(f"{option} {path}: is a directory, expected a file path")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise BenchInputError(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise BenchInputError(f"{option} {path}: not writable")
 
 
 def parse_normalize(text: str | None) -> dict[str, str] | None:
@@ -66,6 +89,8 @@ def run(args) -> int:
     from bench.sources import resolve_source
 
     settings = CheckSettings(min_effect=args.min_effect)
+    check_output_path("--json", args.json_path)
+    check_output_path("--junit", args.junit_path)
     selector = parse_normalize(args.normalize)
     baselines_dir = Path(args.baselines_dir)
     base = resolve_source(args.baseline, store_path=args.store, baselines_dir=baselines_dir)
@@ -107,7 +132,62 @@ def run(args) -> int:
         # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
         feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
         print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
+    changes = what_changed(base.windows, cand.windows)
+    exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
+    write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
+    # The summary stays the last line (CI logs and tests read it).
     how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
     print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
-    return EXIT_FAILED if counts["regressed"] else EXIT_OK
+    return exit_code
+
+
+def what_changed(base_windows, cand_windows):
+    """Prints (and returns) what differs between the two sides' recorded environments, most relevant first."""
+    from bench.analysis.envdiff import diff_environments, environment_of
+
+    if "record_json" not in base_windows or "record_json" not in cand_windows:
+        print("what changed: not known (a baseline file records no environment; compare two runs in the store)")
+        return []
+    changes = diff_environments(environment_of(base_windows), environment_of(cand_windows))
+    print_changes(changes, "the baseline", "the candidate")
+    return changes
+
+
+def print_changes(changes, before: str, after: str) -> None:
+    if not changes:
+        print(f"what changed: nothing recorded differs between the environments of {before} and {after}")
+        return
+    print(f"what changed from {before} to {after} (most likely to move throughput first):")
+    for c in changes[:40]:
+        print(f"  {c.what}: {c.before} → {c.after}")
+    if len(changes) > 40:
+        print(f"  ... {len(changes) - 40} more")
+
+
+def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int,
+                     changes=()) -> None:
+    """--json, --junit and --github (bench/ci_output/)."""
+    if not (args.json_path or args.junit_path or args.github):
+        return
+    labels = {row["cell_id"]: f"{_label(row)} {row['precision']}"
+              for row in result.drop_duplicates("cell_id").to_dict("records")}
+    if args.json_path:
+        from bench.ci_output.check_json import check_document, write_json
+
+        write_json(args.json_path, check_document(result, baseline=baseline, candidate=candidate,
+                                                  settings=settings, normalize=args.normalize, counts=counts,
+                                                  exit_code=exit_code, labels=labels, changes=changes))
+    if args.junit_path:
+        from bench.ci_output.junit import junit_tree, write_junit
+
+        write_junit(args.junit_path, junit_tree(result, labels, f"{candidate} against {baseline}"))
+    if args.github:
+        from bench.ci_output.github import annotations, summary_markdown, write_step_summary
+
+        for line in annotations(result, labels):
+            print(line)
+        markdown = summary_markdown(result, labels, f"{candidate} against {baseline}", counts, changes)
+        if write_step_summary(markdown) is None:
+            print("GITHUB_STEP_SUMMARY is not set; the summary:")
+            print(markdown, end="")

@@ -285,3 +285,28 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
     ax_t.set_ylim(bottom=0)
     fig.legend(*ax_t.get_legend_handles_labels(), loc="lower center", ncols=1, fontsize=8, frameon=False)
     return _save(fig, path)
+
+
+def history_chart(panels: list[tuple[str, list[float], list[int], list[tuple[int, float, float]]]], path: Path,
+                  ncols: int = 3) -> Path:
+    """Small multiples, one panel per cell: throughput per run (x: the run's position in time), each change
+    point a dashed line before its first run, each level between change points a grey segment.
+    panels: (title, values, change indices, levels as (start index, end index exclusive, level))."""
+    n = len(panels)
+    nrows = (n + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, min(ncols, n), figsize=(3.6 * min(ncols, n), 2.3 * nrows), squeeze=False)
+    for ax, (title, values, changes, levels) in zip(axes.flat, panels):
+        xs = np.arange(1, len(values) + 1)
+        ax.plot(xs, values, marker="o", markersize=3, linewidth=1)
+        for start, end, level in levels:
+            ax.hlines(level, start + 0.6, end + 0.4, colors="grey", linewidth=2, alpha=0.6)
+        for k in changes:
+            ax.axvline(k + 0.5, color="red", linestyle="--", linewidth=1)
+        ax.set_title(title, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("run", fontsize=7)
+        ax.set_ylabel("img/s", fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -240,6 +240,14 @@ class Store:
             "AND run_id NOT LIKE ? GROUP BY gpu, framework, mpi, engine, nodes) LIMIT ?",
             (IMPORT_RUN_PREFIX + "%", limit))]
 
+    @guarded(UNUSABLE)
+    def run_environments(self) -> dict[str, str]:
+        """run_id → record_json of the run's newest ok record: what each run's environment was (the history's
+        "what changed" at a change point), one document per run rather than every record's."""
+        return dict(self.conn.execute(
+            "SELECT run_id, record_json FROM records WHERE rowid IN (SELECT MAX(rowid) FROM records "
+            "WHERE status = 'ok' GROUP BY run_id)").fetchall())
+
     def _dicts(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
         cur = self.conn.execute(sql, params)
         names = [d[0] for d in cur.description]

@@ -2,7 +2,7 @@
 per report. Sections only pick from these, format and draw."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -26,10 +26,12 @@ class Context:
     failures: pd.DataFrame  # the latest attempt of each cell that failed
     prices: dict[str, Price]  # the catalogue's, overridden by --prices
     env_json: list[str]  # a sample of record JSON for the environments table
+    run_env_json: dict[str, str] = field(default_factory=dict)  # run_id → one record's JSON (history: what changed)
 
 
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
-                  env_json: list[str] | None = None, collectives: pd.DataFrame | None = None) -> Context:
+                  env_json: list[str] | None = None, collectives: pd.DataFrame | None = None,
+                  run_env_json: dict[str, str] | None = None) -> Context:
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
     ok = training_only(all_ok)  # collective cells have no image rates: their own section
@@ -37,7 +39,8 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    table=input_bound(scaling(cell_summary(ok))), sweeps=latest_sweeps(collectives, all_ok),
                    references=reference_summary(imported), failures=latest_failures(measured),
                    prices=merge_prices(catalogue_prices(), prices),
-                   env_json=sample_record_json(ok) if env_json is None else env_json)
+                   env_json=sample_record_json(ok) if env_json is None else env_json,
+                   run_env_json=run_env_json or {})
 
 
 def latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.DataFrame:

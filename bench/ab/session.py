@@ -1,0 +1,137 @@
+"""An A/B session: prepare both sides, run them interleaved, and label each side run's records in the main store.
+
+Each side run is a `bench run` into a scratch store; its run and records are then copied into the main store with
+`plan_json.ab` = {session, side, pair, spec}, so `bench status`, `report` and `history` see them as ordinary runs and
+anyone can tell which side a run was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bench.ab.cpuquota import make_group
+from bench.ab.sides import (SOURCE_ROOT, ReadySide, check_git_ref, make_worktree, remove_worktree, resolve_python,
+                            run_side_once)
+from bench.ab.spec import SideSpec
+from bench.analysis.paired import interleave
+
+
+@dataclass
+class SideRun:
+    pair: int
+    side: str
+    exit_code: int
+    run_id: str | None  # None: the run recorded nothing
+    seconds: float
+    log: Path
+
+
+def check_sides(specs: list[SideSpec]) -> None:
+    """Everything about the sides that can be checked before anything is made or run (BenchInputError)."""
+    for spec in specs:
+        if spec.python:
+            resolve_python(spec.python)
+        if spec.git:
+            check_git_ref(spec.git)
+
+
+class Session:
+    """Made sides (worktrees, CPU groups) for the session's lifetime; `with Session(...) as s:` removes them."""
+
+    def __init__(self, specs: list[SideSpec], workdir: Path | None = None, cpu_weight: float | None = None):
+        self.cpu_weight = cpu_weight
+        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # unique on this machine
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bench-ab-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.sides: dict[str, ReadySide] = {}
+        self._specs = specs
+
+    def __enter__(self) -> "Session":
+        try:
+            grouped = any(s.cpus for s in self._specs) or self.cpu_weight is not None
+            for spec in self._specs:
+                python = resolve_python(spec.python) if spec.python else _this_python()
+                side = ReadySide(spec, python, SOURCE_ROOT)
+                if spec.git:
+                    side.worktree = make_worktree(check_git_ref(spec.git), self.workdir / f"tree-{spec.name}")
+                    side.source = side.worktree
+                if grouped:  # both sides in a group of their own (cpuquota.py says why)
+                    side.group = make_group(f"bench-ab-{self.id}-{spec.name}", spec.cpus, self.cpu_weight or 1.0)
+                self.sides[spec.name] = side
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> list[str]:
+        problems = []
+        for side in self.sides.values():
+            if side.worktree:
+                remove_worktree(side.worktree)
+            if side.group:
+                try:
+                    side.group.remove()
+                except OSError as e:
+                    problems.append(str(e))
+        return problems
+
+    def run(self, matrix: Path, store, n_pairs: int, *, timeout: float | None, limit_s: float,
+            say: Callable[[str], None]) -> list[SideRun]:
+        """The interleaved runs; each side run's records are in `store` (labelled) as soon as it ends. A side run
+        that fails is reported and the session goes on (its pair is then incomplete)."""
+        done: list[SideRun] = []
+        order = interleave(n_pairs)
+        for i, (pair, name) in enumerate(order, 1):
+            side = self.sides[name]
+            scratch = self.workdir / f"pair{pair}-{name}.db"
+            log = self.workdir / f"pair{pair}-{name}.log"
+            started = time.monotonic()
+            code = run_side_once(side, matrix.resolve(), scratch, log, timeout, limit_s)
+            run_id = copy_labelled(scratch, store, {"session": self.id, "side": name, "pair": pair,
+                                                    "spec": side.spec.text,
+                                                    "cpu_weight": self.cpu_weight})
+            took = time.monotonic() - started
+            done.append(SideRun(pair, name, code, run_id, took, log))
+            say(f"ab {i}/{len(order)}: pair {pair + 1} side {name}: "
+                + (f"run {run_id}" if run_id else "recorded nothing") + f", exit {code}, {took:.0f} s"
+                + ("" if code == 0 else f" (log: {log})"))
+        return done
+
+
+def copy_labelled(scratch: Path, store, label: dict) -> str | None:
+    """The scratch store's run and records into `store`, the run's plan_json carrying `ab` = label."""
+    from bench.store import Store, StoreError
+
+    if not scratch.exists():
+        return None
+    try:
+        with Store(scratch, create=False) as src:
+            runs, records = src.runs(), src.records()
+    except StoreError:
+        return None
+    if not runs:
+        return None
+    for run in runs:
+        plan = json.loads(run["plan_json"] or "{}")
+        run["plan_json"] = json.dumps({**plan, "ab": label})
+    store.import_rows(runs, records)
+    return runs[-1]["run_id"] if records else None
+
+
+def _this_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def remove_workdir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,31 @@
+"""`bench ab --json PATH`: the session's verdicts as JSON, schema docs/ci/ab-result.schema.json (format
+"bench-ab-result", format_version 1)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+AB_FORMAT, AB_FORMAT_VERSION = "bench-ab-result", 1
+
+
+def _num(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def ab_document(results, diffs, settings, session_id: str, specs, statistic: str) -> dict:
+    return {
+        "format": AB_FORMAT, "format_version": AB_FORMAT_VERSION, "session": session_id,
+        "sides": {s.name: {"spec": s.text, "describe": s.describe()} for s in specs},
+        "settings": {"min_effect": settings.min_effect, "alpha": settings.alpha, "power": settings.power,
+                     "statistic": statistic},
+        "regressed": any(r["verdict"] == "regressed" for r in results),
+        "cells": [{k: (_num(v) if not isinstance(v, list) else [_num(x) for x in v]) for k, v in r.items()}
+                  for r in results],
+        "changes": [{"what": d.what, "a": d.before, "b": d.after, "rank": d.rank} for d in diffs],
+    }
+
+
+def write_ab_json(path, results, diffs, settings, session_id, specs, statistic: str = "median") -> None:
+    doc = ab_document(results, diffs, settings, session_id, specs, statistic)
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")

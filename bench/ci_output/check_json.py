@@ -1,0 +1,51 @@
+"""`bench check --json PATH`: the verdicts as JSON, schema docs/ci/check-result.schema.json (format
+"bench-check-result", format_version 1; a field added later keeps the version, a field removed or changed in
+meaning bumps it)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from bench.cell_keys import CELL_KEYS
+
+CHECK_FORMAT, CHECK_FORMAT_VERSION = "bench-check-result", 1
+_NUMBERS = ("baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate_median", "candidate_ci_low",
+            "candidate_ci_high", "ratio", "ci_low", "ci_high", "ci_coverage", "p_value")
+
+
+def _value(v):
+    """JSON-safe: NaN/None → null, numpy scalars → Python."""
+    if v is None:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    try:
+        if v != v:  # pandas NA and friends
+            return None
+    except TypeError:
+        return None
+    return v
+
+
+def check_document(result, *, baseline: str, candidate: str, settings, normalize: str, counts: dict,
+                   exit_code: int, labels: dict[str, str], changes=()) -> dict:
+    cells = []
+    for row in result.to_dict("records"):
+        cells.append({"cell": labels[row["cell_id"]], "cell_id": row["cell_id"],
+                      "keys": {k: _value(row.get(k)) for k in CELL_KEYS},
+                      "basis": row["basis"], "n_baseline": int(row["n_baseline"]),
+                      "n_candidate": int(row["n_candidate"]),
+                      **{k: _value(row[k]) for k in _NUMBERS}, "verdict": row["verdict"], "note": row["note"] or ""})
+    return {"format": CHECK_FORMAT, "format_version": CHECK_FORMAT_VERSION,
+            "baseline": baseline, "candidate": candidate,
+            "settings": {"min_effect": settings.min_effect, "alpha": settings.alpha, "normalize": normalize},
+            "exit_code": exit_code, "counts": {k: int(v) for k, v in counts.items()}, "cells": cells,
+            "changes": [{"what": c.what, "baseline": c.before, "candidate": c.after, "rank": c.rank}
+                        for c in changes]}
+
+
+def write_json(path: str | Path, doc: dict) -> None:
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")

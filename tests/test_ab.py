@@ -1,0 +1,74 @@
+"""`bench ab`: bad input refused before anything runs, and a real interleaved session in which side B runs under a
+CPU quota of half a CPU (a real slowdown through the cgroup cpu controller) and is caught, with the quota named as
+what changed and every side run labelled in the store."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.ab.cpuquota import cpu_controller_root
+from tests.conftest import TINY_WORKLOAD, bench_cli
+
+MATRIX = "name: ab-test\n" + TINY_WORKLOAD + """
+axes:
+  gpu: [cpu]
+  framework: [pytorch]
+  mpi: [gloo]
+  gpus: [1]
+backend:
+  name: local
+  timeout_s: 300
+"""
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--b", "cpus=fast"], "cpus must be a number"),
+    (["--b", "current", "--pairs", "2"], "--pairs must be between 3"),
+    (["--b", "python=/no/such/python"], "not an executable Python"),
+    (["--b", "git=no-such-ref-anywhere"], "not a commit of this repository"),
+    (["--b", "image=bench:1"], "not supported yet"),
+    (["--b", "current", "--cpu-weight", "0"], "--cpu-weight must be between"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    r = bench_cli("ab", "m.yaml", *args, "--store", "s.db", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
+
+
+def test_a_bad_matrix_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "m.yaml").write_text("name: x\naxes: {gpu: [no-such-gpu]}\n")
+    r = bench_cli("ab", "m.yaml", "--b", "current", "--store", "s.db", cwd=tmp_path)
+    assert r.returncode == 2 and not (tmp_path / "s.db").exists()
+
+
+def _groups(session: str) -> set[str]:
+    root = cpu_controller_root()
+    return {p.name for p in root[0].iterdir() if p.name.startswith(f"bench-ab-{session}")} if root else set()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(cpu_controller_root() is None or not os.access(cpu_controller_root()[0], os.W_OK),
+                    reason="needs a writable cgroup cpu controller (root)")
+def test_a_half_cpu_quota_on_side_b_is_caught_and_named(tmp_path):
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    r = bench_cli("ab", "m.yaml", "--b", "cpus=0.5", "--pairs", "3", "--cpu-weight", "10", "--store", "ab.db",
+                  "--json", "ab.json", cwd=tmp_path, timeout=900)
+    assert r.returncode == 1, r.stdout + r.stderr[-3000:]
+    doc = json.loads((tmp_path / "ab.json").read_text())
+    (cell,) = doc["cells"]
+    assert cell["verdict"] == "regressed" and cell["pairs"] == 3 and cell["ratio"] < 0.8, cell
+    changes = {c["what"]: (c["a"], c["b"]) for c in doc["changes"]}
+    assert changes.get("CPU quota") == ("none", "0.5 CPUs"), doc["changes"]
+    assert "CPU quota: none → 0.5 CPUs" in r.stdout
+    # Every side run is in the store, labelled with its side and pair; the cgroups are gone.
+    from bench.store import Store
+
+    with Store(tmp_path / "ab.db", create=False) as store:
+        labels = sorted((json.loads(run["plan_json"])["ab"]["pair"], json.loads(run["plan_json"])["ab"]["side"])
+                        for run in store.runs())
+    assert labels == [(0, "A"), (0, "B"), (1, "A"), (1, "B"), (2, "A"), (2, "B")]
+    assert _groups(doc["session"]) == set()
+    assert not list(Path(tmp_path).glob("bench-ab-*"))
