@@ -473,7 +473,7 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
 
 
 # --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
-FULL_ORDER = ["scaling", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision", "prediction",
+FULL_ORDER = ["scaling", "expected", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision", "prediction",
               "collectives", "references", "failures", "environment"]
 
 
