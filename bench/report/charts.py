@@ -268,6 +268,10 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
             ax_t.plot(_x(p["gpus"]), p["images_per_sec"], linestyle="--", color=colour, alpha=0.8,
                       label=f"{series}: what-if model (bench model)")
             ax_e.plot(_x(p["gpus"]), 100 * p["efficiency"], linestyle="--", color=colour, alpha=0.8)
+            for x, e, res in zip(_x(p["gpus"]), p["efficiency"], p.get("residual_points", [None] * len(p))):
+                if res is not None and pd.notna(res):  # the model's miss at this bar, in points
+                    ax_e.annotate(f"{res:+.0f}", (x, 100 * e), textcoords="offset points", xytext=(0, 4),
+                                  ha="center", fontsize=6, color=colour)
     for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
         m = m.sort_values("gpus")
         line = ax_t.plot(_x(m["gpus"]), m["images_per_sec"], marker="o", linewidth=2,
