@@ -24,7 +24,7 @@ from bench.backends.cell_launch import MODELS_DIR
 PROBE = MODELS_DIR / "diag_probe.py"
 COMPUTE_S = 1.0
 START_AFTER_S = 10.0  # every host's ssh connects and its probe waits for the common start
-LINK_S = 1.0
+LINK_S = 0.5
 CALL_TIMEOUT_S = 30
 
 
@@ -104,15 +104,20 @@ def _port_of(host: str, proc: subprocess.Popen) -> str:
     return first[1]
 
 
-def probe_all_links(argv: Callable, hosts: list[str]) -> dict[tuple[str, str], float]:
-    """Every ordered pair once: a receiver on every host (started together, idle until spoken to), then each host
-    in turn sends to every other, one transfer at a time. (sender, receiver) → bytes/s as the receiver counted."""
-    servers = {h: subprocess.Popen(argv(h, "serve", str(LINK_S), str(len(hosts) - 1)), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True) for h in hosts}
+def probe_all_links(argv: Callable, hosts: list[str],
+                    pairs: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], float]:
+    """Every ordered pair of `hosts` once (or just `pairs`): a receiver on every receiving host (started together,
+    idle until spoken to), then each sending host in turn sends to its receivers, one transfer at a time.
+    (sender, receiver) → bytes/s as the receiver counted."""
+    pairs = pairs if pairs is not None else [(a, b) for a in hosts for b in hosts if a != b]
+    receivers = {b: sum(1 for _, r in pairs if r == b) for _, b in pairs}
+    servers = {h: subprocess.Popen(argv(h, "serve", str(LINK_S), str(n)), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+               for h, n in receivers.items()}
     try:
         ports = {h: _port_of(h, p) for h, p in servers.items()}
-        for a in hosts:
-            targets = [f"{b}:{ports[b]}" for b in hosts if b != a]
+        for a in dict.fromkeys(s for s, _ in pairs):
+            targets = [f"{b}:{ports[b]}" for s, b in pairs if s == a]
             try:
                 sent = subprocess.run(argv(a, "send-all", str(LINK_S), *targets), capture_output=True, text=True,
                                       timeout=CALL_TIMEOUT_S + len(targets) * LINK_S, stdin=subprocess.DEVNULL)
@@ -126,7 +131,7 @@ def probe_all_links(argv: Callable, hosts: list[str]) -> dict[tuple[str, str], f
                 if not got.get("bytes_per_s") or got.get("from") not in hosts:
                     raise ProbeError(f"link {got.get('from')}→{b}: nothing arrived")
                 directed[(got["from"], b)] = float(got["bytes_per_s"])
-        return {(a, b): directed[(a, b)] for a in hosts for b in hosts if a != b}
+        return {pair: directed[pair] for pair in pairs}
     except subprocess.TimeoutExpired:
         raise ProbeError(f"the receivers did not answer within {CALL_TIMEOUT_S} s") from None
     finally:
@@ -134,31 +139,6 @@ def probe_all_links(argv: Callable, hosts: list[str]) -> dict[tuple[str, str], f
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-
-
-def probe_link(argv: Callable, sender: str, receiver: str) -> float:
-    """Bytes per second from sender to receiver, as the receiver counted them."""
-    recv = subprocess.Popen(argv(receiver, "recv", str(LINK_S)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-    try:
-        first = recv.stdout.readline().split()
-        if first[:1] != ["port"]:
-            recv.kill()
-            raise ProbeError(f"{receiver}: the receiver did not start ({(recv.stderr.read() or '').strip()[-200:]})")
-        send = subprocess.run(argv(sender, "send", receiver, first[1], str(LINK_S)), capture_output=True, text=True,
-                              timeout=CALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        _json_of(sender, send)
-        out, err = recv.communicate(timeout=CALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ProbeError(f"link {sender}→{receiver}: no answer within {CALL_TIMEOUT_S} s") from None
-    finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.wait()
-    got = _json_of(receiver, (recv.returncode, out, err))
-    if not got.get("bytes_per_s"):
-        raise ProbeError(f"link {sender}→{receiver}: nothing arrived")
-    return float(got["bytes_per_s"])
 
 
 def diagnose(hosts: list[str], argv: Callable, *, compute: bool = True, links: bool = True,
@@ -175,9 +155,9 @@ def diagnose(hosts: list[str], argv: Callable, *, compute: bool = True, links: b
         # A direction under the rule's line is measured once more and its better figure kept: a passing load lowers
         # one transfer, a slow link both.
         again = [pair for pair, bw in d.directed.items() if bw < LINK_BELOW * statistics.median(d.directed.values())]
-        for a, b in again:
-            d.directed[(a, b)] = max(d.directed[(a, b)], probe_link(argv, a, b))
         if again:
+            for pair, bw in probe_all_links(argv, hosts, again).items():
+                d.directed[pair] = max(d.directed[pair], bw)
             say(f"{len(again)} slow direction(s) measured again")
         d.findings += link_findings(d.directed)
     d.seconds = time.monotonic() - t0

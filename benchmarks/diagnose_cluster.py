@@ -27,7 +27,8 @@ HOG_S = 90  # the hog ends by itself after this, killed earlier when the case is
 
 
 def diagnose(c: emulated.Cluster, only: str | None = None) -> tuple[int, str, float]:
-    argv = [sys.executable, "-m", "bench", "diagnose", "--hosts", ",".join(c.hosts), *(["--only", only] if only else [])]
+    argv = [sys.executable, "-m", "bench", "diagnose", "--hosts", ",".join(c.hosts),
+            *(["--only", only] if only else [])]
     t0 = time.monotonic()
     done = c.run("node1", argv, env=c.env({"PYTHONPATH": str(ROOT)}), timeout=300)
     return done.returncode, done.stdout + done.stderr, time.monotonic() - t0

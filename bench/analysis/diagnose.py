@@ -26,7 +26,7 @@ from typing import Mapping
 COMPUTE_BELOW = 0.70
 LINK_BELOW = 0.60
 ROUNDS = 3
-BUSY_OTHERS = 0.3  # CPU-s/s of other processes on a node that counts as load worth naming
+BUSY_OTHERS = 0.05  # CPU-s/s of other processes on a node worth naming (a quiet node: sshd and init, ~0)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ Allreduce of G gradient bytes over p ranks on one link kind (ring): 2(p−1)/p �
 Across nodes it is hierarchical: a ring inside each VM over its intra-node link, then a ring between the VMs over the
 inter-node link (the bytes the NIC must carry, 2(n−1)/n · G, are what bound it). Two allreduce paths:
 - `nccl`: GPU buffers; intra-node ring over PCIe/NVLink, inter-node ring over IB or TCP;
-- `host`: Horovod without NCCL over an MPI that is not CUDA-aware (the 2018 Intel MPI runs): the gradients are copied
-  to host memory and back (2 · G over PCIe), the ranks of a VM reduce in host memory through shared memory, and the
-  VMs exchange over the fabric.
+- `host`: Horovod without NCCL over an MPI that is not CUDA-aware (the 2018 Intel MPI runs): every rank's gradients
+  are copied to host memory and back through one staging path the VM's ranks share (2 · p_VM · G at the fitted
+  `host-stage-vm` rate), the ranks of a VM reduce in host memory through shared memory, and the VMs exchange over
+  the fabric;
+- `nccl-ring`: NCCL 2.2's one flat ring over every GPU (the 2018 Open MPI runs): each VM's NIC carries 2(p−1)/p · G.
 
 `overlap` is the fraction of the backward pass that communication can hide behind. Default 0.75, from ResNet-50's
 shape, not from a fit: backprop produces the last stage's gradients first, and conv5_x + fc hold 67% of the 25.6 M

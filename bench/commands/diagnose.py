@@ -12,7 +12,8 @@ HELP = "find the slow node or link: per-node compute probes and pairwise transfe
 
 def add_arguments(parser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--hosts", help="comma-separated host names (reached over ssh; this machine's own name runs here)")
+    where.add_argument("--hosts",
+                       help="comma-separated host names (reached over ssh; this machine's own name runs here)")
     where.add_argument("--hostfile", help="an Open MPI hostfile (`node1 slots=2`, one host a line)")
     where.add_argument("--matrix", help="a matrix whose backend is `hosts`: its hosts and ssh settings")
     where.add_argument("--cell", help="a cell id in the store: the hosts its latest run's ranks ran on, and its "
