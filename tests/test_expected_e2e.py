@@ -1,6 +1,7 @@
 """A cell slowed on purpose, for real: rank 1 of a 2-worker cell moved onto CPU 1 (models/faults.py's `pin` hook)
 while a busy process the test starts holds that core. The cell must come out below the value expected from the
 1-worker cell of the same series, with rank 1 named as the slow rank — by `bench status` and in the report."""
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,8 @@ backend: {name: local, timeout_s: 600}
 """
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
+                    reason="needs CPUs 0 and 1: one for rank 0, one for rank 1 beside the busy process")
 def test_a_worker_on_a_busy_core_is_below_expected_and_named(tmp_path):
     (tmp_path / "m.yaml").write_text(MATRIX, encoding="utf-8")
     # The hog: one busy process on CPU 1, bounded in time, killed when the run is over either way.
