@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import BenchInputError
+from models.phases import PHASES
 from models.registry import COLLECTIVES
 
 SCHEMA_VERSION = 1
@@ -37,11 +38,24 @@ class RankRate(BaseModel):
     window_s: float = Field(gt=0)
     busy_s: float = Field(ge=0)
     images_per_sec: float | None
+    # Seconds of the window this rank spent in each phase of its steps (models/phases.py: input, compute, comm_wait,
+    # update, other), summed over its steps; absent in records written before the workers timed phases.
+    phases_s: dict[str, float] | None = None
 
     @field_validator("images_per_sec")
     @classmethod
     def _rate(cls, v):
         return _finite_positive(v, "per-rank images_per_sec")
+
+    @field_validator("phases_s")
+    @classmethod
+    def _phases(cls, v):
+        for name, seconds in (v or {}).items():
+            if name not in PHASES:
+                raise ValueError(f"unknown phase {name!r} (known: {', '.join(PHASES)})")
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ValueError(f"phase {name}: {seconds!r} is not a duration")
+        return v
 
 
 class StepTimes(BaseModel):

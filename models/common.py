@@ -19,6 +19,7 @@ from models.allocator import hold_freed_memory
 from models.fail import fail
 from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
+from models.phases import PhaseClock
 from models.record import write_record
 
 
@@ -175,13 +176,17 @@ class WindowLoop:
 def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[Any], Any],
                     loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any],
                     next_batch: Callable[[], Any] | None = None,
-                    batch_samples: Callable[[Any], int] | None = None, instruments: Any = None) -> int:
+                    batch_samples: Callable[[Any], int] | None = None, phases: PhaseClock | None = None,
+                    instruments: Any = None) -> int:
     """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code.
 
     With real data, `next_batch` fetches each step's input; the time spent waiting for it is recorded
-    (input_wait_s), and the samples counted are the ones each batch really held. `instruments` (GPU workers:
-    models/gpu_window.py) are told of each window and step and add their fields to each record."""
+    (input_wait_s), and the samples counted are the ones each batch really held. Each rank's step time is split into
+    phases (models/phases.py): input and other here, compute/comm_wait/update where `train_step` marks them on
+    `phases` (the same clock). `instruments` (GPU workers: models/gpu_window.py) are told of each window and step and
+    add their fields to each record."""
     fetch = next_batch or (lambda: None)
+    clock = phases or PhaseClock()
     fault = StepFaults.from_env(comm.rank, args.cell_id)  # test hooks (models/faults.py): inert unless set
     for _ in range(args.warmup_steps):
         fault.tick()
@@ -191,17 +196,21 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
                      else (lambda: None, lambda: None))
     for repeat in range(args.repeats):
         loop.open()
+        clock.reset()
         loss, waited = None, 0.0
         for _ in range(args.steps):
+            clock.open_step()
             t = time.perf_counter()
             batch = fetch()
             waited += time.perf_counter() - t
+            clock.mark("input")
             fault.tick()
             before()
             loss = train_step(batch)
             after()
             loop.step_done(batch_samples(batch) if batch_samples and batch is not None else args.batch_size)
-        extra = {"input_wait_s": waited} if next_batch else None
+            clock.close_step()
+        extra = {"phases_s": clock.summary(), **({"input_wait_s": waited} if next_batch else {})}
         if not loop.close(repeat, loss_value(loss), extra):
             break
     return 1 if loop.failed else 0

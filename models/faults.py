@@ -7,7 +7,9 @@ models/common.py) and the data a collective sweep sends at each size (`corrupt_s
   (1-based, warm-up steps included), when the cell id starts with PREFIX (any cell if absent), does KIND: kill
   (SIGKILL itself), hang (ignore SIGTERM, never return), raise (RuntimeError), oom (cap its address space with
   RLIMIT_AS just above what it uses, then allocate: MemoryError, never touching the machine's real memory), say (print
-  `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too).
+  `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too), pin (move every thread of the rank onto
+  CPU `cpu=C` and carry on: with a busy process on that core, which the test starts and ends, the rank is really slow
+  — a straggler made by the machine, not by a sleep in the worker).
 - `BENCH_COLLECTIVE_CORRUPT`: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size
   B (allreduce: its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels),
   so the sweep's check can be proven to catch a wrong result.
@@ -30,10 +32,11 @@ CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
 class StepFaults:
     """The `BENCH_FAULT` entries for this rank and cell, fired at their training step."""
 
-    KINDS = ("kill", "hang", "raise", "oom", "say")
+    KINDS = ("kill", "hang", "raise", "oom", "say", "pin")
 
-    def __init__(self, entries: list[tuple[str, int]]):
-        self.entries = entries  # (kind, step) for this rank and cell; empty in every real run
+    def __init__(self, entries: list[tuple[str, int]] | list[tuple[str, int, dict]]):
+        # (kind, step, options) for this rank and cell; empty in every real run
+        self.entries = [(e[0], e[1], e[2] if len(e) > 2 else {}) for e in entries]
         self.step = 0
 
     @classmethod
@@ -46,17 +49,17 @@ class StepFaults:
 
                 fail(f"{FAULT_VAR}: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})")
             if int(opts.get("rank", 0)) == rank and (cell_id or "").startswith(opts.get("cell", "")):
-                entries.append((kind, int(opts.get("step", 1))))
+                entries.append((kind, int(opts.get("step", 1)), opts))
         return cls(entries)
 
     def tick(self) -> None:
         """One training step begins."""
         self.step += 1
-        for kind, step in self.entries:
+        for kind, step, opts in self.entries:
             if step == self.step:
-                self._inject(kind)
+                self._inject(kind, opts)
 
-    def _inject(self, kind: str) -> None:
+    def _inject(self, kind: str, opts: dict | None = None) -> None:
         say = os.environ.get(FAULT_SAY_VAR, "")
         print(f"bench fault: {kind} at step {self.step}", file=sys.stderr, flush=True)
         if kind == "say":
@@ -67,6 +70,13 @@ class StepFaults:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it: the harness must escalate
             while True:
                 time.sleep(3600)
+        elif kind == "pin":
+            cpu = int((opts or {}).get("cpu", 0))
+            for task in os.listdir("/proc/self/task"):  # every thread: intra-op pools and the engine's too
+                try:
+                    os.sched_setaffinity(int(task), {cpu})
+                except OSError:
+                    pass  # a thread that ended meanwhile
         elif kind == "raise":
             raise RuntimeError(f"bench fault injection: raised at step {self.step}" + (f": {say}" if say else ""))
         elif kind == "oom":

@@ -88,6 +88,7 @@ def combine(ranks: list[dict]) -> dict:
             "p90": sorted(steps)[min(len(steps) - 1, math.ceil(0.9 * len(steps)) - 1)],
         },
         "slowest_rank": slowest["rank"],
-        "per_rank": [{k: r[k] for k in ("rank", "host", "samples", "steps", "window_s", "busy_s", "images_per_sec")}
+        "per_rank": [{**{k: r[k] for k in ("rank", "host", "samples", "steps", "window_s", "busy_s", "images_per_sec")},
+                      **({"phases_s": r["phases_s"]} if r.get("phases_s") else {})}
                      for r in sorted(ranks, key=lambda r: r["rank"])],
     }

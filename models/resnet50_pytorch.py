@@ -19,6 +19,7 @@ from models.common import (Comm, measure_windows, parse_args, record_base, repor
                            single_process_comm, threads_for)
 from models.fail import fail  # noqa: E402
 from models.gpu_plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
+from models.phases import PhaseClock  # noqa: E402
 from models.registry import WORKLOADS, workload_refusal  # noqa: E402
 
 VERSION = WORKLOADS["pytorch"]["version"]
@@ -160,8 +161,13 @@ def fetcher(batches) -> Callable[[], Any]:
 
 
 # --- step -----------------------------------------------------------------------------------------------------------
-def make_train_step(args, torch, w: Worker, model, optimizer, default_batch) -> Callable[[Any], Any]:
-    """One forward/backward/update on `batch` (the synthetic batch when None); returns the loss, on the device."""
+def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
+                    phases: PhaseClock | None = None) -> Callable[[Any], Any]:
+    """One forward/backward/update on `batch` (the synthetic batch when None); returns the loss, on the device.
+    Under Horovod the allreduce is waited for explicitly, so `phases` (models/phases.py) holds compute (forward and
+    backward), comm_wait (the allreduce backward did not hide) and update apart; under DDP the wait is inside
+    backward: compute and update only."""
+    phases = phases or PhaseClock()
     loss_fn = torch.nn.CrossEntropyLoss()
     amp_dtype = getattr(torch, w.compute.autocast_dtype) if w.compute.autocast_dtype else None
     autocast = (lambda: torch.autocast(w.device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
@@ -174,8 +180,10 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch) -> 
             loss = loss_fn(model(x), y)
         if scaler:
             scaler.scale(loss).backward()
+            phases.mark("compute", sync=True)
             if w.hvd is not None:
                 optimizer.synchronize()  # Horovod: finish the allreduce before unscaling
+                phases.mark("comm_wait", sync=True)
                 scaler.unscale_(optimizer)
                 with optimizer.skip_synchronize():
                     scaler.step(optimizer)
@@ -184,7 +192,15 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch) -> 
             scaler.update()
         else:
             loss.backward()
-            optimizer.step()
+            phases.mark("compute", sync=True)
+            if w.hvd is not None:
+                optimizer.synchronize()  # what step() would do first, timed on its own
+                phases.mark("comm_wait", sync=True)
+                with optimizer.skip_synchronize():
+                    optimizer.step()
+            else:
+                optimizer.step()
+        phases.mark("update", sync=True)
         return loss.detach()
 
     return train_step
@@ -231,11 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     model, optimizer = build_model(args, torch, w)
     synthetic = synthetic_batch(args, torch, w)
     batches = imagenet_batches(args, w) if args.data == "imagenet" else None
-    train_step = make_train_step(args, torch, w, model, optimizer, synthetic)
 
     def sync() -> None:
         if w.cuda:
             torch.cuda.synchronize(w.device)
+
+    phases = PhaseClock(sync)
+    train_step = make_train_step(args, torch, w, model, optimizer, synthetic, phases)
 
     model.train()
     base = base_record(args, torch, w, batches)
@@ -243,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = measure_windows(args, w.comm, train_step, lambda loss: float(loss), sync, base,
                                fetcher(batches) if batches is not None else None,
-                               batch_samples=lambda batch: len(batch[1]), instruments=instruments)
+                               batch_samples=lambda batch: len(batch[1]), phases=phases, instruments=instruments)
     finally:
         if instruments is not None:
             instruments.close()

@@ -11,7 +11,8 @@
 #   scripts/testcluster.sh down [--prefix P]          kill everything in the nodes, delete namespaces and the state dir
 #   scripts/testcluster.sh status                     the nodes, and whether each sshd answers
 #   scripts/testcluster.sh exec nodeK -- CMD...       run CMD on nodeK (its network, hostname and /etc/hosts)
-#   scripts/testcluster.sh shape [--rate R] [--delay D]   (re)shape every link; neither option removes the shaping
+#   scripts/testcluster.sh shape [--rate R] [--delay D] [--node nodeK]   (re)shape every link, or only what nodeK
+#                                                     sends (--node); neither option removes the shaping
 #   scripts/testcluster.sh link nodeK down|up         take nodeK's link down or bring it back
 #   scripts/testcluster.sh sshd nodeK stop|start      stop nodeK's sshd (a node nobody can log in to) or start it again
 #
@@ -312,7 +313,7 @@ cmd_status() {
 [ $# -ge 1 ] || usage "expected a command: up N | down | status | exec nodeK -- CMD | shape | link nodeK down|up | sshd nodeK stop|start"
 cmd=$1; shift
 PREFIX=$(saved prefix); PREFIX=${PREFIX:-btc}
-rate="" delay="" slots=1 nodes="" PIN=0
+rate="" delay="" slots=1 nodes="" PIN=0 NODE=""
 parse_opts() {
   while [ $# -gt 0 ]; do
     case $1 in
@@ -320,6 +321,8 @@ parse_opts() {
       --delay) [ $# -ge 2 ] || usage "--delay needs a value"; check_delay "$2"; delay=$2; shift 2 ;;
       --slots) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage "--slots '${2:-}': expected a positive integer"; slots=$2; shift 2 ;;
       --pin) PIN=1; shift ;;
+      --node) [[ ${2:-} =~ ^node([1-9][0-9]*)$ ]] || usage "--node '${2:-}': expected a node name nodeK"
+        NODE=${BASH_REMATCH[1]}; shift 2 ;;
       --prefix) [[ ${2:-} =~ ^[a-z][a-z0-9]{0,11}$ ]] || usage "--prefix '${2:-}': expected 1-12 of [a-z0-9], letter first"
         PREFIX=$2; shift 2 ;;
       *) usage "unknown option '$1'" ;;
@@ -341,8 +344,13 @@ case $cmd in
   shape)
     parse_opts "$@"; need_root
     [ -f "$DIR/cluster.env" ] || die "no cluster to shape (state dir $DIR)"
-    for i in $(seq 1 "$(saved nodes)"); do shape_node "$i" "$rate" "$delay"; done
-    sed -i "s/^rate=.*/rate=$rate/; s/^delay=.*/delay=$delay/" "$DIR/cluster.env" ;;
+    if [ -n "$NODE" ]; then  # one node's egress only: every link of that node, in the direction it sends
+      [ "$NODE" -le "$(saved nodes)" ] || usage "shape: node$NODE does not exist (the cluster has $(saved nodes) nodes)"
+      shape_node "$NODE" "$rate" "$delay"
+    else
+      for i in $(seq 1 "$(saved nodes)"); do shape_node "$i" "$rate" "$delay"; done
+      sed -i "s/^rate=.*/rate=$rate/; s/^delay=.*/delay=$delay/" "$DIR/cluster.env"
+    fi ;;
   link)
     [[ ${1:-} =~ ^node([1-9][0-9]*)$ ]] && [[ ${2:-} =~ ^(up|down)$ ]] && [ $# -eq 2 ] \
       || usage "link: expected nodeK down|up"

@@ -91,9 +91,11 @@ class Cluster:
               cwd: Path | None = None, **kwargs) -> subprocess.Popen:
         return subprocess.Popen([*self.enter(node, cwd or ROOT), *argv], env=env or self.env(), text=True, **kwargs)
 
-    def shape(self, rate: str | None = None, delay: str | None = None) -> None:
-        """Shapes every node's egress (tc tbf for `rate`, netem for `delay`); no arguments removes the shaping."""
-        args = [*(("--rate", rate) if rate else ()), *(("--delay", delay) if delay else ())]
+    def shape(self, rate: str | None = None, delay: str | None = None, node: str | None = None) -> None:
+        """Shapes every node's egress, or only `node`'s (tc tbf for `rate`, netem for `delay`); no rate or delay
+        removes the shaping."""
+        args = [*(("--rate", rate) if rate else ()), *(("--delay", delay) if delay else ()),
+                *(("--node", node) if node else ())]
         done = _script(self.state_dir, "shape", *args)
         if done.returncode != 0:
             raise RuntimeError(f"testcluster.sh shape {' '.join(args)}: {done.stderr.strip()}")

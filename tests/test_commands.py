@@ -73,7 +73,8 @@ def test_model_validate_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (K80|P40|P100|V100) \|", line)]
     assert len(rows) == 8 and {r.split("|")[1].strip() for r in rows} == {"K80", "P40", "P100", "V100"}
-    assert re.search(r"largest error: \d+\.\d points; within ±10: 5/8", proc.stdout)
+    assert re.search(r"held out: largest error \d+\.\d points; within ±10: 6/7", proc.stdout)
+    assert sum("FITTED" in r for r in rows) == 1 and sum("held out" in r for r in rows) == 7
     assert "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv" in proc.stdout and not proc.stderr
 
 

@@ -24,13 +24,40 @@ def test_a_fault_fires_on_its_rank_cell_and_step_only(monkeypatch, capsys):
     assert StepFaults.from_env(0, "abc123").entries == []  # raise is for cell zzz…
     assert StepFaults.from_env(1, "zzz999").entries == []  # …and say for rank 1 of cell abc…
     faults = StepFaults.from_env(1, "abc123")
-    assert faults.entries == [("say", 3)]
+    assert [(kind, step) for kind, step, _ in faults.entries] == [("say", 3)]
     faults.tick()
     faults.tick()
     assert capsys.readouterr().out == ""
     faults.tick()
     out = capsys.readouterr()
     assert out.out == "hello\n" and "bench fault: say at step 3" in out.err
+
+
+def test_pin_moves_every_thread_of_the_rank_onto_the_named_cpu(monkeypatch):
+    import os
+    import threading
+
+    monkeypatch.setenv(FAULT_VAR, "pin:rank=0:step=1:cpu=0")
+    before = os.sched_getaffinity(0)
+    seen = {}
+    started, done = threading.Event(), threading.Event()
+
+    def other():  # a thread the worker already has (an intra-op pool, the engine's loop)
+        started.set()
+        done.wait(10)
+        seen["other"] = os.sched_getaffinity(0)
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait(10)
+    try:
+        StepFaults.from_env(0, None).tick()
+        seen["main"] = os.sched_getaffinity(0)
+    finally:
+        done.set()
+        t.join()
+        os.sched_setaffinity(0, before)
+    assert seen == {"main": {0}, "other": {0}}
 
 
 def test_an_unknown_fault_kind_ends_the_worker_with_one_line(monkeypatch, capsys):

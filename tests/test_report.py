@@ -374,8 +374,9 @@ def test_published_series_and_predictions_equal_the_csv_and_the_model():
     assert set(pub["gpu"]) == {"K80", "P40", "P100", "V100"} and set(pub["gpus"]) == {1, 2, 3, 4, 8, 16, 32}
     pred = predicted_series(pub)
     for gpu in ("K80", "P40", "P100", "V100"):
-        for mpi, series, fabric, route in (("IntelMPI", "TensorFlow · Intel MPI · IB", "ib", "host"),
-                                           ("OpenMPI+NCCL", "TensorFlow · Open MPI + NCCL · TCP", "tcp", "nccl")):
+        for mpi, series, fabric, route in (
+                ("IntelMPI", "TensorFlow · Intel MPI · IB", "ib", "host"),
+                ("OpenMPI+NCCL", "TensorFlow · Open MPI + NCCL · TCP", "tcp", "nccl-ring")):
             row = pub[(pub["gpu"] == gpu) & (pub["series"] == series) & (pub["gpus"] == 32)].iloc[0]
             assert row["efficiency"] == pytest.approx(bars[(gpu, mpi, 32)] / (32 * bars[(gpu, mpi, 1)]))
             want = predict(gpu, 32, bars[(gpu, mpi, 1)], 64, fabric=fabric, path=route).efficiency
@@ -473,8 +474,8 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
 
 
 # --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
-FULL_ORDER = ["scaling", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision", "prediction",
-              "collectives", "history", "references", "failures", "environment"]
+FULL_ORDER = ["scaling", "expected", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision",
+              "prediction", "collectives", "history", "references", "failures", "environment"]
 
 
 def _page_ids(html: str) -> list[str]:

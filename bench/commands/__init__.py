@@ -21,8 +21,7 @@ DEFAULT_STORE = "results/bench.db"
 VERBS: dict[str, str] = {
     "plan": "plan", "run": "run", "status": "status", "report": "report", "import": "import_", "export": "export",
     "doctor": "doctor", "images": "images", "data": "data", "check": "check", "baseline": "baseline", "ab": "ab",
-    "history": "history",
-    "model": "model",
+    "history": "history", "model": "model", "diagnose": "diagnose",
 }
 
 

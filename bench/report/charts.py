@@ -268,6 +268,10 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
             ax_t.plot(_x(p["gpus"]), p["images_per_sec"], linestyle="--", color=colour, alpha=0.8,
                       label=f"{series}: what-if model (bench model)")
             ax_e.plot(_x(p["gpus"]), 100 * p["efficiency"], linestyle="--", color=colour, alpha=0.8)
+            for x, e, res in zip(_x(p["gpus"]), p["efficiency"], p.get("residual_points", [None] * len(p))):
+                if res is not None and pd.notna(res):  # the model's miss at this bar, in points
+                    ax_e.annotate(f"{res:+.0f}", (x, 100 * e), textcoords="offset points", xytext=(0, 4),
+                                  ha="center", fontsize=6, color=colour)
     for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
         m = m.sort_values("gpus")
         line = ax_t.plot(_x(m["gpus"]), m["images_per_sec"], marker="o", linewidth=2,
@@ -308,5 +312,32 @@ def history_chart(panels: list[tuple[str, list[float], list[int], list[tuple[int
         ax.set_ylabel("img/s", fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+BREAKDOWN_COLOURS = {"input": "#8c8c8c", "compute": "#4c72b0", "communication": "#dd8452", "rest": "#c9c9c9"}
+
+
+def breakdown_chart(labels: list[str], parts: list[dict[str, float]], sources: list[dict[str, str]],
+                    path: Path) -> Path:
+    """Where each cell's step time went: one horizontal stacked bar per cell (seconds per step); a modelled part is
+    hatched, a measured one solid."""
+    labels, parts, sources = labels[:MAX_BARS], parts[:MAX_BARS], sources[:MAX_BARS]
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.42 * len(labels)))
+    y = np.arange(len(labels))
+    left = np.zeros(len(labels))
+    for name, colour in BREAKDOWN_COLOURS.items():
+        widths = np.array([p[name] for p in parts])
+        hatches = ["//" if s[name] == "modelled" else "" for s in sources]
+        for i, (w, h) in enumerate(zip(widths, hatches)):
+            ax.barh(y[i], w, left=left[i], color=colour, hatch=h, edgecolor="white" if not h else "#333333",
+                    label=name if i == 0 else None)
+        left += widths
+    ax.set_yticks(y, labels=labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per step (hatched: modelled, solid: measured by the workers)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("Where the step time went")
     fig.tight_layout()
     return _save(fig, path)

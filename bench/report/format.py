@@ -7,12 +7,13 @@ import pandas as pd
 from bench.analysis.scaling import INPUT_BOUND_BELOW
 
 COLUMNS = ["gpu", "framework", "mpi", "IB", "transport", "workers", "nodes", "batch/worker", "image", "precision",
-           "data", "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "baseline",
-           "cell_id"]
+           "data", "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "vs expected",
+           "baseline", "cell_id"]
 # Columns set flush left in HTML (words, not numbers).
 LEFT = {"gpu", "framework", "mpi", "IB", "transport", "precision", "data", "baseline", "cell_id", "95% CI",
         "rank spread", "cell", "value", "vs", "verdict", "setting", "price read", "price source", "vm",
-        "transport (a)", "transport (b)", "source", "reason", "status", "run", "label"}
+        "transport (a)", "transport (b)", "source", "reason", "status", "run", "label", "vs expected", "expected",
+        "links", "slow rank"}
 
 
 def num(v, fmt="{:,.1f}", none="—") -> str:
@@ -92,6 +93,7 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
                            f"{100 * r.rank_spread:.1f}% (slowest: rank {r.slowest_rank})",
             "speedup": "—" if alone else f"{r.speedup:.2f}×",
             "efficiency": "—" if alone else f"{100 * r.efficiency:.0f}%",
+            "vs expected": getattr(r, "vs_expected", None) or "—",
             "baseline": base, "cell_id": r.cell_id,
             "_bad": getattr(r, "transport_verdict", None) == "mismatch",
         })

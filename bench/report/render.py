@@ -40,6 +40,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
         records, env_json = read_store(store)
         collectives = store.collectives()
         run_env_json = store.run_environments()
+        ranks = store.rank_windows()
     if records.empty:
         raise BenchInputError("the store has no records yet (run `bench run MATRIX` first)", store_path)
     selected = apply_where(records, terms)
@@ -49,7 +50,8 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
         env_json = None if len(selected) < len(records) else env_json
     collectives = collectives[collectives["cell_id"].isin(selected["cell_id"])]
     return write_report(selected, out_dir, store_path=store_path, prices=override, env_json=env_json,
-                        where=where if terms else None, collectives=collectives, run_env_json=run_env_json)
+                        where=where if terms else None, collectives=collectives, run_env_json=run_env_json,
+                        ranks=ranks)
 
 
 def _environment(markdown: bool) -> Environment:
@@ -64,11 +66,11 @@ def _environment(markdown: bool) -> Environment:
 def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
                  prices: dict[str, Price] | None = None, env_json: list[str] | None = None,
                  where: str | None = None, collectives: pd.DataFrame | None = None,
-                 run_env_json: dict[str, str] | None = None) -> list[Path]:
+                 run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(records, out_dir, prices=prices, env_json=env_json, collectives=collectives,
-                        run_env_json=run_env_json)
+                        run_env_json=run_env_json, ranks=ranks)
     sections = build_sections(ctx)
     page = dict(store=store_path, where=where, sections=sections, left=LEFT, max_rows=MAX_ROWS,
                 n_records=len(records), n_cells=len(ctx.table), n_failed=len(ctx.failures),

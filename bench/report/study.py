@@ -21,8 +21,9 @@ REFERENCE_FILES = {
 }
 MODEL = "resnet50"
 # The published runs: Intel MPI reached InfiniBand through DAPL with Horovod built without NCCL (host-memory
-# allreduce); Open MPI + NCCL ran over TCP with IB switched off (the reference README's columns `mpi`, `interconnect`).
-RUNS = {"IntelMPI": ("Intel MPI", "ib", "host"), "OpenMPI+NCCL": ("Open MPI + NCCL", "tcp", "nccl")}
+# allreduce); Open MPI + NCCL ran over TCP with IB switched off (the reference README's columns `mpi`, `interconnect`),
+# NCCL 2.2's one flat ring over all GPUs (bench/analysis/model.py's `nccl-ring`).
+RUNS = {"IntelMPI": ("Intel MPI", "ib", "host"), "OpenMPI+NCCL": ("Open MPI + NCCL", "tcp", "nccl-ring")}
 PUBLISHED = "published (Batch AI 2018), not measured here"
 
 
@@ -69,3 +70,14 @@ def predicted_series(published: pd.DataFrame) -> pd.DataFrame:
             rows.append({"gpu": gpu, "series": series, "gpus": int(r.gpus), "images_per_sec": p.images_per_sec,
                          "efficiency": p.efficiency})
     return pd.DataFrame(rows, columns=["gpu", "series", "gpus", "images_per_sec", "efficiency"])
+
+
+def residuals(published: pd.DataFrame) -> pd.DataFrame:
+    """Published bars with the model's efficiency beside them: gpu, series, gpus, efficiency, predicted_efficiency,
+    residual_points (predicted − published, in points)."""
+    pred = predicted_series(published)
+    m = published.merge(pred[["gpu", "series", "gpus", "efficiency"]], on=["gpu", "series", "gpus"],
+                         suffixes=("", "_predicted"))
+    m = m.rename(columns={"efficiency_predicted": "predicted_efficiency"})
+    m["residual_points"] = 100 * (m["predicted_efficiency"] - m["efficiency"])
+    return m.sort_values(["gpu", "series", "gpus"]).reset_index(drop=True)

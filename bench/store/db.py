@@ -199,6 +199,17 @@ class Store:
             "SELECT images_per_sec FROM records WHERE status = 'ok' ORDER BY repeat")]
 
     @guarded(UNUSABLE)
+    def rank_windows(self) -> list[dict[str, Any]]:
+        """cell_id, run_id and per_rank (the ranks' figures and phases, parsed) of every ok training record: what
+        the expected values and breakdowns read (bench/analysis/expected.py), without parsing whole records."""
+        import json
+
+        rows = self.conn.execute("SELECT cell_id, run_id, json_extract(record_json, '$.per_rank') FROM records "
+                                 "WHERE status = 'ok' AND images_per_sec IS NOT NULL AND run_id NOT LIKE ?",
+                                 (IMPORT_RUN_PREFIX + "%",)).fetchall()
+        return [{"cell_id": c, "run_id": r, "per_rank": json.loads(p) if p else []} for c, r, p in rows]
+
+    @guarded(UNUSABLE)
     def collectives(self):
         """One row per message size per repeat of every collective cell (a DataFrame; empty when none ran)."""
         import pandas as pd

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.collectives import training_only
+from bench.analysis.collectives import fit_stacks, training_only
+from bench.analysis.expected import Breakdown, Expected, breakdowns, expected_cells, windows_of
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
     split_imported
@@ -27,20 +28,39 @@ class Context:
     prices: dict[str, Price]  # the catalogue's, overridden by --prices
     env_json: list[str]  # a sample of record JSON for the environments table
     run_env_json: dict[str, str] = field(default_factory=dict)  # run_id → one record's JSON (history: what changed)
+    expected: tuple[Expected, ...] = ()  # per multi-worker cell: expected value, verdict, straggler
+    breakdowns: tuple[Breakdown, ...] = ()  # per cell with per-rank phases: where the step time went
 
 
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
                   env_json: list[str] | None = None, collectives: pd.DataFrame | None = None,
-                  run_env_json: dict[str, str] | None = None) -> Context:
+                  run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None) -> Context:
+    """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns."""
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
     ok = training_only(all_ok)  # collective cells have no image rates: their own section
-    return Context(out_dir=out_dir, records=records, imported=imported, ok=ok,
-                   table=input_bound(scaling(cell_summary(ok))), sweeps=latest_sweeps(collectives, all_ok),
+    table = input_bound(scaling(cell_summary(ok)))
+    sweeps = latest_sweeps(collectives, all_ok)
+    windows = windows_of(ranks or [], ok)
+    fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
+    expected = tuple(expected_cells(table, fits, windows)) if not table.empty else ()
+    if expected:
+        verdicts = {e.cell_id: e for e in expected}
+        table = table.assign(expected_images_per_sec=[getattr(verdicts.get(c), "expected", None)
+                                                      for c in table["cell_id"]],
+                             vs_expected=[_vs(verdicts.get(c)) for c in table["cell_id"]])
+    return Context(out_dir=out_dir, records=records, imported=imported, ok=ok, table=table, sweeps=sweeps,
                    references=reference_summary(imported), failures=latest_failures(measured),
                    prices=merge_prices(catalogue_prices(), prices),
-                   env_json=sample_record_json(ok) if env_json is None else env_json,
-                   run_env_json=run_env_json or {})
+                   env_json=sample_record_json(ok) if env_json is None else env_json, expected=expected,
+                   run_env_json=run_env_json or {},
+                   breakdowns=tuple(breakdowns(table, windows, fits)) if windows and not table.empty else ())
+
+
+def _vs(e: Expected | None) -> str | None:
+    if e is None or e.expected is None:
+        return None
+    return e.verdict + (f" (slow: rank {e.straggler.rank})" if e.straggler else "")
 
 
 def latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,8 @@ def build(ctx: Context) -> Section | None:
         return omitted("study", TITLE, f"the published reference could not be read ({type(e).__name__}: "
                        f"{str(e)[:120]}).")
     predicted = study.predicted_series(published)
+    res = study.residuals(published).set_index(["gpu", "series", "gpus"])["residual_points"]
+    predicted = predicted.assign(residual_points=[res.get((r.gpu, r.series, r.gpus)) for r in predicted.itertuples()])
     order = {k: i for i, k in enumerate(catalog())}
     gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
     t = ctx.table
@@ -49,7 +51,8 @@ def build(ctx: Context) -> Section | None:
     pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
     rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
              "efficiency": f"{100 * r.efficiency:.0f}%",
-             "what-if efficiency": num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"), "source": r.source,
+             "what-if efficiency": num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"),
+             "residual": num(res.get((r.gpu, r.series, r.gpus)), "{:+.0f} pts"), "source": r.source,
              "_bad": False} for r in published.itertuples()]
     sources = ", ".join(sorted({s.rsplit("/experiments/", 1)[0].rsplit("/plot.svg", 1)[0]
                                 for s in published["source"]}))
@@ -57,7 +60,9 @@ def build(ctx: Context) -> Section | None:
             "VM, bar heights read from the SVG charts of " + sources + " (±0.2%); the data is bench/data/reference/ "
             "in this repository, read by the report and never written to the store, so it is in no measured table, "
             "resume or check. Intel MPI ran over InfiniBand with Horovod built without NCCL; Open MPI + NCCL over "
-            "TCP. Dashed: the what-if model (bench model) from each series' 1-GPU bar. Efficiency divides by the "
+            "TCP. Dashed: the what-if model (bench model) from each series' 1-GPU bar; the small figures on the "
+            "efficiency charts and the `residual` column are its miss at each bar (predicted − published, points; "
+            "docs/scaling-model.md). Efficiency divides by the "
             "series' own 1-GPU bar. "
             + (f"Solid: {measured_here} cell(s) measured here on the same GPU types"
                + (f" (the {STUDY_MEASURED_SERIES} longest series per GPU drawn; {more} more series in the Scaling "
@@ -65,6 +70,6 @@ def build(ctx: Context) -> Section | None:
                if measured_here else "No cell of these GPU types is measured in this store yet."))
     return Section("study", TITLE, note, charts=tuple(Chart(c, p) for c, p in zip(titles, paths)),
                    tables=(table("study-table", ["gpu", "series", "workers", "images/sec", "efficiency",
-                                                 "what-if efficiency", "source"], rows,
+                                                 "what-if efficiency", "residual", "source"], rows,
                                  title=f"Published bars ({study.PUBLISHED})"),),
                    files=tuple(paths))

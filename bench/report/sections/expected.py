@@ -1,0 +1,51 @@
+"""Is this number normal? Each multi-worker cell's measured throughput against the one expected from the same
+machines' 1-worker rate and the allreduce the backward pass does not hide (bench/analysis/expected.py), the verdict
+and the slow rank, and where each cell's step time went (a stacked bar per cell)."""
+from __future__ import annotations
+
+from bench.analysis.expected import PARTS, TOLERANCE
+from bench.report import charts as ch
+from bench.report.format import short_label
+from bench.report.sections.blocks import Chart, Section, table
+from bench.report.sections.context import Context
+
+TITLE = "Expected vs measured, and where the time went"
+
+
+def build(ctx: Context) -> Section | None:
+    if ctx.table.empty or (not ctx.expected and not ctx.breakdowns):
+        return None
+    rows_by_id = {r["cell_id"]: r for r in ctx.table.to_dict("records")}
+    rows = []
+    for e in ctx.expected:
+        cell = rows_by_id[e.cell_id]
+        rows.append({"cell": short_label(cell), "images/sec": f"{e.measured:,.1f}",
+                     "expected": "—" if e.expected is None else
+                     f"{e.expected:,.1f} ({e.expected_low:,.1f}–{e.expected_high:,.1f})",
+                     "links": e.links or "—", "vs expected": e.verdict if e.expected is not None else e.why,
+                     "slow rank": e.straggler.describe() if e.straggler else "—", "cell_id": e.cell_id,
+                     "_bad": e.below})
+    charts, files = [], []
+    if ctx.breakdowns:
+        path = ch.breakdown_chart([short_label(rows_by_id[b.cell_id]) for b in ctx.breakdowns],
+                                  [b.parts for b in ctx.breakdowns], [b.sources for b in ctx.breakdowns],
+                                  ctx.out_dir / "breakdown.png")
+        charts.append(Chart("Where the step time went", path))
+        files.append(path)
+    parts = [{"cell": short_label(rows_by_id[b.cell_id]), "step s": f"{b.step_s:.3f}",
+              **{p: f"{b.parts[p]:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "") for p in PARTS},
+              "cell_id": b.cell_id, "_bad": False} for b in ctx.breakdowns]
+    tables = []
+    if rows:
+        tables.append(table("expected-table", ["cell", "images/sec", "expected", "links", "vs expected",
+                                               "slow rank", "cell_id"], rows))
+    if parts:
+        tables.append(table("breakdown-table", ["cell", "step s", *PARTS, "cell_id"], parts))
+    return Section("expected", TITLE,
+                   "Expected: the same series' 1-worker rate × workers, less the allreduce time the backward pass "
+                   "does not hide (from this stack's measured allreduce fit, else the data sheet: `links`); "
+                   "interval from the 1-worker rate's 95% interval (and the fit's). A cell is below expected when its "
+                   f"interval's top is more than {TOLERANCE:.0%} under the expected interval's bottom. Slow rank: the "
+                   "rank whose compute per step is longest, named when its rate is under 0.8× the others'. "
+                   "Breakdown: seconds per step, averaged over ranks (bench/analysis/expected.py).",
+                   charts=tuple(charts), tables=tuple(tables), files=tuple(files))
