@@ -4,6 +4,7 @@
 #   make test-fast - the same set-up, then only the unit and contract tests (no launcher, no training job): the
 #                    inner loop: 1 min 52 s wall for 732 tests on a 2-core machine, in a fresh clone
 #                    (measured 2026-11-25)
+#   make images    - the three cpu container images built with podman and checked inside (docker/README.md)
 SHELL := /bin/bash
 PY := .venv/bin/python
 
