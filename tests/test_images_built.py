@@ -44,7 +44,8 @@ def _exists(image: str) -> bool:
 @pytest.fixture(scope="module")
 def image() -> str:
     if not _exists(VARIANT.image):
-        pytest.skip(f"{VARIANT.image} is not built here: `make images` builds it (tens of minutes on two cores: docker/README.md)")
+        pytest.skip(f"{VARIANT.image} is not built here: `make images` builds it "
+                    "(tens of minutes on two cores: docker/README.md)")
     return VARIANT.image
 
 
