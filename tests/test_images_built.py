@@ -1,7 +1,7 @@
 """Built images, for real (marker `images`): a 2-worker PyTorch cell inside the openmpi cpu image as its unprivileged
-user, with records and a transport verdict, and the host's pip settings nowhere in the image. The build itself
-(tens of minutes per variant on two cores) is `make images`; these tests use the image it left, and say so when it is missing.
-Skipped, with the reason, where no container engine runs."""
+user, with records and a transport verdict, and the host's pip settings nowhere in the image. The build itself (tens
+of minutes per variant on two cores) is `make images`; these tests use the image it left, and say so when it is
+missing. Skipped, with the reason, where no container engine runs."""
 from __future__ import annotations
 
 import json
