@@ -7,6 +7,7 @@
 #   make gpu-build   - Horovod with NCCL compiled here with no GPU, in .venv-gpu (CUDA torch, NCCL wheel), then
 #                    checked: nccl_built() and ldd (docs/gpu.md)
 #   make device-kit  - fills device-kit/ with what an offline GPU machine lacks, for scripts/gpu_session.sh
+#   make images      - the three cpu container images built with podman and checked inside (docker/README.md)
 SHELL := /bin/bash
 PY := .venv/bin/python
 

@@ -15,7 +15,10 @@ from tests.test_images_built import ENGINE, WHY_NOT, _exists
 
 IMAGE = images.variant("pt-tf-openmpi-cpu").image
 pytestmark = [pytest.mark.cluster, pytest.mark.images,
-              pytest.mark.skipif(ENGINE is None, reason=f"no container engine: {WHY_NOT}")]
+              pytest.mark.skipif(ENGINE is None, reason=f"no container engine: {WHY_NOT}"),
+              # Before the cluster fixture starts a cluster for nothing.
+              pytest.mark.skipif(ENGINE is not None and not _exists(IMAGE),
+                                 reason=f"{IMAGE} is not built here: `make images` builds it")]
 
 
 def image_python() -> str:
@@ -26,8 +29,6 @@ def image_python() -> str:
 
 
 def test_two_node_cells_run_inside_the_image_on_both_nodes(cluster, tmp_path):
-    if not _exists(IMAGE):
-        pytest.skip(f"{IMAGE} is not built here: `make images` builds it")
     shared = tmp_path / "shared"
     matrix = (f"name: containers\n{TINY_WORKLOAD}  workers_per_node: 1\n"
               "axes: {gpu: [cpu], framework: [pytorch], gpus: [2], mpi: [openmpi, gloo]}\n"

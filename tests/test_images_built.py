@@ -1,7 +1,7 @@
 """Built images, for real (marker `images`): a 2-worker PyTorch cell inside the openmpi cpu image as its unprivileged
-user, with records and a transport verdict, and the host's pip settings nowhere in the image. The build itself
-(~20 min per variant on two cores) is `make images`; these tests use the image it left, and say so when it is missing.
-Skipped, with the reason, where no container engine runs."""
+user, with records and a transport verdict, and the host's pip settings nowhere in the image. The build itself (tens
+of minutes per variant on two cores) is `make images`; these tests use the image it left, and say so when it is
+missing. Skipped, with the reason, where no container engine runs."""
 from __future__ import annotations
 
 import json
@@ -44,7 +44,8 @@ def _exists(image: str) -> bool:
 @pytest.fixture(scope="module")
 def image() -> str:
     if not _exists(VARIANT.image):
-        pytest.skip(f"{VARIANT.image} is not built here: `make images` builds it (about 20 min)")
+        pytest.skip(f"{VARIANT.image} is not built here: `make images` builds it "
+                    "(tens of minutes on two cores: docker/README.md)")
     return VARIANT.image
 
 

@@ -223,7 +223,8 @@ class HostsBackend:
         remote = host is not None and not self._is_here(host)
         program = None
         if (c := self.config.container) is not None:  # the workers' facts are the image's
-            program = (*self._container_prefix(self.workdir / ".bench-container.sh"), c.python, f"{c.models}/node_probe.py")
+            wrapper = self.workdir / ".bench-container.sh"
+            program = (*self._container_prefix(wrapper), c.python, f"{c.models}/node_probe.py")
         return probe(python, self.workdir / MARKER, iface, self.ssh_argv(host) if remote else None, program)
 
     def _facts(self, hosts: tuple[str, ...], python: str) -> dict[str | None, dict[str, Any] | str]:
