@@ -148,8 +148,8 @@ def test_every_store_option_has_the_one_default():
                 seen.append((parser.prog, action.default))
             if action.__class__.__name__ == "_SubParsersAction":
                 parsers.extend(action.choices.values())
-    assert sorted(prog for prog, _ in seen) == ["bench baseline save", "bench check", "bench export", "bench import",
-                                                "bench report", "bench run", "bench status"]
+    assert sorted(prog for prog, _ in seen) == ["bench baseline save", "bench check", "bench diagnose", "bench export",
+                                                "bench import", "bench report", "bench run", "bench status"]
     assert {default for _, default in seen} == {DEFAULT_STORE}
 
 
