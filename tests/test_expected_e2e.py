@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import bench_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.diagnose]
 
 MATRIX = """
 name: slowed
