@@ -148,9 +148,9 @@ def test_every_store_option_has_the_one_default():
                 seen.append((parser.prog, action.default))
             if action.__class__.__name__ == "_SubParsersAction":
                 parsers.extend(action.choices.values())
-    assert sorted(prog for prog, _ in seen) == ["bench ab", "bench baseline save", "bench check", "bench export",
-                                                "bench history", "bench import", "bench report", "bench run",
-                                                "bench status"]
+    assert sorted(prog for prog, _ in seen) == ["bench ab", "bench baseline save", "bench check", "bench diagnose",
+                                                "bench export", "bench history", "bench import", "bench report",
+                                                "bench run", "bench status"]
     assert {default for _, default in seen} == {DEFAULT_STORE}
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.diagnose_cluster import RATE, SLOW_RATE, diagnose, named
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.diagnose]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import bench_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.diagnose]
 
 MATRIX = """
 name: slowed
@@ -28,7 +28,8 @@ def test_a_worker_on_a_busy_core_is_below_expected_and_named(tmp_path):
     hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c",
                             "import time\nend = time.time() + 400\nwhile time.time() < end: pass"])
     try:
-        run = bench_cli("run", "m.yaml", cwd=tmp_path, env={"BENCH_FAULT": "pin:rank=1:step=1:cpu=1"}, timeout=500)
+        run = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=500,
+                        env={"BENCH_FAULT": "pin:rank=1:step=1:cpu=1"})
     finally:
         hog.kill()
         hog.wait()

@@ -67,6 +67,8 @@ REFUSALS = {
     "f'{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is {float(result[i])}, "
     "expected {float(want[i])}'": _no_setting("a wrong result of a collective: the measurement itself failed"),
     "'the input pipeline ran dry (every image undecodable?)'": _no_setting("the data set's contents"),
+    "f\"unknown phase {phase!r} (known: {', '.join(PHASES)})\"":
+        _no_setting("a worker's own mark of a step phase (models/phases.py): a programming error, no cell setting"),
     "str(e)": _no_setting("relays a DataError or a GpuPlanError, each classified where it is raised"),
     "f'local rank {local_rank} has no GPU: this node shows {device_count} (one worker per GPU; fewer workers per "
     "node, or check CUDA_VISIBLE_DEVICES)'":
