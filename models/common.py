@@ -210,7 +210,8 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
             after()
             loop.step_done(batch_samples(batch) if batch_samples and batch is not None else args.batch_size)
             clock.close_step()
-        extra = {"phases_s": clock.summary(), **({"input_wait_s": waited} if next_batch else {})}
+        phases_s = clock.summary()
+        extra = {**({"phases_s": phases_s} if phases_s else {}), **({"input_wait_s": waited} if next_batch else {})}
         if not loop.close(repeat, loss_value(loss), extra):
             break
     return 1 if loop.failed else 0

@@ -6,7 +6,8 @@ bookkeeping). Each phase is the time between two marks on one rank's monotonic c
 A worker marks what it can see: Horovod's PyTorch optimizer lets it wait for the allreduce explicitly, so compute and
 comm_wait are apart; under DDP (the wait happens inside backward) and TensorFlow/Keras (one graph call) the step is
 one phase, and analysis models the split instead (bench/analysis/expected.py says which). On a GPU the marks only mean
-something after a device synchronisation: `sync` is called first.
+something after a device synchronisation, and three synchronisations a step drain the launch queue each time and lower
+the very throughput being measured: GPU workers pass `enabled=False`, record no phases, and the split is modelled.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ PHASES = ("input", "compute", "comm_wait", "update", "other")
 class PhaseClock:
     """Sums the time between marks into named phases; `open_step()` starts a step, `mark(name)` ends a phase."""
 
-    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] | None = None):
-        self.sync, self.clock = sync or (lambda: None), clock or time.perf_counter
+    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] | None = None,
+                 enabled: bool = True):
+        self.sync, self.clock, self.enabled = sync or (lambda: None), clock or time.perf_counter, enabled
         self.totals: dict[str, float] = {}
         self.last: float | None = None
 
@@ -28,7 +30,7 @@ class PhaseClock:
         self.totals, self.last = {}, None
 
     def open_step(self) -> None:
-        self.last = self.clock()
+        self.last = self.clock() if self.enabled else None
 
     def mark(self, phase: str, sync: bool = False) -> None:
         """The time since the previous mark was spent in `phase` (after a device sync when `sync`)."""

@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if w.cuda:
             torch.cuda.synchronize(w.device)
 
-    phases = PhaseClock(sync)
+    phases = PhaseClock(sync, enabled=not w.cuda)  # no per-phase device syncs on a GPU (models/phases.py)
     train_step = make_train_step(args, torch, w, model, optimizer, synthetic, phases)
 
     model.train()
