@@ -2,7 +2,7 @@
 tries, and the power and smallest detectable slowdown it implies (bench/analysis/paired.py's formulas); the same
 again with each side run's fastest window (`--statistic peak`), re-judged from the tries' stores.
 
-    .venv/bin/python benchmarks/ab_power_summary.py /tmp/ab-power
+    .venv/bin/python benchmarks/ab_power_summary.py /tmp/ab-power [/tmp/ab-power-more ...]
 """
 from __future__ import annotations
 
@@ -33,9 +33,8 @@ def rejudge(store_path: Path, statistic: str, settings: PairedSettings):
 
 
 def main() -> int:
-    out = Path(sys.argv[1])
     settings = PairedSettings()
-    tries = list(csv.DictReader(open(out / "tries.tsv"), delimiter="\t"))
+    tries = [t for out in sys.argv[1:] for t in csv.DictReader(open(Path(out) / "tries.tsv"), delimiter="\t")]
     for statistic in ("median", "peak"):
         rows = {"slow": [], "same": []}
         for t in tries:

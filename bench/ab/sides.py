@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +95,3 @@ def run_side_once(side: ReadySide, matrix: Path, store: Path, log: Path, timeout
             proc.terminate()
             proc.wait()
             raise
-
-
-def python_of_this_process() -> str:
-    return sys.executable
