@@ -64,6 +64,6 @@ def test_the_event_timer_pairs_each_step():
         time.sleep(pause)
         timer.after()
     a, b = timer.step_times_s()
-    assert 0.01 <= a < b and b >= 0.02
+    assert a >= 0.01 and b >= 0.02  # each step's own pause (a loaded machine may stretch either)
     timer.reset()
     assert timer.step_times_s() == []

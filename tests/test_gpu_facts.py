@@ -10,7 +10,7 @@ from models.gpu_facts import FACT_FIELDS, gpu_what_ran, smi_row_for
 from models.gpu_plan import plan_compute, plan_device
 from models.gpu_query import parse_query_gpu
 
-ROWS = parse_query_gpu((Path(__file__).parent / "data" / "nvidia_smi" / "query_facts_h100.csv").read_text(),
+ROWS = parse_query_gpu((Path(__file__).parent / "data" / "nvidia_smi" / "facts_h100.csv").read_text(),
                        FACT_FIELDS)
 TORCH = {"name": "NVIDIA H100 80GB HBM3", "uuid": "72775666-ffa6-4239-9cf3-42ca060bb525",
          "compute_capability": "9.0", "cuda": "13.0", "cudnn": 91300, "nccl": "2.28.9"}

@@ -75,6 +75,15 @@ REFUSALS = {
         _no_setting("the GPUs a node shows against the workers the launcher puts on it"),
     "f\"rank {rank}'s shard has {count} images, fewer than one batch of {batch_size}\"":
         _no_setting("the data set's size"),
+    # Guards of pure GPU arithmetic (models/power.py, models/cuda_timing.py): the worker always passes timed, non-empty
+    # windows and its own readings; these fire only on a programming error.
+    "f'need the same steps timed both ways, got {len(wall_s)} wall and {len(event_s)} event times'":
+        _no_setting("a programming error: the loop times every step both ways"),
+    "'step times must be positive'": _no_setting("a programming error: a timed step takes time"),
+    "\"no rank's check\"": _no_setting("a programming error: every rank reports a window"),
+    "f'no readings bracket t={t}'": _no_setting("internal: window_energy checks the bracketing first"),
+    "f'empty window [{t0}, {t1}]'": _no_setting("a programming error: the meter's window has a duration"),
+    "f'images must be positive, got {images}'": _no_setting("a programming error: an ok window has samples"),
     "f\"rank {rank}'s shard has {len(shard)} images, fewer than one batch of {batch_size}\"":
         _no_setting("the data set's size"),
     "f'unknown data layout {layout!r} (jpeg or tfrecord)'":
