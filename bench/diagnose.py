@@ -89,10 +89,7 @@ def probe_compute(argv: Callable, hosts: list[str]) -> dict[str, list[dict]]:
     except subprocess.TimeoutExpired:
         raise ProbeError(f"the compute probes did not answer within {CALL_TIMEOUT_S} s") from None
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill_unfinished(procs.values())
     return out
 
 
@@ -135,10 +132,7 @@ def probe_all_links(argv: Callable, hosts: list[str],
     except subprocess.TimeoutExpired:
         raise ProbeError(f"the receivers did not answer within {CALL_TIMEOUT_S} s") from None
     finally:
-        for proc in servers.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill_unfinished(servers.values())
 
 
 def diagnose(hosts: list[str], argv: Callable, *, compute: bool = True, links: bool = True,
@@ -162,3 +156,11 @@ def diagnose(hosts: list[str], argv: Callable, *, compute: bool = True, links: b
         d.findings += link_findings(d.directed)
     d.seconds = time.monotonic() - t0
     return d
+
+
+def _kill_unfinished(procs) -> None:
+    """The probes' ssh clients still running after a timeout or an error: killed and reaped, never left behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
