@@ -8,6 +8,7 @@ that Debian's bundle lacks (a TLS-inspecting proxy's CA) is anywhere in it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -20,6 +21,15 @@ from bench.images import RENDERED_DIR, ROOT, Variant
 
 CHECK_TIMEOUT_S = 900
 IMAGE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's (and Ubuntu's) bundle inside the image
+# Where the install step looks for the host's Horovod builds (docker/Dockerfile.j2's BENCH_HOROVOD_WHEEL_SEED).
+WHEEL_SEED_TARGET = "/run/bench-horovod-seed"
+
+
+def host_wheel_cache(environ: dict[str, str] | None = None) -> Path:
+    """The folder scripts/build_horovod.sh caches its wheels in on this machine (same rule as the script's)."""
+    env = os.environ if environ is None else environ
+    base = env.get("BENCH_CACHE_DIR") or str(Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bench")
+    return Path(base) / "wheels"
 
 
 @dataclass
@@ -49,6 +59,9 @@ def build_argv(engine: Engine, v: Variant, base: str | None, torch_index: str | 
         args += ["--secret", f"id=pip-ca.crt,src={secrets_dir / 'ca.crt'}"]
     for folder in settings.local_dirs:
         args += ["--volume", f"{folder}:{folder}:ro"]
+    seed = host_wheel_cache()
+    if engine.mounts_dirs_at_build() and seed.is_dir():
+        args += ["--volume", f"{seed}:{WHEEL_SEED_TARGET}:ro"]
     return engine.command("build", *args, str(ROOT))
 
 

@@ -55,7 +55,8 @@ own = os.path.realpath(horovod.__file__).startswith(os.path.realpath(sys.prefix)
 maps = open("/proc/self/maps").read()
 sys.exit(0 if ok and own and sys.argv[2] in maps else 1)'
 gpu_ops=${HOROVOD_GPU_OPERATIONS:-}
-if "$py" -c "$probe" "$HOROVOD_VERSION" "$soname" "$frameworks" "$gpu_ops" 2>/dev/null; then
+# BENCH_HOROVOD_PRINT_KEY=1: print the cache folder this venv's build belongs in, and stop (tests, image builds).
+if [ -z "${BENCH_HOROVOD_PRINT_KEY:-}" ] && "$py" -c "$probe" "$HOROVOD_VERSION" "$soname" "$frameworks" "$gpu_ops" 2>/dev/null; then
   say "horovod $HOROVOD_VERSION with Gloo+MPI ($mpi)${gpu_ops:+ and $gpu_ops} already importable"
   exit 0
 fi
@@ -68,7 +69,12 @@ for dist in ("tensorflow-cpu", "tensorflow"):  # GPU images carry the tensorflow
         print(dist, m.version(dist)); break
     except m.PackageNotFoundError:
         pass')
-py_version=$("$py" -c 'import sys; print(sys.version.split()[0])')
+# The interpreter's extension ABI (e.g. cpython-311-x86_64-linux-gnu), not its patch release: CPython keeps the C ABI
+# across a minor release ("code compiled for Python 3.10.0 will work on 3.10.8 and vice versa": the C API docs,
+# "C API Stability"), so one build serves every 3.11 built the same way.
+# The host venv's Python (3.11.7) and the images' Debian 3.11.2 thus share a key, and `bench images build` can hand the
+# host's build to an image (BENCH_HOROVOD_WHEEL_SEED, below) instead of compiling it again.
+py_abi=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("SOABI"))')
 # The MPI identity, without install paths: the MPICH-ABI wheel is found at run time through LD_LIBRARY_PATH (set by
 # bench for those cells), so one build serves every checkout.
 if [ "$mpi" = mpich ]; then mpi_version="mpich $(mpichversion 2>&1 | head -1)"
@@ -85,10 +91,21 @@ if [ -n "$gpu_ops" ]; then
   gpu_key=("cuda $("$nvcc" --version | grep -o 'release [0-9.]*')" "arch ${HOROVOD_BUILD_CUDA_CC_LIST:?a GPU build needs HOROVOD_BUILD_CUDA_CC_LIST}"
            "nccl $(grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$nccl_h" | awk '{print $3}' | paste -sd.)")
 fi
-key=$(printf '%s\n' "$HOROVOD_VERSION" "$torch_version" "$tf_version" "$py_version" "$mpi_version" "$cxx_version" "$build_flags" \
+key=$(printf '%s\n' "$HOROVOD_VERSION" "$torch_version" "$tf_version" "$py_abi" "$mpi_version" "$cxx_version" "$build_flags" \
       "${gpu_key[@]}" "$(sha256sum "$0" | cut -d' ' -f1)" | sha256sum | cut -c1-16)
 dest="$cache/horovod-$HOROVOD_VERSION-$key"
+[ -n "${BENCH_HOROVOD_PRINT_KEY:-}" ] && { echo "$dest"; exit 0; }
 
+# BENCH_HOROVOD_WHEEL_SEED: a read-only folder laid out like the cache (another machine's, or the host's, which
+# `bench images build` mounts into podman builds): a build under the same key is copied from there, not compiled.
+seed=${BENCH_HOROVOD_WHEEL_SEED:-}
+seeded="$seed/$(basename "$dest")"
+if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1 && [ -n "$seed" ] && ls "$seeded"/horovod-*.whl >/dev/null 2>&1; then
+  say "reusing the build of the same key from $seeded"
+  rm -rf "$dest.partial"; mkdir -p "$dest.partial"
+  cp "$seeded"/horovod-*.whl "$dest.partial"/
+  rm -rf "$dest"; mv "$dest.partial" "$dest"
+fi
 if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1; then
   say "building horovod $HOROVOD_VERSION (torch $torch_version, tensorflow $tf_version, $mpi_version${gpu_key:+, ${gpu_key[*]}}); takes ~4-8 min"
   work=$(mktemp -d)

@@ -117,3 +117,22 @@ def test_inside_an_image_its_one_environment_runs_its_abis_flavours(monkeypatch)
     assert not_in_image("openmpi") and not_in_image("gloo") and not not_in_image("intelmpi")
     monkeypatch.setenv("BENCH_MPI", "openmpi")
     assert runtime_for("openmpi", py).python == py and not_in_image("mpich") and not not_in_image("gloo")
+
+
+def test_podman_builds_see_the_hosts_horovod_cache_read_only_and_docker_builds_do_not(pip_host, tmp_path, monkeypatch):
+    """The install step finds the host's Horovod builds at BENCH_HOROVOD_WHEEL_SEED (scripts/build_horovod.sh reuses one
+    whose key matches); docker build has no --volume, so there it compiles."""
+    from bench.image_build import WHEEL_SEED_TARGET, host_wheel_cache
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "wheels").mkdir(parents=True)
+    assert host_wheel_cache() == tmp_path / "cache" / "wheels"
+    s = host_pip_settings(pip_host)
+    v = images.variant("pt-tf-mpich-cpu")
+    podman = build_argv(Engine("podman", "/usr/bin/podman"), v, None, None, s, tmp_path / "secrets")
+    assert f"{tmp_path}/cache/wheels:{WHEEL_SEED_TARGET}:ro" in podman
+    docker = build_argv(Engine("docker", "/usr/bin/docker"), v, None, None, s, tmp_path / "secrets")
+    assert not any(WHEEL_SEED_TARGET in a for a in docker)
+    assert f"BENCH_HOROVOD_WHEEL_SEED={WHEEL_SEED_TARGET}" in (images.RENDERED_DIR / v.dockerfile).read_text()
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "nowhere"))  # no cache on this host: nothing mounted
+    assert not any(WHEEL_SEED_TARGET in a for a in build_argv(Engine("podman", "/usr/bin/podman"), v, None, None, s,
+                                                              tmp_path / "secrets"))
