@@ -11,14 +11,18 @@ import pytest
 
 from bench import images
 from tests.conftest import ROOT, TINY_WORKLOAD
-from tests.test_images_built import ENGINE, WHY_NOT, _exists
+from tests.test_images_built import ENGINE, WHY_NOT, ensure_built
 
-IMAGE = images.variant("pt-tf-openmpi-cpu").image
+VARIANT = images.variant("pt-tf-openmpi-cpu")
+IMAGE = VARIANT.image
 pytestmark = [pytest.mark.cluster, pytest.mark.images,
-              pytest.mark.skipif(ENGINE is None, reason=f"no container engine: {WHY_NOT}"),
-              # Before the cluster fixture starts a cluster for nothing.
-              pytest.mark.skipif(ENGINE is not None and not _exists(IMAGE),
-                                 reason=f"{IMAGE} is not built here: `make images` builds it")]
+              pytest.mark.skipif(ENGINE is None, reason=f"no container engine: {WHY_NOT}")]
+
+
+@pytest.fixture(scope="session")
+def built() -> str:
+    # Session-scoped like `cluster` and listed before it, so the image is built before a cluster is started.
+    return ensure_built(VARIANT)
 
 
 def image_python() -> str:
@@ -28,7 +32,7 @@ def image_python() -> str:
     return out.stdout.strip()
 
 
-def test_two_node_cells_run_inside_the_image_on_both_nodes(cluster, tmp_path):
+def test_two_node_cells_run_inside_the_image_on_both_nodes(built, cluster, tmp_path):
     shared = tmp_path / "shared"
     matrix = (f"name: containers\n{TINY_WORKLOAD}  workers_per_node: 1\n"
               "axes: {gpu: [cpu], framework: [pytorch], gpus: [2], mpi: [openmpi, gloo]}\n"
