@@ -7,6 +7,7 @@ import math
 import sys
 
 from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
+from bench.commands.check import add_junit_github_arguments, check_output_path
 from bench.errors import BenchInputError
 
 HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B is slower"
@@ -31,6 +32,7 @@ def add_arguments(parser) -> None:
                                                         "(default: a temporary directory, removed at the end)")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="write the verdicts as JSON (docs/ci/ab-result.schema.json)")
+    add_junit_github_arguments(parser)
 
 
 def run(args) -> int:
@@ -49,6 +51,8 @@ def run(args) -> int:
         raise BenchInputError(f"--pairs must be between {MIN_PAIRS} and 1000, got {args.pairs}")
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
+    for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
+        check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
     check_sides(specs)
     if args.cpu_weight is not None and not 0.01 <= args.cpu_weight <= 100:
@@ -71,13 +75,27 @@ def run(args) -> int:
             remove_workdir(session.workdir)
         results, diffs = judge(store, side_runs, settings, args.statistic)
     print_results(results, diffs, settings, session.id)
-    if args.json_path:
-        from bench.ci_output.ab_json import write_ab_json
-
-        write_ab_json(args.json_path, results, diffs, settings, session.id, specs, args.statistic)
+    write_ci_outputs(args, results, diffs, settings, session.id, specs)
     if not results:
         raise BenchInputError("no cell was measured on both sides (see the side runs' logs above)")
     return EXIT_FAILED if any(r["verdict"] == "regressed" for r in results) else EXIT_OK
+
+
+def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> None:
+    """--json, --junit and --github (bench/ci_output/), the same files and annotations `check` writes."""
+    from bench.ci_output.outcome import Source, from_ab, write_junit_github
+
+    if args.json_path:
+        from bench.ci_output.ab_json import write_ab_json
+
+        write_ab_json(args.json_path, results, diffs, settings, session_id, specs, args.statistic)
+    source = Source("bench ab", f"ab {session_id}: B ({specs[1].describe()}) against A ({specs[0].describe()})")
+    write_junit_github(from_ab(results), source, verdict_counts(results), diffs, junit_path=args.junit_path,
+                       github=args.github)
+
+
+def verdict_counts(results) -> dict[str, int]:
+    return {v: sum(r["verdict"] == v for r in results) for v in dict.fromkeys(r["verdict"] for r in results)}
 
 
 def _say():
@@ -154,7 +172,7 @@ def print_results(results, diffs, settings, session_id) -> None:
                       r["verdict"])
     console.print(table)
     print_differences(diffs)
-    counts = {v: sum(r["verdict"] == v for r in results) for v in dict.fromkeys(r["verdict"] for r in results)}
+    counts = verdict_counts(results)
     print(f"ab: {len(results)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" (paired t on log ratios, one-sided alpha {settings.alpha:g}; min effect {settings.min_effect:.0%}; "
           f"'detects ≥': the smallest slowdown caught with {settings.power:.0%} power at the observed noise)")

@@ -24,6 +24,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
+    add_junit_github_arguments(parser)
+
+
+def add_junit_github_arguments(parser) -> None:
+    """--junit and --github, the same for `check` and `ab`."""
     parser.add_argument("--junit", dest="junit_path", default=None, metavar="PATH",
                         help="also write JUnit XML: one test case per cell, a regression is a failure")
     parser.add_argument("--github", action="store_true",
@@ -178,16 +183,9 @@ def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: s
         write_json(args.json_path, check_document(result, baseline=baseline, candidate=candidate,
                                                   settings=settings, normalize=args.normalize, counts=counts,
                                                   exit_code=exit_code, labels=labels, changes=changes))
-    if args.junit_path:
-        from bench.ci_output.junit import junit_tree, write_junit
+    if args.junit_path or args.github:
+        from bench.ci_output.outcome import Source, from_check, write_junit_github
 
-        write_junit(args.junit_path, junit_tree(result, labels, f"{candidate} against {baseline}"))
-    if args.github:
-        from bench.ci_output.github import annotations, summary_markdown, write_step_summary
+        write_junit_github(from_check(result, labels), Source("bench check", f"{candidate} against {baseline}"),
+                           counts, changes, junit_path=args.junit_path, github=args.github)
 
-        for line in annotations(result, labels):
-            print(line)
-        markdown = summary_markdown(result, labels, f"{candidate} against {baseline}", counts, changes)
-        if write_step_summary(markdown) is None:
-            print("GITHUB_STEP_SUMMARY is not set; the summary:")
-            print(markdown, end="")
