@@ -17,7 +17,9 @@ from tests.test_regress import store_run
 
 CHECK_SCHEMA = json.loads((ROOT / "docs" / "ci" / "check-result.schema.json").read_text())
 AB_SCHEMA = json.loads((ROOT / "docs" / "ci" / "ab-result.schema.json").read_text())
-CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+# Run as a module of this Python: the venv's check-jsonschema script carries the shebang of the path it was
+# installed through, which a venv shared through symlinks (or moved) may no longer have.
+CHECK_JSONSCHEMA = [sys.executable, "-m", "check_jsonschema"]
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,7 @@ def test_a_bad_output_path_is_exit_2_and_nothing_written(outputs, args, message)
 
 
 def _validate(schema: str, path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", schema, str(path)], capture_output=True,
+    return subprocess.run([*CHECK_JSONSCHEMA, "--builtin-schema", schema, str(path)], capture_output=True,
                           text=True, timeout=120)
 
 

@@ -137,7 +137,7 @@ def run(args) -> int:
         # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
         feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
         print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
-    changes = what_changed(base.windows, cand.windows)
+    changes = what_changed(base.environment, cand.environment)
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
     # The summary stays the last line (CI logs and tests read it).
@@ -147,14 +147,16 @@ def run(args) -> int:
     return exit_code
 
 
-def what_changed(base_windows, cand_windows):
-    """Prints (and returns) what differs between the two sides' recorded environments, most relevant first."""
-    from bench.analysis.envdiff import diff_environments, environment_of
+def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
+    """Prints (and returns) what differs between the two sides' recorded environments (Source.environment), most
+    relevant first."""
+    from bench.analysis.envdiff import diff_environments
 
-    if "record_json" not in base_windows or "record_json" not in cand_windows:
-        print("what changed: not known (a baseline file records no environment; compare two runs in the store)")
+    if base_env is None or cand_env is None:
+        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
+              "with `bench baseline save`, or compare two runs in the store)")
         return []
-    changes = diff_environments(environment_of(base_windows), environment_of(cand_windows))
+    changes = diff_environments(base_env, cand_env)
     print_changes(changes, "the baseline", "the candidate")
     return changes
 
