@@ -16,7 +16,8 @@ HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B 
 def add_arguments(parser) -> None:
     parser.add_argument("matrix")
     parser.add_argument("--a", default="current", metavar="SPEC",
-                        help="side A (default: current): python=PATH, git=REF, cpus=N, env.NAME=VALUE, comma-separated")
+                        help="side A (default: current): python=PATH, git=REF, image=NAME, cpus=N, env.NAME=VALUE, "
+                             "comma-separated")
     parser.add_argument("--b", required=True, metavar="SPEC", help="side B, the same forms")
     parser.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (at least 3; default 5)")
     add_store_argument(parser)
@@ -54,12 +55,12 @@ def run(args) -> int:
     for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
         check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
-    check_sides(specs)
     if args.cpu_weight is not None and not 0.01 <= args.cpu_weight <= 100:
         raise BenchInputError(f"--cpu-weight must be between 0.01 and 100, got {args.cpu_weight:g}")
     if (any(s.cpus for s in specs) or args.cpu_weight is not None) and cpu_controller_root() is None:
         raise BenchInputError("cpus= / --cpu-weight: no cgroup cpu controller is available here (root or a "
                               "delegated cgroup is needed)")
+    check_sides(specs, args.cpu_weight)  # last: an image side asks the container engine
     store_path = Path(args.store)
     check_writable(store_path)
     limit_s = max(600.0, 4 * (args.timeout or 300))  # a side run that hangs past this is stopped
