@@ -58,15 +58,3 @@ def from_ab(results: list[dict]) -> list[CellOutcome]:
                         else "", ratio_of="B/A")
             for r in results]
 
-
-def write_junit_github(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=(), *,
-                       junit_path=None, github: bool = False) -> None:
-    """--junit PATH and --github, for `check` and `ab` alike."""
-    if junit_path:
-        from bench.ci_output.junit import junit_tree, write_junit
-
-        write_junit(junit_path, junit_tree(outcomes, source))
-    if github:
-        from bench.ci_output.github import print_github
-
-        print_github(outcomes, source, counts, changes)

@@ -84,7 +84,8 @@ def run(args) -> int:
 
 def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> None:
     """--json, --junit and --github (bench/ci_output/), the same files and annotations `check` writes."""
-    from bench.ci_output.outcome import Source, from_ab, write_junit_github
+    from bench.ci_output.emit import write_junit_github
+    from bench.ci_output.outcome import Source, from_ab
 
     if args.json_path:
         from bench.ci_output.ab_json import write_ab_json

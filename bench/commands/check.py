@@ -186,7 +186,8 @@ def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: s
                                                   settings=settings, normalize=args.normalize, counts=counts,
                                                   exit_code=exit_code, labels=labels, changes=changes))
     if args.junit_path or args.github:
-        from bench.ci_output.outcome import Source, from_check, write_junit_github
+        from bench.ci_output.emit import write_junit_github
+        from bench.ci_output.outcome import Source, from_check
 
         write_junit_github(from_check(result, labels), Source("bench check", f"{candidate} against {baseline}"),
                            counts, changes, junit_path=args.junit_path, github=args.github)
