@@ -104,6 +104,27 @@ def test_the_container_lands_in_the_sides_cpu_group_and_the_groups_are_removed(t
     assert _group_dirs(name) == []
 
 
+@pytest.mark.images
+@needs_engine
+@pytest.mark.skipif(cpu_controller_root() is None or not (cpu_controller_root()[0] / "cgroup.procs").exists(),
+                    reason="needs a cgroup cpu controller")
+def test_a_session_whose_image_has_no_bench_fails_cleanly(tmp_path):
+    """Both sides in the base image (no Python there): every side run fails at once, the session says no cell was
+    measured (exit 2), and neither containers nor the sides' cgroups are left behind."""
+    if not image_side.image_exists(ENGINE, BASE):
+        pytest.skip(f"{BASE} is not here (scripts/debian_base.sh makes it)")
+    r = bench_cli("ab", str(SOURCE_ROOT / "benchmarks" / "ab-tiny.yaml"), "--a", f"image={BASE},cpus=1",
+                  "--b", f"image={BASE}", "--pairs", "3", "--store", "ab.db", "--workdir", "w", cwd=tmp_path)
+    assert r.returncode == 2 and "no cell was measured on both sides" in r.stderr, r.stderr
+    session = r.stderr.split("ab session ", 1)[1].split(":", 1)[0]
+    assert r.stderr.count("recorded nothing") == 6
+    assert '"python": executable file not found' in (tmp_path / "w" / "pair0-A.log").read_text()
+    assert (tmp_path / "w" / "image-A" / "matrix.yaml").stat().st_uid == 10001  # the image's user writes there
+    left = subprocess.run(ENGINE.command("ps", "-a", "--filter", f"name=bench-ab-{session}", "-q"),
+                          capture_output=True, text=True, timeout=120).stdout.strip()
+    assert left == "" and _group_dirs(f"bench-ab-{session}-A") == [] and _group_dirs(f"bench-ab-{session}-B") == []
+
+
 def _image_built() -> bool:
     return ENGINE is not None and image_side.image_exists(ENGINE, IMAGE)
 
@@ -113,7 +134,7 @@ def _image_built() -> bool:
 @needs_engine
 def test_a_session_against_the_built_image(tmp_path):
     """Side B in the openmpi cpu image, side A on the host, 3 pairs of benchmarks/ab-tiny.yaml: every side run
-    recorded, B's inside the container (its own hostname), a verdict per cell, no container or folder left."""
+    recorded, B's inside the container (its own hostname), a verdict per cell, no container left."""
     if not _image_built():
         pytest.skip(f"{IMAGE} is not built here: `make images` builds it (tens of minutes on two cores: "
                     "docker/README.md)")

@@ -54,6 +54,7 @@ def check_image(image: str, grouped: bool) -> Engine:
 
 def prepare_folder(where: Path, matrix: Path) -> Path:
     """The side's folder, mounted at /work: the matrix copied in, owned by the image's user (who writes the store)."""
+    where = where.resolve()  # a relative path would be read as a named volume by the engine
     where.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(matrix, where / MATRIX_NAME)
     uid, gid = (int(x) for x in IMAGE_USER.split(":"))
