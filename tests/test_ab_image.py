@@ -159,3 +159,18 @@ def test_a_session_against_the_built_image(tmp_path):
                           capture_output=True, text=True, timeout=120).stdout.strip()
     assert left == ""
     print(f"image A/B session: {time.monotonic() - started:.0f} s; ratio {cell['ratio']:.3f} {cell['verdict']}")
+
+
+def test_an_image_sides_quota_is_named_from_its_spec():
+    """The probe in a container cannot see the side's cgroup quota; `what changed` takes it from the spec."""
+    import pandas as pd
+
+    from bench.commands.ab import side_differences
+
+    probe = {"cpu_quota": {"cpus": None, "source": "v1:/"}, "cpu_count": 2}
+    df = pd.DataFrame({"run_id": ["a0", "b0"], "record_json": [json.dumps({"status": "ok", "env_probe": probe})] * 2})
+    run_side = {"a0": (0, "A"), "b0": (0, "B")}
+    specs = [parse_side("A", "current"), parse_side("B", f"image={IMAGE},cpus=0.5")]
+    changes = side_differences(df, run_side, {}, specs)
+    assert [(c.what, c.before, c.after) for c in changes] == [("CPU quota", "none", "0.5 CPUs")]
+    assert side_differences(df, run_side, {}, [specs[0], parse_side("B", f"image={IMAGE}")]) == []

@@ -74,7 +74,7 @@ def run(args) -> int:
                                     say=console_say)
         if not args.workdir and all(r.exit_code == 0 for r in side_runs):
             remove_workdir(session.workdir)
-        results, diffs = judge(store, side_runs, settings, args.statistic)
+        results, diffs = judge(store, side_runs, settings, args.statistic, specs)
     print_results(results, diffs, settings, session.id)
     write_ci_outputs(args, results, diffs, settings, session.id, specs)
     if not results:
@@ -106,8 +106,9 @@ def _say():
     return say
 
 
-def judge(store, side_runs, settings, statistic: str = "median"):
-    """Per cell: the complete pairs and their verdict; and what differs between the sides' environments."""
+def judge(store, side_runs, settings, statistic: str = "median", specs=()):
+    """Per cell: the complete pairs and their verdict; and what differs between the sides' environments (`specs`:
+    the sides' SideSpecs, for what their records cannot show)."""
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cell_keys import CELL_KEYS
@@ -129,18 +130,23 @@ def judge(store, side_runs, settings, statistic: str = "median"):
                         "detectable": max(res.detectable, settings.min_effect) if math.isfinite(res.detectable)
                         else math.nan, "verdict": res.verdict})
     versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
-    diffs = side_differences(df, run_side, versions)
+    diffs = side_differences(df, run_side, versions, specs)
     return results, diffs
 
 
-def side_differences(df, run_side, bench_versions: dict[str, str]):
+def side_differences(df, run_side, bench_versions: dict[str, str], specs=()):
     """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py)."""
     from bench.analysis.envdiff import diff_environments, environment_of
 
     runs = {side: [r for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
-    return diff_environments(
-        environment_of(df[df["run_id"].isin(runs["A"])], [bench_versions.get(r, "") for r in runs["A"]]),
-        environment_of(df[df["run_id"].isin(runs["B"])], [bench_versions.get(r, "") for r in runs["B"]]))
+    envs = {side: environment_of(df[df["run_id"].isin(runs[side])], [bench_versions.get(r, "") for r in runs[side]])
+            for side in ("A", "B")}
+    for spec in specs:
+        # In a container the worker's probe sees only the container's own cgroup, not the side's quota above it
+        # (bench/ab/image_side.py): the side's spec says what it was.
+        if spec.image and spec.cpus and spec.name in envs:
+            envs[spec.name]["CPU quota"] = f"{spec.cpus:g} CPUs"
+    return diff_environments(envs["A"], envs["B"])
 
 
 def _plain(v):
