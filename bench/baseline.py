@@ -5,6 +5,11 @@ be committed: per cell its id, its settings and its per-job observations (each j
 the run it came from), plus when, where and with which bench it was made. It may pool several runs of the same
 matrix: more jobs make the rank test stronger, and runs made at different times carry the run-to-run noise a later
 check will meet.
+
+Format versions: 1, the cells and where they came from; 2 adds `environment`, what the saved runs' records say of
+their environment (bench/analysis/envdiff.environment_of: "what" → value, e.g. "package torch" → "2.13.0"), so that
+`bench check` can say what changed between a baseline file and a candidate run. Version 1 files still load (no
+environment: "what changed" is then not known).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from bench.cell_keys import CELL_KEYS
 from models.cpufeatures import signature
 
 BASELINE_FORMAT = "bench-baseline"
-BASELINE_FORMAT_VERSION = 1
+BASELINE_FORMAT_VERSION = 2
 DEFAULT_BASELINES = Path("baselines")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -94,6 +99,8 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
                 entry["cpu_features"] = cpu
             jobs.append(entry)
         cells.append({"cell_id": cell_id, "cell": _cell_settings(g.iloc[0]), "jobs": jobs})
+    from bench.analysis.envdiff import environment_of
+
     now = time.time()
     return {
         "format": BASELINE_FORMAT, "format_version": BASELINE_FORMAT_VERSION, "name": name,
@@ -103,6 +110,9 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
         "runs": [{k: run.get(k) for k in ("run_id", "matrix_name", "matrix_path", "backend", "host",
                                           "bench_version", "started_unix")} for run in runs],
         "cells": cells,
+        # Flattened rather than the raw records: one entry per fact, whatever the number of cells (files stay small
+        # and a reviewer reads a changed library version in the file's diff).
+        "environment": environment_of(ok, [run.get("bench_version") or "" for run in runs]),
     }
 
 
@@ -144,6 +154,10 @@ def load_baseline(path: Path) -> dict[str, Any]:
     if version > BASELINE_FORMAT_VERSION:
         raise BenchInputError(f"baseline format {version} is newer than this bench understands "
                               f"({BASELINE_FORMAT_VERSION}); upgrade bench", str(path))
+    environment = doc.get("environment")
+    if environment is not None and not (isinstance(environment, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
+        raise _corrupt(path, "'environment' must be an object of text values")
     cells = doc.get("cells")
     if not isinstance(cells, list) or not cells:
         raise _corrupt(path, "'cells' must be a non-empty list")

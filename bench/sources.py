@@ -17,6 +17,8 @@ class Source:
     repeat, status, images_per_sec) for bench.analysis.regress.observations."""
     label: str
     windows: pd.DataFrame  # with cpu_features: the CPU feature signature of the record/job, None if not recorded
+    # What its records say of their environment (envdiff.environment_of); None: not recorded (a version 1 baseline).
+    environment: dict[str, str] | None = None
 
 
 def open_store_with_runs(store_path: str | Path):
@@ -73,14 +75,18 @@ def resolve_source(spec: str, *, store_path: str | Path, baselines_dir: Path) ->
 
 def _baseline_source(path: Path) -> Source:
     doc = load_baseline(path)
-    return Source(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc))
+    return Source(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc), doc.get("environment"))
 
 
 def _run_source(store_path: str | Path, spec: str) -> Source:
+    from bench.analysis.envdiff import environment_of
+
     store = open_store_with_runs(store_path)
     try:
         run_id = resolve_run(store, spec)
         windows = run_windows(store, run_id)
+        version = next((r.get("bench_version") or "" for r in store.runs() if r["run_id"] == run_id), "")
     finally:
         store.close()
-    return Source(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows)
+    ok = windows[windows["status"] == "ok"] if "status" in windows else windows
+    return Source(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows, environment_of(ok, [version]))

@@ -27,7 +27,8 @@ backend:
     (["--b", "current", "--pairs", "2"], "--pairs must be between 3"),
     (["--b", "python=/no/such/python"], "not an executable Python"),
     (["--b", "git=no-such-ref-anywhere"], "not a commit of this repository"),
-    (["--b", "image=bench:1"], "not supported yet"),
+    (["--b", "image=bench:1,git=HEAD"], "does not combine with python= or git="),
+    (["--b", "image=-bad"], "is not an image name"),
     (["--b", "current", "--cpu-weight", "0"], "--cpu-weight must be between"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):

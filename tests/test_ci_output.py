@@ -17,7 +17,9 @@ from tests.test_regress import store_run
 
 CHECK_SCHEMA = json.loads((ROOT / "docs" / "ci" / "check-result.schema.json").read_text())
 AB_SCHEMA = json.loads((ROOT / "docs" / "ci" / "ab-result.schema.json").read_text())
-CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+# Run as a module of this Python: the venv's check-jsonschema script carries the shebang of the path it was
+# installed through, which a venv shared through symlinks (or moved) may no longer have.
+CHECK_JSONSCHEMA = [sys.executable, "-m", "check_jsonschema"]
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,7 @@ def test_a_bad_output_path_is_exit_2_and_nothing_written(outputs, args, message)
 
 
 def _validate(schema: str, path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", schema, str(path)], capture_output=True,
+    return subprocess.run([*CHECK_JSONSCHEMA, "--builtin-schema", schema, str(path)], capture_output=True,
                           text=True, timeout=120)
 
 
@@ -179,3 +181,84 @@ def test_ab_json_schema_accepts_a_document_and_rejects_a_broken_one():
     doc["cells"][0]["verdict"] = "worse"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, AB_SCHEMA)
+
+
+# --- `bench ab --junit/--github`: the same writers, fed by ab's judge() over a real store of paired runs ----------
+
+@pytest.fixture(scope="module")
+def ab_outputs(tmp_path_factory):
+    """Four A/B pairs in a real store (records from the worker-side meter; B's 2-worker cell 20% slower), judged by
+    `bench ab`'s own judge() and written by its own CI writer, options parsed by bench's CLI."""
+    import os
+
+    from bench.ab.session import SideRun
+    from bench.analysis.paired import PairedSettings
+    from bench.cli import build_parser
+    from bench.commands.ab import judge, write_ci_outputs
+
+    d = tmp_path_factory.mktemp("ab-out")
+    side_runs = []
+    with Store(d / "ab.db") as store:
+        for pair, noise in enumerate([1.0, 0.97, 1.02, 0.99]):
+            for side in ("A", "B"):
+                run_id = f"p{pair}{side}"
+                slower = 0.8 * (1 + 0.01 * (pair % 2)) if side == "B" else 1.0
+                store_run(store, run_id, {1: [noise * (1.002 if side == "B" else 1.0)], 2: [noise * slower]})
+                side_runs.append(SideRun(pair, side, 0, run_id, 1.0, d / "log"))
+        results, diffs = judge(store, side_runs, PairedSettings(), "median")
+    args = build_parser().parse_args(["ab", "m.yaml", "--b", "cpus=0.8", "--junit", str(d / "ab.xml"), "--github",
+                                      "--json", str(d / "ab.json")])
+    summary = d / "summary.md"
+    old = os.environ.get("GITHUB_STEP_SUMMARY")
+    os.environ["GITHUB_STEP_SUMMARY"] = str(summary)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    try:
+        from bench.ab.spec import parse_side
+
+        with contextlib.redirect_stdout(out):
+            write_ci_outputs(args, results, diffs, PairedSettings(), "s1",
+                             [parse_side("A", args.a), parse_side("B", args.b)])
+    finally:
+        if old is None:
+            del os.environ["GITHUB_STEP_SUMMARY"]
+        else:
+            os.environ["GITHUB_STEP_SUMMARY"] = old
+    return d, results, out.getvalue(), summary
+
+
+def test_ab_junit_has_one_case_per_cell_and_the_regression_names_cell_ratio_interval(ab_outputs):
+    d, results, _, _ = ab_outputs
+    xml = junitparser.JUnitXml.fromfile(str(d / "ab.xml"))
+    cases = [case for suite in xml for case in suite]
+    assert len(cases) == 2 == len(results)
+    failed = [c for c in cases if c.result and isinstance(c.result[0], junitparser.Failure)]
+    assert len(failed) == 1 and "2w" in failed[0].name
+    (regressed,) = [r for r in results if r["verdict"] == "regressed"]
+    message = failed[0].result[0].message
+    assert message.startswith(regressed["cell"] + " regressed")
+    assert f"ratio {regressed['ratio']:.3f} (B/A)" in message and regressed["ratio"] == pytest.approx(0.804, abs=0.01)
+    assert f"90% interval {regressed['ci_low']:.3f}–{regressed['ci_high']:.3f}" in message
+    (passed,) = [c for c in cases if not c.result]
+    assert "1w" in passed.name and "unchanged" in passed.system_out
+    assert jsonschema.validate(json.loads((d / "ab.json").read_text()), AB_SCHEMA) is None
+
+
+def test_ab_github_mode_annotates_the_regression_and_writes_the_summary(ab_outputs):
+    _, results, stdout, summary = ab_outputs
+    errors = [line for line in stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and errors[0].startswith("::error title=bench ab%3A regression::") and "2w" in errors[0]
+    text = summary.read_text()
+    assert text.startswith("### bench ab: ❌ regression") and "B (CPU quota 0.8) against A" in text
+    (regressed,) = [r for r in results if r["verdict"] == "regressed"]
+    assert f"| **regressed** | {regressed['ratio']:.3f} |" in text and f"| {regressed['p_slower']:.3g} |" in text
+    assert "1 unchanged, 1 regressed" in text
+
+
+def test_ab_refuses_a_bad_junit_path_before_anything_runs(tmp_path):
+    (tmp_path / "m.yaml").write_text("name: x\naxes: {gpu: [cpu]}\n")
+    r = bench_cli("ab", "m.yaml", "--b", "current", "--junit", "no-dir/ab.xml", "--store", "s.db", cwd=tmp_path)
+    assert r.returncode == 2 and "--junit no-dir/ab.xml: folder no-dir does not exist" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]

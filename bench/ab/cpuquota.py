@@ -42,7 +42,7 @@ class CpuGroup:
                 from None
 
 
-def _mounts() -> list[tuple[str, str, str]]:
+def proc_mounts() -> list[tuple[str, str, str]]:
     try:
         with open("/proc/self/mounts", encoding="utf-8") as f:
             return [(p[1], p[2], p[3]) for p in (line.split() for line in f) if len(p) >= 4]
@@ -52,7 +52,7 @@ def _mounts() -> list[tuple[str, str, str]]:
 
 def cpu_controller_root() -> tuple[Path, int] | None:
     """Where a cpu-controlled group can be made: (directory, cgroup version), or None."""
-    mounts = _mounts()
+    mounts = proc_mounts()
     for where, fstype, options in mounts:
         if fstype == "cgroup" and "cpu" in options.split(",") and Path(where, "cpu.cfs_quota_us").exists():
             return Path(where), 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.ab import image_side
 from bench.ab.cpuquota import make_group
 from bench.ab.sides import (SOURCE_ROOT, ReadySide, check_git_ref, make_worktree, remove_worktree, resolve_python,
                             run_side_once)
@@ -32,9 +33,16 @@ class SideRun:
     log: Path
 
 
-def check_sides(specs: list[SideSpec]) -> None:
+def grouped(specs: list[SideSpec], cpu_weight: float | None) -> bool:
+    """Whether the sides run in CPU groups: both do, or neither (cpuquota.py says why)."""
+    return any(s.cpus for s in specs) or cpu_weight is not None
+
+
+def check_sides(specs: list[SideSpec], cpu_weight: float | None = None) -> None:
     """Everything about the sides that can be checked before anything is made or run (BenchInputError)."""
     for spec in specs:
+        if spec.image:
+            image_side.check_image(spec.image, grouped(specs, cpu_weight))
         if spec.python:
             resolve_python(spec.python)
         if spec.git:
@@ -54,14 +62,16 @@ class Session:
 
     def __enter__(self) -> "Session":
         try:
-            grouped = any(s.cpus for s in self._specs) or self.cpu_weight is not None
+            in_groups = grouped(self._specs, self.cpu_weight)
             for spec in self._specs:
                 python = resolve_python(spec.python) if spec.python else _this_python()
-                side = ReadySide(spec, python, SOURCE_ROOT)
+                side = ReadySide(spec, python, SOURCE_ROOT, label=f"bench-ab-{self.id}-{spec.name}")
+                if spec.image:
+                    side.engine = image_side.check_image(spec.image, in_groups)
                 if spec.git:
                     side.worktree = make_worktree(check_git_ref(spec.git), self.workdir / f"tree-{spec.name}")
                     side.source = side.worktree
-                if grouped:  # both sides in a group of their own (cpuquota.py says why)
+                if in_groups:  # both sides in a group of their own (cpuquota.py says why)
                     side.group = make_group(f"bench-ab-{self.id}-{spec.name}", spec.cpus, self.cpu_weight or 1.0)
                 self.sides[spec.name] = side
         except BaseException:
@@ -78,6 +88,8 @@ class Session:
             if side.worktree:
                 remove_worktree(side.worktree)
             if side.group:
+                if side.spec.image:
+                    image_side.remove_container_cgroups(side.group)
                 try:
                     side.group.remove()
                 except OSError as e:
@@ -89,10 +101,13 @@ class Session:
         """The interleaved runs; each side run's records are in `store` (labelled) as soon as it ends. A side run
         that fails is reported and the session goes on (its pair is then incomplete)."""
         done: list[SideRun] = []
+        for name, side in self.sides.items():
+            if side.spec.image:  # the container sees this folder only: the matrix goes in, the stores come out
+                side.folder = image_side.prepare_folder(self.workdir / f"image-{name}", matrix.resolve())
         order = interleave(n_pairs)
         for i, (pair, name) in enumerate(order, 1):
             side = self.sides[name]
-            scratch = self.workdir / f"pair{pair}-{name}.db"
+            scratch = (side.folder or self.workdir) / f"pair{pair}-{name}.db"
             log = self.workdir / f"pair{pair}-{name}.log"
             started = time.monotonic()
             code = run_side_once(side, matrix.resolve(), scratch, log, timeout, limit_s)

@@ -1,6 +1,7 @@
 """Making a side runnable and running it once: a real `bench run MATRIX --rerun` of that side's bench, with its
 Python, its environment variables and its CPU group, into a scratch store of its own (a git ref's bench may have an
-older store schema; the scratch store is read back by this bench, which migrates it).
+older store schema; the scratch store is read back by this bench, which migrates it). An image side runs that
+`bench run` in a container instead (bench/ab/image_side.py).
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.ab.cpuquota import CpuGroup
+from bench.ab import image_side
 from bench.ab.spec import SideSpec
 from bench.errors import BenchInputError
+from bench.image_engines import Engine
 
 # This checkout: the source a side runs when it names no git ref (PYTHONPATH points here, so this bench and its
 # models/ run, whatever the Python's site-packages hold).
@@ -26,6 +29,9 @@ class ReadySide:
     source: Path                 # the tree whose bench/ and models/ the side runs
     worktree: Path | None = None  # made here (removed at the end)
     group: CpuGroup | None = None
+    engine: Engine | None = None  # image sides: the engine that runs the container
+    folder: Path | None = None    # image sides: the folder mounted at /work (matrix, scratch stores)
+    label: str = "bench-ab"       # names the side's containers: <label>-<scratch store>
 
 
 def resolve_python(text: str) -> str:
@@ -64,7 +70,13 @@ def remove_worktree(path: Path) -> None:
 
 
 def side_command(side: ReadySide, matrix: Path, store: Path, timeout: float | None) -> tuple[list[str], dict[str, str]]:
-    """argv and environment of one run of a side."""
+    """argv and environment of one run of a side (an image side: of the engine that runs the container, which gets
+    only the side's env.NAME= variables: the host's environment does not belong in the image)."""
+    if side.spec.image:
+        argv = image_side.container_argv(side.engine, side.spec.image, name=container_name(side, store),
+                                         folder=side.folder, env=side.spec.env, group=side.group,
+                                         command=image_side.bench_run_command(store.name, timeout))
+        return argv, dict(os.environ)
     argv = [side.python, "-m", "bench", "run", str(matrix), "--store", str(store), "--rerun"]
     if timeout:
         argv += ["--timeout", f"{timeout:g}"]
@@ -77,9 +89,24 @@ def run_side_once(side: ReadySide, matrix: Path, store: Path, log: Path, timeout
                   limit_s: float) -> int:
     """One `bench run` of the side; its output goes to `log`. Returns its exit code (124 past limit_s)."""
     argv, env = side_command(side, matrix, store, timeout)
-    preexec = side.group.add_self if side.group else None
+    # An image side's container joins the group through --cgroup-parent; the engine's client stays outside it.
+    preexec = side.group.add_self if side.group and not side.spec.image else None
+    code = None
+    try:
+        code = _run_logged(argv, env, side.source, log, preexec, limit_s)
+        return code
+    finally:
+        if side.spec.image and code != 0:
+            image_side.remove_container(side.engine, container_name(side, store))  # one a stop left behind
+
+
+def container_name(side: ReadySide, store: Path) -> str:
+    return f"{side.label}-{store.stem}"
+
+
+def _run_logged(argv, env, cwd: Path, log: Path, preexec, limit_s: float) -> int:
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=str(side.source), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=env, cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, preexec_fn=preexec)
         try:
             return proc.wait(timeout=limit_s)

@@ -1,7 +1,7 @@
-"""`bench check --github`: a Markdown summary appended to $GITHUB_STEP_SUMMARY (the job's summary page) and
-workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive or incomparable one
-and for cells whose machines differ. Escaping per GitHub's workflow-command syntax (% CR LF in the message; also : and ,
-in properties)."""
+"""`--github` (`bench check`, `bench ab`): a Markdown summary appended to $GITHUB_STEP_SUMMARY (the job's summary
+page) and workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive or
+incomparable one and for cells whose machines differ. Escaping per GitHub's workflow-command syntax (% CR LF in the
+message; also : and , in properties)."""
 from __future__ import annotations
 
 import math
@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from bench.ci_output.junit import failure_message
+from bench.ci_output.outcome import CellOutcome, Source
 
 _SHOWN = ("regressed", "inconclusive", "incomparable", "insufficient-data", "improved")
 
@@ -21,16 +22,15 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotations(result, labels: dict[str, str]) -> list[str]:
+def annotations(outcomes: list[CellOutcome], source: Source) -> list[str]:
     lines = []
-    for r in result.to_dict("records"):
-        label = labels[r["cell_id"]]
-        if r["verdict"] == "regressed":
-            lines.append(f"::error title={escape_property('bench check: regression')}::"
-                         f"{escape_data(failure_message(label, r))}")
-        elif r["verdict"] in ("inconclusive", "incomparable") or "CPU features" in (r["note"] or ""):
-            message = f"{label} ({r['cell_id']}) {r['verdict']}: {r['note'] or 'too noisy to say either way'}"
-            lines.append(f"::warning title={escape_property('bench check: ' + r['verdict'])}::{escape_data(message)}")
+    for o in outcomes:
+        if o.verdict == "regressed":
+            lines.append(f"::error title={escape_property(source.tool + ': regression')}::"
+                         f"{escape_data(failure_message(o))}")
+        elif o.verdict in ("inconclusive", "incomparable") or "CPU features" in o.note:
+            message = f"{o.who} {o.verdict}: {o.note or 'too noisy to say either way'}"
+            lines.append(f"::warning title={escape_property(f'{source.tool}: {o.verdict}')}::{escape_data(message)}")
     return lines
 
 
@@ -38,18 +38,21 @@ def _num(x, digits=3) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def summary_markdown(result, labels: dict[str, str], title: str, counts: dict[str, int], changes=()) -> str:
+def _p(x) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.3g}"  # a tiny p stays readable (not 0.000)
+
+
+def summary_markdown(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=()) -> str:
     status = "❌ regression" if counts.get("regressed") else "✅ no regression"
-    out = [f"### bench check: {status}", "", title, "",
+    out = [f"### {source.tool}: {status}", "", source.title, "",
            ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no cells", ""]
-    shown = result[result["verdict"].isin(_SHOWN)]
-    if len(shown):
+    shown = [o for o in outcomes if o.verdict in _SHOWN]
+    if shown:
         out += ["| cell | verdict | ratio | interval | p | note |", "|---|---|---|---|---|---|"]
-        for r in shown.to_dict("records"):
-            interval = "–" if not math.isfinite(r["ci_low"]) else f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
-            note = (r["note"] or "").replace("|", "\\|")
-            out.append(f"| {labels[r['cell_id']]} | **{r['verdict']}** | {_num(r['ratio'])} | {interval} | "
-                       f"{_num(r['p_value'])} | {note} |")
+        for o in shown:
+            interval = "–" if not math.isfinite(o.ci_low) else f"{o.ci_low:.3f}–{o.ci_high:.3f}"
+            out.append(f"| {o.label} | **{o.verdict}** | {_num(o.ratio)} | {interval} | {_p(o.p_value)} | "
+                       f"{o.note.replace('|', chr(92) + '|')} |")
         out.append("")
     if changes:
         out += ["**What changed** (most relevant first):", ""]
@@ -66,3 +69,13 @@ def write_step_summary(markdown: str) -> str | None:
     with open(Path(path), "a", encoding="utf-8") as f:
         f.write(markdown)
     return path
+
+
+def print_github(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=()) -> None:
+    """The annotations on stdout, and the summary to $GITHUB_STEP_SUMMARY (printed when it is not set)."""
+    for line in annotations(outcomes, source):
+        print(line)
+    markdown = summary_markdown(outcomes, source, counts, changes)
+    if write_step_summary(markdown) is None:
+        print("GITHUB_STEP_SUMMARY is not set; the summary:")
+        print(markdown, end="")

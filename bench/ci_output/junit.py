@@ -1,4 +1,4 @@
-"""`bench check --junit PATH`: one JUnit test case per cell, so a CI system lists cells like tests.
+"""`--junit PATH` (`bench check`, `bench ab`): one JUnit test case per cell, so a CI system lists cells like tests.
 
 regressed → <failure> whose message names the cell, the ratio and its interval; insufficient-data and
 incomparable → <skipped> with the reason; unchanged, improved and inconclusive pass (inconclusive with the reason in
@@ -11,39 +11,39 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from bench.ci_output.outcome import CellOutcome, Source
 
-def _ratio_text(row) -> str:
-    if not math.isfinite(row["ratio"]):
+SKIPPED = ("insufficient-data", "incomparable")
+
+
+def ratio_text(o: CellOutcome) -> str:
+    if not math.isfinite(o.ratio):
         return "ratio -"
-    if not math.isfinite(row["ci_low"]):
-        return f"ratio {row['ratio']:.3f}"
-    return (f"ratio {row['ratio']:.3f} (candidate/baseline), {row['ci_coverage']:.0%} interval "
-            f"{row['ci_low']:.3f}–{row['ci_high']:.3f}")
+    if not math.isfinite(o.ci_low):
+        return f"ratio {o.ratio:.3f}"
+    return f"ratio {o.ratio:.3f} ({o.ratio_of}), {o.level:.0%} interval {o.ci_low:.3f}–{o.ci_high:.3f}"
 
 
-def failure_message(label: str, row) -> str:
-    return f"{label} ({row['cell_id']}) regressed: {_ratio_text(row)}, p = {row['p_value']:.3g}"
+def failure_message(o: CellOutcome) -> str:
+    return f"{o.who} regressed: {ratio_text(o)}, p = {o.p_value:.3g}"
 
 
-def junit_tree(result, labels: dict[str, str], suite: str, elapsed_s: float = 0.0) -> ET.ElementTree:
-    rows = result.to_dict("records")
-    failures = sum(r["verdict"] == "regressed" for r in rows)
-    skipped = sum(r["verdict"] in ("insufficient-data", "incomparable") for r in rows)
-    root = ET.Element("testsuites", name="bench check", tests=str(len(rows)), failures=str(failures), errors="0",
-                      skipped=str(skipped), time=f"{elapsed_s:.3f}")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(rows)), failures=str(failures), errors="0",
-                       skipped=str(skipped), time=f"{elapsed_s:.3f}")
-    for r in rows:
-        label = labels[r["cell_id"]]
-        case = ET.SubElement(ts, "testcase", classname="bench.check", name=f"{label} [{r['cell_id']}]", time="0")
-        if r["verdict"] == "regressed":
-            failure = ET.SubElement(case, "failure", message=failure_message(label, r), type="regression")
-            failure.text = f"{failure_message(label, r)}\n{r['note'] or ''}".strip()
-        elif r["verdict"] in ("insufficient-data", "incomparable"):
-            ET.SubElement(case, "skipped", message=f"{r['verdict']}: {r['note'] or ''}".rstrip(": "))
+def junit_tree(outcomes: list[CellOutcome], source: Source, elapsed_s: float = 0.0) -> ET.ElementTree:
+    failures = sum(o.verdict == "regressed" for o in outcomes)
+    skipped = sum(o.verdict in SKIPPED for o in outcomes)
+    counts = {"tests": str(len(outcomes)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+              "time": f"{elapsed_s:.3f}"}
+    root = ET.Element("testsuites", name=source.tool, **counts)
+    suite = ET.SubElement(root, "testsuite", name=source.title, **counts)
+    for o in outcomes:
+        case = ET.SubElement(suite, "testcase", classname=source.tool.replace(" ", "."), name=o.name, time="0")
+        if o.verdict == "regressed":
+            failure = ET.SubElement(case, "failure", message=failure_message(o), type="regression")
+            failure.text = f"{failure_message(o)}\n{o.note}".strip()
+        elif o.verdict in SKIPPED:
+            ET.SubElement(case, "skipped", message=f"{o.verdict}: {o.note}".rstrip(": "))
         else:
-            out = ET.SubElement(case, "system-out")
-            out.text = f"{r['verdict']}: {_ratio_text(r)}" + (f"; {r['note']}" if r["note"] else "")
+            ET.SubElement(case, "system-out").text = f"{o.verdict}: {ratio_text(o)}" + (f"; {o.note}" if o.note else "")
     ET.indent(root)
     return ET.ElementTree(root)
 

@@ -7,6 +7,7 @@ import math
 import sys
 
 from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
+from bench.commands.check import add_junit_github_arguments, check_output_path
 from bench.errors import BenchInputError
 
 HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B is slower"
@@ -15,7 +16,8 @@ HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B 
 def add_arguments(parser) -> None:
     parser.add_argument("matrix")
     parser.add_argument("--a", default="current", metavar="SPEC",
-                        help="side A (default: current): python=PATH, git=REF, cpus=N, env.NAME=VALUE, comma-separated")
+                        help="side A (default: current): python=PATH, git=REF, image=NAME, cpus=N, env.NAME=VALUE, "
+                             "comma-separated")
     parser.add_argument("--b", required=True, metavar="SPEC", help="side B, the same forms")
     parser.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (at least 3; default 5)")
     add_store_argument(parser)
@@ -31,6 +33,7 @@ def add_arguments(parser) -> None:
                                                         "(default: a temporary directory, removed at the end)")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="write the verdicts as JSON (docs/ci/ab-result.schema.json)")
+    add_junit_github_arguments(parser)
 
 
 def run(args) -> int:
@@ -49,13 +52,15 @@ def run(args) -> int:
         raise BenchInputError(f"--pairs must be between {MIN_PAIRS} and 1000, got {args.pairs}")
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
+    for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
+        check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
-    check_sides(specs)
     if args.cpu_weight is not None and not 0.01 <= args.cpu_weight <= 100:
         raise BenchInputError(f"--cpu-weight must be between 0.01 and 100, got {args.cpu_weight:g}")
     if (any(s.cpus for s in specs) or args.cpu_weight is not None) and cpu_controller_root() is None:
         raise BenchInputError("cpus= / --cpu-weight: no cgroup cpu controller is available here (root or a "
                               "delegated cgroup is needed)")
+    check_sides(specs, args.cpu_weight)  # last: an image side asks the container engine
     store_path = Path(args.store)
     check_writable(store_path)
     limit_s = max(600.0, 4 * (args.timeout or 300))  # a side run that hangs past this is stopped
@@ -69,15 +74,30 @@ def run(args) -> int:
                                     say=console_say)
         if not args.workdir and all(r.exit_code == 0 for r in side_runs):
             remove_workdir(session.workdir)
-        results, diffs = judge(store, side_runs, settings, args.statistic)
+        results, diffs = judge(store, side_runs, settings, args.statistic, specs)
     print_results(results, diffs, settings, session.id)
-    if args.json_path:
-        from bench.ci_output.ab_json import write_ab_json
-
-        write_ab_json(args.json_path, results, diffs, settings, session.id, specs, args.statistic)
+    write_ci_outputs(args, results, diffs, settings, session.id, specs)
     if not results:
         raise BenchInputError("no cell was measured on both sides (see the side runs' logs above)")
     return EXIT_FAILED if any(r["verdict"] == "regressed" for r in results) else EXIT_OK
+
+
+def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> None:
+    """--json, --junit and --github (bench/ci_output/), the same files and annotations `check` writes."""
+    from bench.ci_output.emit import write_junit_github
+    from bench.ci_output.outcome import Source, from_ab
+
+    if args.json_path:
+        from bench.ci_output.ab_json import write_ab_json
+
+        write_ab_json(args.json_path, results, diffs, settings, session_id, specs, args.statistic)
+    source = Source("bench ab", f"ab {session_id}: B ({specs[1].describe()}) against A ({specs[0].describe()})")
+    write_junit_github(from_ab(results), source, verdict_counts(results), diffs, junit_path=args.junit_path,
+                       github=args.github)
+
+
+def verdict_counts(results) -> dict[str, int]:
+    return {v: sum(r["verdict"] == v for r in results) for v in dict.fromkeys(r["verdict"] for r in results)}
 
 
 def _say():
@@ -86,8 +106,9 @@ def _say():
     return say
 
 
-def judge(store, side_runs, settings, statistic: str = "median"):
-    """Per cell: the complete pairs and their verdict; and what differs between the sides' environments."""
+def judge(store, side_runs, settings, statistic: str = "median", specs=()):
+    """Per cell: the complete pairs and their verdict; and what differs between the sides' environments (`specs`:
+    the sides' SideSpecs, for what their records cannot show)."""
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cell_keys import CELL_KEYS
@@ -109,18 +130,23 @@ def judge(store, side_runs, settings, statistic: str = "median"):
                         "detectable": max(res.detectable, settings.min_effect) if math.isfinite(res.detectable)
                         else math.nan, "verdict": res.verdict})
     versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
-    diffs = side_differences(df, run_side, versions)
+    diffs = side_differences(df, run_side, versions, specs)
     return results, diffs
 
 
-def side_differences(df, run_side, bench_versions: dict[str, str]):
+def side_differences(df, run_side, bench_versions: dict[str, str], specs=()):
     """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py)."""
     from bench.analysis.envdiff import diff_environments, environment_of
 
     runs = {side: [r for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
-    return diff_environments(
-        environment_of(df[df["run_id"].isin(runs["A"])], [bench_versions.get(r, "") for r in runs["A"]]),
-        environment_of(df[df["run_id"].isin(runs["B"])], [bench_versions.get(r, "") for r in runs["B"]]))
+    envs = {side: environment_of(df[df["run_id"].isin(runs[side])], [bench_versions.get(r, "") for r in runs[side]])
+            for side in ("A", "B")}
+    for spec in specs:
+        # In a container the worker's probe sees only the container's own cgroup, not the side's quota above it
+        # (bench/ab/image_side.py): the side's spec says what it was.
+        if spec.image and spec.cpus and spec.name in envs:
+            envs[spec.name]["CPU quota"] = f"{spec.cpus:g} CPUs"
+    return diff_environments(envs["A"], envs["B"])
 
 
 def _plain(v):
@@ -154,7 +180,7 @@ def print_results(results, diffs, settings, session_id) -> None:
                       r["verdict"])
     console.print(table)
     print_differences(diffs)
-    counts = {v: sum(r["verdict"] == v for r in results) for v in dict.fromkeys(r["verdict"] for r in results)}
+    counts = verdict_counts(results)
     print(f"ab: {len(results)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" (paired t on log ratios, one-sided alpha {settings.alpha:g}; min effect {settings.min_effect:.0%}; "
           f"'detects ≥': the smallest slowdown caught with {settings.power:.0%} power at the observed noise)")

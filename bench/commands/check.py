@@ -24,6 +24,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
+    add_junit_github_arguments(parser)
+
+
+def add_junit_github_arguments(parser) -> None:
+    """--junit and --github, the same for `check` and `ab`."""
     parser.add_argument("--junit", dest="junit_path", default=None, metavar="PATH",
                         help="also write JUnit XML: one test case per cell, a regression is a failure")
     parser.add_argument("--github", action="store_true",
@@ -132,7 +137,7 @@ def run(args) -> int:
         # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
         feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
         print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
-    changes = what_changed(base.windows, cand.windows)
+    changes = what_changed(base.environment, cand.environment)
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
     # The summary stays the last line (CI logs and tests read it).
@@ -142,14 +147,16 @@ def run(args) -> int:
     return exit_code
 
 
-def what_changed(base_windows, cand_windows):
-    """Prints (and returns) what differs between the two sides' recorded environments, most relevant first."""
-    from bench.analysis.envdiff import diff_environments, environment_of
+def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
+    """Prints (and returns) what differs between the two sides' recorded environments (Source.environment), most
+    relevant first."""
+    from bench.analysis.envdiff import diff_environments
 
-    if "record_json" not in base_windows or "record_json" not in cand_windows:
-        print("what changed: not known (a baseline file records no environment; compare two runs in the store)")
+    if base_env is None or cand_env is None:
+        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
+              "with `bench baseline save`, or compare two runs in the store)")
         return []
-    changes = diff_environments(environment_of(base_windows), environment_of(cand_windows))
+    changes = diff_environments(base_env, cand_env)
     print_changes(changes, "the baseline", "the candidate")
     return changes
 
@@ -178,16 +185,10 @@ def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: s
         write_json(args.json_path, check_document(result, baseline=baseline, candidate=candidate,
                                                   settings=settings, normalize=args.normalize, counts=counts,
                                                   exit_code=exit_code, labels=labels, changes=changes))
-    if args.junit_path:
-        from bench.ci_output.junit import junit_tree, write_junit
+    if args.junit_path or args.github:
+        from bench.ci_output.emit import write_junit_github
+        from bench.ci_output.outcome import Source, from_check
 
-        write_junit(args.junit_path, junit_tree(result, labels, f"{candidate} against {baseline}"))
-    if args.github:
-        from bench.ci_output.github import annotations, summary_markdown, write_step_summary
+        write_junit_github(from_check(result, labels), Source("bench check", f"{candidate} against {baseline}"),
+                           counts, changes, junit_path=args.junit_path, github=args.github)
 
-        for line in annotations(result, labels):
-            print(line)
-        markdown = summary_markdown(result, labels, f"{candidate} against {baseline}", counts, changes)
-        if write_step_summary(markdown) is None:
-            print("GITHUB_STEP_SUMMARY is not set; the summary:")
-            print(markdown, end="")

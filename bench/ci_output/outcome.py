@@ -1,0 +1,60 @@
+"""One cell's verdict as the CI writers (junit.py, github.py) see it, whichever command made it: `bench check`'s
+result frame (a baseline against a candidate) and `bench ab`'s paired results (side A against side B) are both
+turned into CellOutcome rows here, so the writers have one shape to handle."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    label: str          # the cell as people read it (framework/MPI/workers ...)
+    cell_id: str        # "" where the command matches cells on their keys (ab)
+    verdict: str        # regressed, improved, unchanged, inconclusive, insufficient-data, incomparable
+    ratio: float        # new/old throughput; NaN when not computed
+    ci_low: float
+    ci_high: float
+    level: float        # the interval's coverage (0.9 = 90%)
+    p_value: float      # one-sided p for "slower"
+    note: str = ""
+    ratio_of: str = "candidate/baseline"
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} [{self.cell_id}]" if self.cell_id else self.label
+
+    @property
+    def who(self) -> str:
+        return f"{self.label} ({self.cell_id})" if self.cell_id else self.label
+
+
+@dataclass(frozen=True)
+class Source:
+    """Which command's verdicts these are: `tool` names it in titles ("bench check"), `title` the two sides."""
+    tool: str
+    title: str
+
+
+def _float(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def from_check(result, labels: dict[str, str]) -> list[CellOutcome]:
+    """`bench check`'s result frame (bench/analysis/regress.compare) → outcomes; labels: cell_id → label."""
+    return [CellOutcome(labels[r["cell_id"]], r["cell_id"], r["verdict"], _float(r["ratio"]), _float(r["ci_low"]),
+                        _float(r["ci_high"]), _float(r["ci_coverage"]), _float(r["p_value"]), r["note"] or "")
+            for r in result.to_dict("records")]
+
+
+def from_ab(results: list[dict]) -> list[CellOutcome]:
+    """`bench ab`'s per-cell results (bench/commands/ab.judge) → outcomes; the ratio is B/A."""
+    return [CellOutcome(r["cell"], "", r["verdict"], _float(r["ratio"]), _float(r["ci_low"]), _float(r["ci_high"]),
+                        _float(r["level"]), _float(r["p_slower"]),
+                        f"{r['pairs']} of {r['pairs_planned']} pairs complete" if r["pairs"] < r["pairs_planned"]
+                        else "", ratio_of="B/A")
+            for r in results]
+
