@@ -110,7 +110,8 @@ def test_side_specs(text, expect):
 
 @pytest.mark.parametrize("text,message", [
     ("cpus=fast", "cpus must be a number"), ("cpus=0", "between"), ("env.1X=2", "not an environment variable"),
-    ("image=foo:1", "not supported yet"), ("colour=red", "unknown item"), ("python", "KEY=VALUE")])
+    ("image=foo:1,python=/usr", "does not combine"), ("image=a b", "not an image name"),
+    ("colour=red", "unknown item"), ("python", "KEY=VALUE")])
 def test_bad_side_specs_are_one_clear_error(text, message):
     with pytest.raises(BenchInputError, match=message):
         parse_side("B", text)
