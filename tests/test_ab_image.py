@@ -1,6 +1,6 @@
 """`bench ab` with an image=NAME side (bench/ab/image_side.py): the container command it builds, bad input refused
 before anything runs, a real container placed in the side's CPU group (the base image), and a real session against
-the built openmpi cpu image (marker `images`; skipped, naming `make images`, until that image is built)."""
+the built openmpi cpu image (marker `images`; built first as `make images` builds it)."""
 from __future__ import annotations
 
 import json
@@ -125,19 +125,16 @@ def test_a_session_whose_image_has_no_bench_fails_cleanly(tmp_path):
     assert left == "" and _group_dirs(f"bench-ab-{session}-A") == [] and _group_dirs(f"bench-ab-{session}-B") == []
 
 
-def _image_built() -> bool:
-    return ENGINE is not None and image_side.image_exists(ENGINE, IMAGE)
-
-
 @pytest.mark.images
 @pytest.mark.e2e
 @needs_engine
 def test_a_session_against_the_built_image(tmp_path):
     """Side B in the openmpi cpu image, side A on the host, 3 pairs of benchmarks/ab-tiny.yaml: every side run
     recorded, B's inside the container (its own hostname), a verdict per cell, no container left."""
-    if not _image_built():
-        pytest.skip(f"{IMAGE} is not built here: `make images` builds it (tens of minutes on two cores: "
-                    "docker/README.md)")
+    from bench import images
+    from tests.test_images_built import ensure_built
+
+    assert ensure_built(images.variant("pt-tf-openmpi-cpu")) == IMAGE  # built or brought up to date, as make images
     started = time.monotonic()
     r = bench_cli("ab", str(SOURCE_ROOT / "benchmarks" / "ab-tiny.yaml"), "--b", f"image={IMAGE}", "--pairs", "3",
                   "--store", "ab.db", "--json", "ab.json", "--workdir", "w", cwd=tmp_path, timeout=1500)
