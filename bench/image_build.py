@@ -111,11 +111,17 @@ def find_leaks(engine: Engine, image: str, settings: PipSettings) -> list[str]:
     leaks += [f"history holds {m!r}" for m in markers if m in history]
     extra_certs: list[str] = []
     if settings.ca_file is not None:
-        own = subprocess.run(engine.command("run", "--rm", "--user", "0", "--network", "none", image,
-                                            "cat", IMAGE_CA_BUNDLE), capture_output=True, text=True, check=False)
+        # The public bundles in the image: Debian's, and the Mozilla bundles that pip and requests vendor (certifi's
+        # cacert.pem; a host bundle newer than the image's Debian one shares certificates with them, found in the
+        # first finished build). A host certificate in none of them is the proxy's.
+        own = subprocess.run(engine.command("run", "--rm", "--user", "0", "--network", "none", image, "sh", "-c",
+                                            f"cat {IMAGE_CA_BUNDLE}; find / -xdev -path '*certifi/cacert.pem' "
+                                            "-exec cat {} + 2>/dev/null"),
+                             capture_output=True, text=True, check=False)
         image_certs = set(_pem_bodies(own.stdout))
         extra_certs = [c for c in _pem_bodies(settings.ca_file.read_text()) if c not in image_certs]
-    patterns = markers + extra_certs + [CA_TARGET]
+    # The pip.conf line the build's settings hold (not the mount path alone: bench's own code in the image names it).
+    patterns = markers + extra_certs + [f"cert = {CA_TARGET}"]
     with tempfile.TemporaryDirectory(prefix="bench-leak-") as tmp:
         (Path(tmp) / "patterns").write_text("\n".join(patterns) + "\n")
         # grep -l: the files that hold any pattern; /proc, /sys, /dev and the mount itself are not the image's.

@@ -232,6 +232,8 @@ def _context(v: Variant) -> dict[str, Any]:
         "v": v, "gen": gen, "gpu": gpu,
         "packages": sorted(set(packages)),
         "build_abi": flavour.abi,
+        # The MPICH-ABI venv's libmpi.so.12 for the install step's own import check (see the template's ENV for why).
+        "abi_env": "LD_LIBRARY_PATH=/opt/bench/.venv/lib " if flavour.abi == "mpich" else "",
         "abi_note": flavour.image.abi_note,
         "frameworks": FRAMEWORK_SETS[v.frameworks],
         "legacy_pins": legacy,
