@@ -238,7 +238,6 @@ def _context(v: Variant) -> dict[str, Any]:
         "frameworks": FRAMEWORK_SETS[v.frameworks],
         "legacy_pins": legacy,
         "abi_wheels": abi_wheels(flavour.abi),
-        "runtime_prefix": flavour.runtime_prefix,
     }
 
 

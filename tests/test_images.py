@@ -123,7 +123,10 @@ def test_gpu_variants_carry_nccl_and_infiniband(rendered, vid):
         assert "libucx0" in text and "openmpi-bin" in text and "mpich" not in text
     else:  # MPICH ABI: runtimes from wheels (install.sh, or the legacy block), none from apt
         assert "BENCH_MPI=mpich" in text and "openmpi" not in text and "libmpich-dev" not in text
-    assert ("/opt/bench/.venv/opt/impi/lib" in text) == (v.mpi == "intelmpi")
+    # MPICH-ABI images say where the venv's libmpi.so.12 is; none puts Intel MPI's runtime first for every process
+    # (bench does it per intelmpi cell; a global one broke the image's MPICH cells).
+    assert ("ENV LD_LIBRARY_PATH=/opt/bench/.venv/lib" in text) == (v.mpi != "openmpi")
+    assert "LD_LIBRARY_PATH=/opt/bench/.venv/opt/impi" not in text
     # The legacy images install the runtime wheels of every flavour of their ABI themselves (install.sh does it
     # for the others): MPICH's in the venv, then Intel MPI's in its prefix.
     legacy_mpich = v.generation == "legacy" and v.mpi != "openmpi"
