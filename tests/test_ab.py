@@ -73,3 +73,14 @@ def test_a_half_cpu_quota_on_side_b_is_caught_and_named(tmp_path):
     assert labels == [(0, "A"), (0, "B"), (1, "A"), (1, "B"), (2, "A"), (2, "B")]
     assert _groups(doc["session"]) == set()
     assert not list(Path(tmp_path).glob("bench-ab-*"))
+
+
+def test_a_relative_workdir_is_made_absolute(tmp_path, monkeypatch):
+    """Host side runs start in their source tree, not the caller's cwd: a relative --workdir must not move with them
+    (it did: side A's stores landed under the source tree and the session found no records)."""
+    from bench.ab.session import Session
+    from bench.ab.spec import parse_side
+
+    monkeypatch.chdir(tmp_path)
+    session = Session([parse_side("A", "current"), parse_side("B", "current")], Path("w"))
+    assert session.workdir == tmp_path / "w" and session.workdir.is_dir()

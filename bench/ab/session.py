@@ -55,7 +55,8 @@ class Session:
     def __init__(self, specs: list[SideSpec], workdir: Path | None = None, cpu_weight: float | None = None):
         self.cpu_weight = cpu_weight
         self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"  # unique on this machine
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bench-ab-"))
+        # Absolute: host side runs start in their own source tree (another cwd), and write their stores here.
+        self.workdir = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="bench-ab-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.sides: dict[str, ReadySide] = {}
         self._specs = specs
