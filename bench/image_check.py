@@ -13,6 +13,7 @@ from bench.image_engines import Engine
 from bench.images import Variant
 
 IMAGE_USER = "10001:10001"  # `bench`, made by docker/Dockerfile.j2's apt layer
+IN_IMAGE = "/work"  # where a host folder (matrix in, store out) is mounted in the container
 CELL_TIMEOUT_S = 900
 # A small cell (about a minute on two busy cores): ResNet-50 on 32 px images, the workload the suite's cells use.
 MATRIX = """name: image-{variant}
@@ -46,18 +47,29 @@ class CellCheck:
                 f"{first['effective_transport']}; doctor exit {self.doctor_rc}")
 
 
+def hand_to_image_user(*paths: Path) -> None:
+    """The image's user writes the store into the mounted folder: give it the folder (and what was put in it)."""
+    uid, gid = (int(x) for x in IMAGE_USER.split(":"))
+    for path in paths:
+        os.chown(path, uid, gid)
+
+
+def user_container_argv(engine: Engine, image: str, folder: Path, command: list[str], *options: str) -> list[str]:
+    """`<engine> run --rm` of `command` in `image` as its unprivileged user, `folder` mounted at /work (one place for
+    how bench runs its images: this check and `bench ab`'s image sides)."""
+    return engine.command("run", "--rm", "--user", IMAGE_USER, "--shm-size", "1g", "-v", f"{folder}:{IN_IMAGE}",
+                          *options, image, *command)
+
+
 def run_cell(engine: Engine, v: Variant, image: str, work: Path, mpi: str | None = None) -> CellCheck:
     """doctor, then the cell, in one container; `work` (created here, given to the image's user) keeps the store."""
     mpi = mpi or v.mpi
     work.mkdir(parents=True, exist_ok=True)
     (work / "m.yaml").write_text(MATRIX.format(variant=v.id, mpi=mpi))
-    uid, gid = (int(x) for x in IMAGE_USER.split(":"))
-    for path in (work, work / "m.yaml"):
-        os.chown(path, uid, gid)
-    script = ("cd /work && python -m bench doctor > doctor.txt 2>&1; echo \"doctor=$?\"; "
-              "python -m bench run m.yaml --store /work/image-check.db; echo \"run=$?\"")
-    argv = engine.command("run", "--rm", "--user", IMAGE_USER, "--shm-size", "1g", "-v", f"{work}:/work", image,
-                          "bash", "-c", script)
+    hand_to_image_user(work, work / "m.yaml")
+    script = (f"cd {IN_IMAGE} && python -m bench doctor > doctor.txt 2>&1; echo \"doctor=$?\"; "
+              f"python -m bench run m.yaml --store {IN_IMAGE}/image-check.db; echo \"run=$?\"")
+    argv = user_container_argv(engine, image, work, ["bash", "-c", script])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=CELL_TIMEOUT_S, check=False)
     out = done.stdout + done.stderr
     codes = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith(("doctor=", "run=")))

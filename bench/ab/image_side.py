@@ -12,7 +12,6 @@ v2 hosts without runc) a parent must be a systemd slice, so that combination is 
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -20,10 +19,9 @@ from pathlib import Path
 
 from bench.ab.cpuquota import CpuGroup, proc_mounts
 from bench.errors import BenchInputError
-from bench.image_check import IMAGE_USER
+from bench.image_check import IN_IMAGE, hand_to_image_user, user_container_argv
 from bench.image_engines import Engine, find_engine
 
-IN_IMAGE = "/work"            # where the side's folder is mounted in the container
 MATRIX_NAME = "matrix.yaml"   # the matrix, copied into that folder (the host path is not visible inside)
 
 
@@ -57,9 +55,7 @@ def prepare_folder(where: Path, matrix: Path) -> Path:
     where = where.resolve()  # a relative path would be read as a named volume by the engine
     where.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(matrix, where / MATRIX_NAME)
-    uid, gid = (int(x) for x in IMAGE_USER.split(":"))
-    for path in (where, where / MATRIX_NAME):
-        os.chown(path, uid, gid)
+    hand_to_image_user(where, where / MATRIX_NAME)
     return where
 
 
@@ -71,11 +67,10 @@ def cgroup_parent(group: CpuGroup | None) -> list[str]:
 def container_argv(engine: Engine, image: str, *, name: str, folder: Path, env: dict[str, str],
                    group: CpuGroup | None, command: list[str]) -> list[str]:
     """`<engine> run` of `command` in `image` as its bench user, `folder` at /work, `env` set, in `group`."""
-    args = ["run", "--rm", "--name", name, "--user", IMAGE_USER, "--shm-size", "1g", "-v", f"{folder}:{IN_IMAGE}",
-            "--workdir", IN_IMAGE, *cgroup_parent(group)]
+    options = ["--name", name, "--workdir", IN_IMAGE, *cgroup_parent(group)]
     for key, value in sorted(env.items()):
-        args += ["--env", f"{key}={value}"]
-    return engine.command(*args, image, *command)
+        options += ["--env", f"{key}={value}"]
+    return user_container_argv(engine, image, folder, command, *options)
 
 
 def bench_run_command(store_name: str, timeout: float | None) -> list[str]:
