@@ -10,7 +10,8 @@
 #   report   `bench report`
 # State (venv, build cache, store, job logs, phase markers) lives in --work, which a machine that keeps the tree
 # between commands keeps; after every phase the store, the job logs (NCCL's included), the phase logs and the
-# report are copied to --out (default $OUT when set), so each command brings back everything so far.
+# report are packed into --out/gpu-session.tar.gz (default --out: $OUT when set), with the store beside it, so each
+# command brings back everything so far.
 #
 # Usage: scripts/gpu_session.sh [--phase install|build|doctor|cells|report|all] [--out DIR] [--work DIR] [--kit DIR]
 #          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--force] [--dry-run | --check-kit]
@@ -149,14 +150,19 @@ phase_report() {
   step "$vpy" -m bench report --store "$work/bench.db" --out "$work/report"
 }
 
-# What each command brings back: everything but the venv and the build cache.
+# What each command brings back: everything but the venv and the build cache, as one archive plus the store. One
+# archive because a tool that returns a command's files may cap their number (this project's device tool returns at
+# most 8 files, none more than 2 folders down), and the job logs alone are one file per cell.
 sync_out() {
   [ "$out" = "$work" ] && return 0
   mkdir -p "$out"
-  local item
+  local item items=()
   for item in bench.db bench.db-wal bench.db-shm runs logs report done; do
-    [ -e "$work/$item" ] && cp -a "$work/$item" "$out/"
+    [ -e "$work/$item" ] && items+=("$item")
   done
+  [ "${#items[@]}" -gt 0 ] || return 0
+  tar -czf "$out/.gpu-session.tar.gz.tmp" -C "$work" "${items[@]}" && mv -f "$out/.gpu-session.tar.gz.tmp" "$out/gpu-session.tar.gz"
+  [ -e "$work/bench.db" ] && cp -f "$work/bench.db" "$out/bench.db"
   return 0
 }
 
