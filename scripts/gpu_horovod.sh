@@ -47,9 +47,13 @@ ln -sf "$nccl_dir/lib/libnccl.so.2" "$links/lib/libnccl.so"
 say "horovod with NCCL for torch $("$py" -c 'import torch; print(torch.__version__)'), CUDA $cuda_release, sm ${cc_list}"
 start=$(date +%s)
 # CMake 4 refuses Horovod's vendored Gloo ("Compatibility with CMake < 3.5 has been removed": its CMakeLists asks for
-# 2.8.12); CMAKE_POLICY_VERSION_MINIMUM lets it configure, and older CMake ignores it. Seen on the GPU machine's CMake.
+# 2.8.12); CMAKE_POLICY_VERSION_MINIMUM lets it configure, and older CMake ignores it. GCC 13 no longer pulls <string>
+# and <stdexcept> in through other headers, and Horovod 0.28.1's group_table.h and common.h relied on that
+# ("'string' is not a member of 'std'"): the C++ compiles force-include them. Both seen on the GPU machine (CMake 4.4.3,
+# GCC 13.3.0).
 PATH="$(dirname "$py"):$CUDA_HOME/bin:$PATH" CUDA_HOME="$CUDA_HOME" HOROVOD_CUDA_HOME="$CUDA_HOME" \
   CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  CXXFLAGS="${CXXFLAGS:-} -include string -include stdexcept -include cstdint -include iterator" \
   HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_BUILD_CUDA_CC_LIST="$cc_list" CUDAARCHS="${cc_list//,/;}" \
   HOROVOD_NCCL_HOME="$links" HOROVOD_NCCL_INCLUDE="$links/include" HOROVOD_NCCL_LIB="$links/lib" \
   HOROVOD_NCCL_LINK=SHARED BENCH_HOROVOD_FRAMEWORKS=pytorch BENCH_MPI="${BENCH_MPI:-openmpi}" \
