@@ -33,3 +33,22 @@ def test_channels_last_gradients_are_the_ranks_mean_and_keep_their_layout(tmp_pa
         assert r["conv_grads_channels_last"], r
         assert r["params_equal_across_ranks"], r
         assert r["conv_params_channels_last"], r
+
+
+def test_worker_model_params_grads_and_momentum_share_strides_for_fused_sgd(tmp_path):
+    """models/resnet50_pytorch.py's build_model, channels-last, 2 Horovod ranks: what CUDA's fused SGD requires."""
+    out = tmp_path / "strides.jsonl"
+    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),),
+                      program=(sys.executable, str(ROOT / "tests" / "workers" / "fused_sgd_strides.py"), str(out)),
+                      env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
+    launcher = LAUNCHERS["gloo"]
+    rendered = launcher.render(spec, launcher.tool_path(runtime_for("gloo", sys.executable)))
+    env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    ranks = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["rank"])
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert r["params"] == 161, r  # ResNet-50's parameter tensors
+        assert r["conv_channels_last"], r
+        assert r["n_mismatched"] == 0, r
