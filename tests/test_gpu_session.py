@@ -75,3 +75,25 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, kit, args, says):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and says in done.stderr
     assert done.stdout == ""
+
+
+def test_a_real_phase_brings_back_one_archive_and_the_store(tmp_path, kit):
+    """The doctor phase for real, on this machine's CPU venv (a stand-in venv python that execs it): what comes back
+    is one archive of the logs and phase markers, not a tree of files (the device tool returns at most 8)."""
+    import sys
+    import tarfile
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "venv" / "bin").mkdir(parents=True)
+    python = work / "venv" / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    done = subprocess.run([str(SCRIPT), "--phase", "doctor", "--kit", str(kit), "--work", str(work), "--out", str(out)],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-session.tar.gz"]  # no store yet: no cells ran
+    with tarfile.open(out / "gpu-session.tar.gz") as archive:
+        names = archive.getnames()
+        assert {"logs/doctor.log", "done/doctor"} <= set(names), names
+        log = archive.extractfile("logs/doctor.log").read().decode()
+    assert "-m bench plan matrix-gpu.yaml --all" in log and "== phase doctor done" in log
