@@ -1,0 +1,49 @@
+"""The first GPU results (docs/gpu-results.md, one H200, 2026-11-26) stay readable and stay what the page says:
+every stored record parses with today's record schema, the page's medians are the store's, and the report tells
+apart two cells that differ only by memory layout."""
+import json
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+
+from bench.record import parse_record
+from tests.conftest import ROOT
+
+STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"
+PAGE = ROOT / "docs" / "gpu-results.md"
+
+
+def ok_records():
+    with sqlite3.connect(f"file:{STORE}?mode=ro", uri=True) as db:
+        return [json.loads(js) for (js,) in db.execute("select record_json from records where status = 'ok'")]
+
+
+def test_every_record_parses_and_says_what_ran():
+    records = ok_records()
+    assert len(records) == 12  # 4 cells x 3 windows
+    for data in records:
+        r = parse_record(data)
+        assert r.gpu.sku == "H200" and r.gpu.clocks_sm_mhz == 1980.0
+        assert r.power.source == "nvml" and r.power.joules_per_image > 0
+        assert r.cuda_events.verdict == ("host_bound" if r.data == "imagenet" else "agree")
+
+
+def test_the_pages_medians_are_the_stores():
+    by_cell: dict[str, list[float]] = {}
+    for r in ok_records():
+        by_cell.setdefault(r["cell_id"], []).append(r["images_per_sec"])
+    rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){4} \**([\d,]+)\** \|", PAGE.read_text(), re.M)
+    assert {cell for cell, _ in rows} == set(by_cell)
+    for cell, shown in rows:
+        assert abs(int(shown.replace(",", "")) - statistics.median(by_cell[cell])) <= 0.51, cell  # rounded to 1 img/s
+
+
+def test_the_report_tells_channels_last_from_nchw(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench", "report", "--store", str(STORE), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = (tmp_path / "summary.md").read_text()
+    assert re.search(r"\| fp16, NCHW \| synthetic \| 3,003\.0 \|", summary)
+    assert re.search(r"\| fp16, channels-last \| synthetic \| 5,940\.1 \|", summary)
