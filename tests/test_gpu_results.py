@@ -3,6 +3,7 @@ every stored record parses with today's record schema, the page's medians are th
 apart two cells that differ only by memory layout."""
 import json
 import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -41,7 +42,9 @@ def test_the_pages_medians_are_the_stores():
 
 
 def test_the_report_tells_channels_last_from_nchw(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bench", "report", "--store", str(STORE), "--out", str(tmp_path)],
+    store = tmp_path / "bench.db"  # a copy: opening a store may add its WAL files beside it
+    shutil.copyfile(STORE, store)
+    done = subprocess.run([sys.executable, "-m", "bench", "report", "--store", str(store), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = (tmp_path / "summary.md").read_text()
