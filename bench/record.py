@@ -93,6 +93,9 @@ class CollectiveRow(BaseModel):
     idle_compute_ratio: float | None = Field(None, gt=0)
     contended_compute_ratio: float | None = Field(None, ge=0)
     contended_time_median_s: float | None = Field(None, gt=0)
+    # That allreduce's time beside the probe over its time alone, in pairs seconds apart (median over the pairs,
+    # slowest rank); null in sweeps recorded before store migration 9, which divide by the sweep's own time instead.
+    contended_stretch: float | None = Field(None, gt=0)
 
 
 class GpuRan(BaseModel):

@@ -244,7 +244,8 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
             "cpu_time_median_s": statistics.median(busiest) if busiest else None,
             "idle_compute_ratio": min(c["idle"] for c in contended) if contended else None,
             "contended_compute_ratio": min(c["during"] for c in contended) if contended else None,
-            "contended_time_median_s": max(c["time"] for c in contended) if contended else None}
+            "contended_time_median_s": max(c["time"] for c in contended) if contended else None,
+            "contended_stretch": max(c["stretch"] for c in contended) if contended else None}
 
 
 def main(argv: list[str] | None = None) -> int:

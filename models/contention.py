@@ -8,6 +8,11 @@ probe runs until it completes). Its rates as fractions of the rate alone, and th
 are what the what-if model needs to say how collective and compute slow each other down on shared cores
 (bench/analysis/model.py). GPU workers compute on the device: not measured there. Imports no framework: the worker
 passes torch in.
+
+Measured in pairs: each allreduce beside the probe follows one of the same size alone, and the stretch is the median
+of the pairs' ratios; the idle rate is taken in a short window after each pair. A shared machine drifts between the
+sweep's uncontended timing and this measurement (seconds to minutes apart), and one stretch taken across that gap
+read 1.02x in one sweep and 1.98x in the next for the same condition; a pair is seconds apart.
 """
 from __future__ import annotations
 
@@ -19,9 +24,9 @@ from models.collective_data import check, expected, pattern
 # The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
 # 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
 PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
-PROBE_WINDOW_S = 1.0  # seconds of probe calls per rate (alone, engine idle)
-# Allreduces timed under the probe's load: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
-CONTENDED_ITERATIONS = (3, 5)
+PROBE_WINDOW_S = 1.0  # seconds of probe calls for the rate alone; the idle rate takes this in all, over the pairs
+# Pairs (alone, beside the probe) of allreduces timed: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
+CONTENDED_PAIRS = (3, 5)
 
 
 class Probe:
@@ -54,20 +59,31 @@ class Probe:
 
 def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> dict:
     """This rank's view of compute and an allreduce of `size` bytes on shared cores: the probe's rate while the
-    engine idles and while the allreduce is in flight, as fractions of its rate alone, and the allreduce's time.
+    engine idles and while the allreduce is in flight, as fractions of its rate alone; the allreduce's time beside
+    the probe; and its stretch, the median over pairs of that time over the same size's time alone just before.
     `engine`: the sweep's Engine (models/collectives.py); every allreduce's result is checked."""
     comm = engine.comm
-    comm.barrier()
-    idle = probe.rate()
     base = pattern(torch, size // 4, comm.rank, engine.device)
     want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
     work = torch.empty_like(base)
-    times, rates = [], []
-    for _ in range(min(max(args.steps, CONTENDED_ITERATIONS[0]), CONTENDED_ITERATIONS[1])):
+    name = f"bench.contended.{size}"
+    pairs = min(max(args.steps, CONTENDED_PAIRS[0]), CONTENDED_PAIRS[1])  # the same on every rank: no rank waits
+    idles, rates, times, stretches = [], [], [], []
+    for _ in range(pairs):
         work.copy_(base)
         comm.barrier()
-        elapsed, rate = probe.during(engine.allreduce_async_(work, name=f"bench.contended.{size}"))
+        t0 = time.perf_counter()
+        engine.allreduce_(work, name=name)
+        by_itself = time.perf_counter() - t0
         check(work, want, "allreduce", size, comm.rank)
+        work.copy_(base)
+        comm.barrier()
+        elapsed, rate = probe.during(engine.allreduce_async_(work, name=name))
+        check(work, want, "allreduce", size, comm.rank)
+        comm.barrier()
+        idles.append(probe.rate(PROBE_WINDOW_S / pairs))
         times.append(elapsed)
         rates.append(rate)
-    return {"idle": idle / alone, "during": statistics.median(rates) / alone, "time": statistics.median(times)}
+        stretches.append(elapsed / by_itself)
+    return {"idle": statistics.median(idles) / alone, "during": statistics.median(rates) / alone,
+            "time": statistics.median(times), "stretch": statistics.median(stretches), "pairs": pairs}

@@ -141,6 +141,24 @@ def test_contention_is_the_median_over_repeats_and_absent_when_not_measured():
     assert "compute ×0.60 idle / ×0.45 during, allreduce ×2.00 under load" in fit.describe()
 
 
+def test_the_paired_stretch_is_used_and_one_odd_sweep_of_three_cannot_move_it():
+    """Sweeps since store migration 9 carry the stretch measured in pairs (models/contention.py); the fit takes it
+    over the contended time / the sweep's own time (3.0 here, drift between the two), and the median of three
+    sweeps is one of them: the sweep that came out at 1.98x is not averaged in."""
+    rows = _contended(sweep(1e-3, 1e9, world=2, repeats=3, noise=0.0), 0.6, 0.45, 3.0)
+    top = max(r["bytes"] for r in rows)
+    paired = {0: 1.05, 1: 1.98, 2: 1.10}
+    for r in rows:
+        if r["bytes"] == top:
+            r["contended_stretch"] = paired[r["repeat"]]
+    assert fit_alpha_beta(rows).contended_stretch == pytest.approx(1.10)
+    # A sweep from before migration 9 (no paired figure) still counts, by its own ratio.
+    for r in rows:
+        if r["bytes"] == top and r["repeat"] == 2:
+            del r["contended_stretch"]
+    assert fit_alpha_beta(rows).contended_stretch == pytest.approx(1.98)
+
+
 def test_measured_contention_slows_a_cpu_cell_by_the_formula_and_leaves_gpu_cells_alone():
     compute = 32 / 10.0
     hidden = 0.75 * 2 / 3 * compute

@@ -65,8 +65,10 @@ def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_an
         if s["bytes"] == SIZES[-1]:
             assert 0 < s["idle_compute_ratio"] < 1.5 and 0 <= s["contended_compute_ratio"] < 1.5
             assert s["contended_time_median_s"] > 0
+            assert s["contended_stretch"] > 0  # beside the probe over alone, in pairs seconds apart
         else:
             assert s["idle_compute_ratio"] is s["contended_compute_ratio"] is s["contended_time_median_s"] is None
+            assert s["contended_stretch"] is None
     assert {s["mpi"] for s in sizes} == {"gloo", "openmpi"}
 
     out = bench_cli("export", "--table", "collectives", "-o", "c.csv", cwd=tmp_path)

@@ -145,17 +145,20 @@ def _measured(row: Mapping[str, Any], key: str) -> bool:
 
 
 def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
-    """Medians over the rows that measured compute and collective on shared cores (models/contention.py): the
-    compute ratios idle and during the allreduce, and the allreduce's stretch under load (its contended time over
-    the same row's time alone). None each when no row measured them."""
+    """Medians over the rows (one per sweep) that measured compute and collective on shared cores
+    (models/contention.py): the compute ratios idle and during the allreduce, and the allreduce's stretch under
+    load — measured in pairs where the row has it, else its contended time over the same row's time alone (sweeps
+    before store migration 9). With three sweeps or more the median is a sweep's own figure, which one sweep that
+    came out apart (two modes were seen: 1.02x and 1.98x) cannot move. None each when no row measured them."""
     keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")
     measured = [r for r in rows if all(_measured(r, k) for k in keys)]
     if not measured:
         return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None}
+    stretch = [float(r["contended_stretch"]) if _measured(r, "contended_stretch")
+               else float(r["contended_time_median_s"]) / float(r["time_median_s"]) for r in measured]
     return {"idle_compute_ratio": float(np.median([float(r["idle_compute_ratio"]) for r in measured])),
             "contended_compute_ratio": float(np.median([float(r["contended_compute_ratio"]) for r in measured])),
-            "contended_stretch": float(np.median([float(r["contended_time_median_s"]) / float(r["time_median_s"])
-                                                  for r in measured]))}
+            "contended_stretch": float(np.median(stretch))}
 
 
 def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:

@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 8
+STORE_SCHEMA_VERSION = 9
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -127,6 +127,11 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE collectives ADD COLUMN idle_compute_ratio REAL;
     ALTER TABLE collectives ADD COLUMN contended_compute_ratio REAL;
     ALTER TABLE collectives ADD COLUMN contended_time_median_s REAL;
+    """,
+    # 9: the allreduce's stretch under the probe measured in pairs (alone, then beside the probe, seconds apart),
+    # which drift between the sweep's timing and the contention measurement cannot move.
+    9: """
+    ALTER TABLE collectives ADD COLUMN contended_stretch REAL;
     """,
 }
 
