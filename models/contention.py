@@ -10,7 +10,7 @@ are what the what-if model needs to say how collective and compute slow each oth
 passes torch in.
 
 Measured in pairs: each allreduce beside the probe follows one of the same size alone, and the stretch is the median
-of the pairs' ratios; the idle rate is taken in a short window after each pair. A shared machine drifts between the
+of the pairs' ratios; the idle rate is the median of short windows taken after each pair. A shared machine drifts between the
 sweep's uncontended timing and this measurement (seconds to minutes apart), and one stretch taken across that gap
 read 1.02x in one sweep and 1.98x in the next for the same condition; a pair is seconds apart.
 """
@@ -24,9 +24,12 @@ from models.collective_data import check, expected, pattern
 # The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
 # 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
 PROBE_INPUT, PROBE_WEIGHT = (4, 64, 16, 16), (64, 64, 3, 3)
-PROBE_WINDOW_S = 1.0  # seconds of probe calls for the rate alone; the idle rate takes this in all, over the pairs
+PROBE_WINDOW_S = 1.0  # seconds of probe calls for the rate alone
+# The idle rate: this many short windows after each pair, median. One window read 0.72-1.02 of the rate alone in
+# sweeps a few seconds apart (Gloo, 700 Mbit/s): many short windows spread over the sweep, not one long one.
+IDLE_WINDOWS_PER_PAIR, IDLE_WINDOW_S = 3, 0.2
 # Pairs (alone, beside the probe) of allreduces timed: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
-CONTENDED_PAIRS = (3, 5)
+CONTENDED_PAIRS = (5, 7)
 
 
 class Probe:
@@ -81,7 +84,7 @@ def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> di
         elapsed, rate = probe.during(engine.allreduce_async_(work, name=name))
         check(work, want, "allreduce", size, comm.rank)
         comm.barrier()
-        idles.append(probe.rate(PROBE_WINDOW_S / pairs))
+        idles += [probe.rate(IDLE_WINDOW_S) for _ in range(IDLE_WINDOWS_PER_PAIR)]
         times.append(elapsed)
         rates.append(rate)
         stretches.append(elapsed / by_itself)
