@@ -10,9 +10,9 @@ are what the what-if model needs to say how collective and compute slow each oth
 passes torch in.
 
 Measured in pairs: each allreduce beside the probe follows one of the same size alone, and the stretch is the median
-of the pairs' ratios; the idle rate is the median of short windows taken after each pair. A shared machine drifts between the
-sweep's uncontended timing and this measurement (seconds to minutes apart), and one stretch taken across that gap
-read 1.02x in one sweep and 1.98x in the next for the same condition; a pair is seconds apart.
+of the pairs' ratios; the idle rate is the median of short windows taken after each pair. A shared machine drifts
+between the sweep's uncontended timing and this measurement (seconds to minutes apart), and one stretch taken across
+that gap read 1.02x in one sweep and 1.98x in the next for the same condition; a pair is seconds apart.
 """
 from __future__ import annotations
 
