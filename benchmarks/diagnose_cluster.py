@@ -3,7 +3,8 @@ every link shaped to RATE; then three cases, each diagnosed from node1:
 
     healthy        nothing should be named
     slow link      node3's egress shaped to a quarter of RATE: node3's links (and node3) should be named
-    busy core      a busy process on node3 (raised priority, bounded in time, killed after): node3 for compute
+    busy core      two busy loops on node3, each in a session of its own (raised priority, bounded in time,
+                   killed after): node3 for compute (and node1, which shares its CPU)
 
     python benchmarks/diagnose_cluster.py [--prefix i25] [--state /tmp/bench-cluster-i25] [--cases healthy,link,cpu]
 
@@ -38,19 +39,29 @@ def named(output: str) -> list[str]:
     return [line.removeprefix("SLOW ") for line in output.splitlines() if line.startswith("SLOW ")]
 
 
-def start_hog(c: emulated.Cluster, node: str):
-    return c.popen(node, ["timeout", str(HOG_S), "nice", "-n", str(HOG_NICE), sys.executable, "-c",
-                          "while True: pass"])
+HOGS = 2  # busy loops, each in a session of its own (below)
 
 
-def stop(proc) -> None:
-    """Ends the hog: `timeout` (the process entered in the node) passes SIGTERM on to the busy loop."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except Exception:
-        proc.kill()
-        proc.wait()
+def start_hog(c: emulated.Cluster, node: str) -> list:
+    """HOGS busy loops on `node`'s core, each in a new session, as a daemon of that node would run. With the kernel's
+    autogroups (/proc/sys/kernel/sched_autogroup_enabled = 1 here) a CPU is shared between sessions first: a loop
+    started in this script's session slowed this session's other process on the core (node1's own probe, which
+    `bench diagnose` runs from node1 in the session that started it) and left node3's probe, reached over ssh in a
+    session of its own, untouched — and node1 was named instead of node3, twice on a quiet machine."""
+    return [c.popen(node, ["timeout", str(HOG_S), "nice", "-n", str(HOG_NICE), sys.executable, "-c",
+                           "while True: pass"], start_new_session=True) for _ in range(HOGS)]
+
+
+def stop(procs: list) -> None:
+    """Ends the hogs: `timeout` (the process entered in the node) passes SIGTERM on to the busy loop."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except Exception:
+            proc.kill()
+            proc.wait()
 
 
 def run_case(c: emulated.Cluster, case: str) -> tuple[int, str, float]:
