@@ -56,6 +56,13 @@ def reap_stale() -> None:
             _script(state, "down", "--prefix", "bt" + state.name.rsplit("-", 1)[1])
 
 
+def down_own() -> None:
+    """Tears down this process's own cluster, if one is up: the session's last safety net (tests/conftest.py)."""
+    state = Path(f"{STATE_PREFIX}{os.getpid()}")
+    if state.exists():
+        _script(state, "down", "--prefix", f"bt{os.getpid()}")
+
+
 @dataclass(frozen=True)
 class Cluster:
     hosts: tuple[str, ...]  # node names, resolvable on every node: node1, node2, ...

@@ -1,11 +1,31 @@
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _stop_like_ctrl_c(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # A run ended by SIGTERM (a CI job's time limit, `timeout`) stops as Ctrl-C does: pytest then runs the fixtures'
+    # finalizers, which tear down emulated clusters; Python's default for SIGTERM exits with none of them run.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # After every finalizer: this session's emulated cluster, should one still be up.
+    from tests.cluster import down_own
+
+    down_own()
 
 
 def bench_cli(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
