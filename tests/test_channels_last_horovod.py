@@ -15,18 +15,23 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.launcher
 
 
-def test_channels_last_gradients_are_the_ranks_mean_and_keep_their_layout(tmp_path):
-    out = tmp_path / "result.jsonl"
+def two_ranks(worker: str, out: Path, timeout: float) -> list[dict]:
+    """tests/workers/`worker` on 2 Horovod ranks under Gloo; each rank's JSON line from `out`, in rank order."""
     spec = LaunchSpec(workers=2, hosts=(("localhost", 2),),
-                      program=(sys.executable, str(ROOT / "tests" / "workers" / "average_channels_last.py"), str(out)),
+                      program=(sys.executable, str(ROOT / "tests" / "workers" / worker), str(out)),
                       env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
     launcher = LAUNCHERS["gloo"]
     rendered = launcher.render(spec, launcher.tool_path(runtime_for("gloo", sys.executable)))
     env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     ranks = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["rank"])
     assert [r["rank"] for r in ranks] == [0, 1]
+    return ranks
+
+
+def test_channels_last_gradients_are_the_ranks_mean_and_keep_their_layout(tmp_path):
+    ranks = two_ranks("average_channels_last.py", tmp_path / "result.jsonl", timeout=180)
     for r in ranks:
         assert r["max_grad_spread"] > 1e-4  # the ranks' own gradients differed, so averaging had work to do
         assert r["max_grad_error"] < 1e-6, r
@@ -37,17 +42,7 @@ def test_channels_last_gradients_are_the_ranks_mean_and_keep_their_layout(tmp_pa
 
 def test_worker_model_params_grads_and_momentum_share_strides_for_fused_sgd(tmp_path):
     """models/resnet50_pytorch.py's build_model, channels-last, 2 Horovod ranks: what CUDA's fused SGD requires."""
-    out = tmp_path / "strides.jsonl"
-    spec = LaunchSpec(workers=2, hosts=(("localhost", 2),),
-                      program=(sys.executable, str(ROOT / "tests" / "workers" / "fused_sgd_strides.py"), str(out)),
-                      env={"OMP_NUM_THREADS": "1"}, as_root=os.geteuid() == 0)
-    launcher = LAUNCHERS["gloo"]
-    rendered = launcher.render(spec, launcher.tool_path(runtime_for("gloo", sys.executable)))
-    env = {**os.environ, **rendered.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    result = subprocess.run(rendered.argv, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    ranks = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["rank"])
-    assert [r["rank"] for r in ranks] == [0, 1]
+    ranks = two_ranks("fused_sgd_strides.py", tmp_path / "strides.jsonl", timeout=240)
     for r in ranks:
         assert r["params"] == 161, r  # ResNet-50's parameter tensors
         assert r["conv_channels_last"], r
