@@ -89,4 +89,4 @@ def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> di
         rates.append(rate)
         stretches.append(elapsed / by_itself)
     return {"idle": statistics.median(idles) / alone, "during": statistics.median(rates) / alone,
-            "time": statistics.median(times), "stretch": statistics.median(stretches), "pairs": pairs}
+            "time": statistics.median(times), "stretch": statistics.median(stretches)}
