@@ -12,8 +12,14 @@ training cells alone): each round measures X(1) minutes before X(2), so a drift 
 moves both. The measured E is the pooled medians' (every round's windows), and the table shows the range of the
 rounds' own E: a spread wider than the error it is compared with says the comparison cannot decide.
 
+--sweep-every-round measures the sweep in every round too (each round the whole matrix, ~8 min at 700 Mbit/s instead
+of ~2.5): the contention figures then sample the same minutes as the training cells they predict, the calibrated E
+is fitted from every round's sweeps, and each round is also predicted from its own sweeps alone ("rounds' error"):
+where the machine's state moves between rounds (Open MPI's idle polling on a shared core), the per-round errors
+say whether the prediction follows it.
+
     .venv/bin/python benchmarks/prediction_shaped.py [--rates 2gbit,500mbit,200mbit] [--rounds 3]
-        [--out /tmp/bench-prediction]
+        [--sweep-every-round] [--out /tmp/bench-prediction]
     .venv/bin/python benchmarks/prediction_shaped.py --from DIR   # the tables again from DIR's stores, no run
 
 Root (network namespaces). The cluster (scripts/testcluster.sh up 2 --pin: one CPU per node) lives in
@@ -62,15 +68,18 @@ def training_matrix(out: Path) -> Path:
     return path
 
 
-def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds: int) -> None:
-    """The matrix at one link condition, then rounds - 1 more measurements of its training cells, into one store."""
+def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds: int,
+                  sweep_every_round: bool = False) -> None:
+    """The matrix at one link condition, then rounds - 1 more measurements of its training cells (of the whole
+    matrix with sweep_every_round), into one store."""
     label = rate or "unshaped"
     cluster.shape(rate)
     store = (out / label / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
     log = []
-    for n, extra in enumerate([[str(MATRIX)]] + [[str(training_matrix(out)), "--rerun"]] * (rounds - 1)):
+    later = str(MATRIX) if sweep_every_round else str(training_matrix(out))
+    for n, extra in enumerate([[str(MATRIX)]] + [[later, "--rerun"]] * (rounds - 1)):
         started = time.monotonic()
         done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
                            env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
@@ -83,23 +92,30 @@ def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds
 
 
 def compare_condition(store: Path, label: str) -> list[dict]:
-    """Comparison rows of one condition's store: each 2-node cell against the pooled rounds, with each round's E."""
+    """Comparison rows of one condition's store: each 2-node cell against the pooled rounds, with each round's E
+    (and each round's calibrated error, where the round measured its own sweep)."""
     rate = None if label == "unshaped" else label
     with Store(str(store), create=False) as db:
         records, sweeps = db.dataframe(record_json=False), db.collectives()
     ok = training_only(records[records.status == "ok"])
-    per_round: dict[str, list[float]] = {}
-    for _, group in ok.groupby("run_id"):
-        for _, r in scaling(cell_summary(group)).iterrows():
-            if r["nodes"] > 1 and r.get("baseline_gpus") == 1:
-                per_round.setdefault(r["cell_id"], []).append(float(r["efficiency"]))
-    table = scaling(cell_summary(ok))
     limit = bits_per_s(rate) / 8 if rate else None
     # On a shaped link the sizes tbf's bucket carries at line speed say nothing about the rate: fit over those at
     # least 8x the bucket (docs/collectives.md).
     wire = sweeps[sweeps["bytes"] >= 8 * bucket_bytes(limit)] if limit else sweeps
-    fits = fit_stacks(wire.to_dict("records"))
     rated = rated_link(bits_per_s(rate) if rate else None)
+    per_round: dict[str, list[float]] = {}
+    round_errors: dict[str, list[float]] = {}
+    for run_id, group in ok.groupby("run_id"):
+        for _, r in scaling(cell_summary(group)).iterrows():
+            if r["nodes"] > 1 and r.get("baseline_gpus") == 1:
+                per_round.setdefault(r["cell_id"], []).append(float(r["efficiency"]))
+        own = wire[wire["run_id"] == run_id]
+        if len(own):
+            for c in compare(scaling(cell_summary(group)), fit_stacks(own.to_dict("records")), rated):
+                if c.calibrated_error_points is not None:
+                    round_errors.setdefault(c.cell_id, []).append(c.calibrated_error_points)
+    table = scaling(cell_summary(ok))
+    fits = fit_stacks(wire.to_dict("records"))
     # Side by side, from the same fits: the rule used before contention was measured (the engine's CPU share only).
     share_only = {k: replace(f, idle_compute_ratio=None, contended_compute_ratio=None, contended_stretch=None)
                   for k, f in fits.items()}
@@ -110,7 +126,8 @@ def compare_condition(store: Path, label: str) -> list[dict]:
                      "data_sheet_error_points": c.data_sheet_error_points,
                      "share_rule_efficiency": share_rule[c.cell_id].calibrated_efficiency,
                      "share_rule_error_points": share_rule[c.cell_id].calibrated_error_points,
-                     "round_efficiencies": per_round.get(c.cell_id, [])})
+                     "round_efficiencies": per_round.get(c.cell_id, []),
+                     "round_calibrated_errors": round_errors.get(c.cell_id, [])})
     if len(rows) < 2:
         raise RuntimeError(f"{label}: {len(rows)} 2-node cells compared (see {store.parent / 'bench-run.log'})")
     return rows
@@ -126,16 +143,18 @@ def pts(v: float | None) -> str:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
-             "CPU-share rule E | error (pts) | data-sheet E | error (pts) | compute s | "
+             "rounds' error (own sweeps) | CPU-share rule E | error (pts) | data-sheet E | error (pts) | compute s | "
              "allreduce s (calibrated / data sheet) | fit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comm = (f"{r['calibrated_comm_s']:.3f}" if r["calibrated_comm_s"] is not None else "—")
         spread = r.get("round_efficiencies") or []
         rounds = (f"{100 * min(spread):.1f}–{100 * max(spread):.1f}% ({len(spread)})" if spread else "—")
+        errors = r.get("round_calibrated_errors") or []
+        own = ", ".join(f"{e:+.1f}" for e in errors) if errors else "—"
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
                      f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
-                     f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | "
+                     f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
                      f"{pct(r.get('share_rule_efficiency'))} | {pts(r.get('share_rule_error_points'))} | "
                      f"{pct(r['data_sheet_efficiency'])} | {pts(r['data_sheet_error_points'])} | "
                      f"{r['compute_s']:.3f} | {comm} / {r['data_sheet_comm_s']:.3f} | {r['fit']} |")
@@ -158,6 +177,9 @@ def main() -> int:
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
     ap.add_argument("--no-unshaped", action="store_true", help="skip the unshaped link")
     ap.add_argument("--rounds", type=int, default=3, help="measurements of the training cells per condition (3)")
+    ap.add_argument("--sweep-every-round", action="store_true",
+                    help="measure the allreduce sweep in every round, not only the first (each round is then also "
+                         "predicted from its own sweeps)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-prediction"), help="one store per condition here")
     ap.add_argument("--from", dest="stores", type=Path, help="compare the stores already in this directory; no run")
     args = ap.parse_args()
@@ -187,7 +209,8 @@ def main() -> int:
         try:
             for label in labels:
                 try:
-                    run_condition(cluster, None if label == "unshaped" else label, out, args.rounds)
+                    run_condition(cluster, None if label == "unshaped" else label, out, args.rounds,
+                                  args.sweep_every_round)
                 except RuntimeError as e:
                     print(e, file=sys.stderr)
                     failed = True
@@ -203,7 +226,8 @@ def main() -> int:
                 failed = True
     table = markdown(rows) if rows else "no cell was compared"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    how = f"--from {args.stores}" if args.stores is not None else f"--rounds {args.rounds}"
+    how = (f"--from {args.stores}" if args.stores is not None
+           else f"--rounds {args.rounds}{' --sweep-every-round' if args.sweep_every_round else ''}")
     text = (f"{stamp}: benchmarks/prediction_shaped.py --rates {args.rates}"
             f"{' --no-unshaped' if args.no_unshaped else ''} {how} (matrix-fabric.yaml, 2 emulated nodes, one CPU "
             f"each)\n\n" + table)
