@@ -7,19 +7,18 @@ measured efficiency beside the what-if model's two predictions: calibrated (the 
 same rate, and the sweep's contention measurement) and data sheet (the rate tc sets). Nothing is fitted to the
 training cells (bench/analysis/calibration.py).
 
-The training cells are measured in --rounds rounds (the first with the sweep, then `bench run --rerun` of the
-training cells alone): each round measures X(1) minutes before X(2), so a drift of this shared VM between rounds
-moves both. The measured E is the pooled medians' (every round's windows), and the table shows the range of the
-rounds' own E: a spread wider than the error it is compared with says the comparison cannot decide.
-
---sweep-every-round measures the sweep in every round too (each round the whole matrix, ~8 min at 700 Mbit/s instead
-of ~2.5): the contention figures then sample the same minutes as the training cells they predict, the calibrated E
-is fitted from every round's sweeps, and each round is also predicted from its own sweeps alone ("rounds' error"):
-where the machine's state moves between rounds (Open MPI's idle polling on a shared core), the per-round errors
-say whether the prediction follows it.
+The cells are measured in --rounds rounds (`bench run --rerun` of the whole matrix after the first): each round
+measures X(1) minutes before X(2), so a drift of this shared VM between rounds moves both. The measured E is the
+pooled medians' (every round's windows), and the table shows the range of the rounds' own E: a spread wider than the
+error it is compared with says the comparison cannot decide. The sweep runs in every round, so its contention
+figures come from the same minutes as the training windows they predict (a machine state lasting minutes otherwise
+sits in one and not the other: docs/scaling-model.md, "Is the calibrated prediction steady?"); the calibrated E is
+fitted from every round's sweeps, and each round is also predicted from its own ("rounds' error"). --sweep-once
+measures the sweep in the first round only and the training cells alone after it (~13 min a condition at
+700 Mbit/s instead of ~25).
 
     .venv/bin/python benchmarks/prediction_shaped.py [--rates 2gbit,500mbit,200mbit] [--rounds 3]
-        [--sweep-every-round] [--out /tmp/bench-prediction]
+        [--sweep-once] [--out /tmp/bench-prediction]
     .venv/bin/python benchmarks/prediction_shaped.py --from DIR   # the tables again from DIR's stores, no run
 
 Root (network namespaces). The cluster (scripts/testcluster.sh up 2 --pin: one CPU per node) lives in
@@ -69,16 +68,16 @@ def training_matrix(out: Path) -> Path:
 
 
 def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds: int,
-                  sweep_every_round: bool = False) -> None:
-    """The matrix at one link condition, then rounds - 1 more measurements of its training cells (of the whole
-    matrix with sweep_every_round), into one store."""
+                  sweep_once: bool = False) -> None:
+    """The matrix at one link condition rounds times (with sweep_once, the matrix then its training cells alone
+    rounds - 1 times), into one store."""
     label = rate or "unshaped"
     cluster.shape(rate)
     store = (out / label / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
     log = []
-    later = str(MATRIX) if sweep_every_round else str(training_matrix(out))
+    later = str(training_matrix(out)) if sweep_once else str(MATRIX)
     for n, extra in enumerate([[str(MATRIX)]] + [[later, "--rerun"]] * (rounds - 1)):
         started = time.monotonic()
         done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
@@ -104,16 +103,17 @@ def compare_condition(store: Path, label: str) -> list[dict]:
     wire = sweeps[sweeps["bytes"] >= 8 * bucket_bytes(limit)] if limit else sweeps
     rated = rated_link(bits_per_s(rate) if rate else None)
     per_round: dict[str, list[float]] = {}
-    round_errors: dict[str, list[float]] = {}
+    # One entry per round, None where the round measured no sweep of the cell's stack or its own fit is unusable (one
+    # round's 5 sweeps can give a non-monotone bandwidth curve that 15 pooled ones do not).
+    round_errors: dict[str, list[float | None]] = {}
     for run_id, group in ok.groupby("run_id"):
-        for _, r in scaling(cell_summary(group)).iterrows():
+        scaled = scaling(cell_summary(group))
+        for _, r in scaled.iterrows():
             if r["nodes"] > 1 and r.get("baseline_gpus") == 1:
                 per_round.setdefault(r["cell_id"], []).append(float(r["efficiency"]))
-        own = wire[wire["run_id"] == run_id]
-        if len(own):
-            for c in compare(scaling(cell_summary(group)), fit_stacks(own.to_dict("records")), rated):
-                if c.calibrated_error_points is not None:
-                    round_errors.setdefault(c.cell_id, []).append(c.calibrated_error_points)
+        own = fit_stacks(wire[wire["run_id"] == run_id].to_dict("records"))
+        for c in compare(scaled, own, rated):
+            round_errors.setdefault(c.cell_id, []).append(c.calibrated_error_points)
     table = scaling(cell_summary(ok))
     fits = fit_stacks(wire.to_dict("records"))
     # Side by side, from the same fits: the rule used before contention was measured (the engine's CPU share only).
@@ -151,7 +151,7 @@ def markdown(rows: list[dict]) -> str:
         spread = r.get("round_efficiencies") or []
         rounds = (f"{100 * min(spread):.1f}–{100 * max(spread):.1f}% ({len(spread)})" if spread else "—")
         errors = r.get("round_calibrated_errors") or []
-        own = ", ".join(f"{e:+.1f}" for e in errors) if errors else "—"
+        own = ", ".join(pts(e) for e in errors) if any(e is not None for e in errors) else "—"
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
                      f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
@@ -177,9 +177,9 @@ def main() -> int:
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
     ap.add_argument("--no-unshaped", action="store_true", help="skip the unshaped link")
     ap.add_argument("--rounds", type=int, default=3, help="measurements of the training cells per condition (3)")
-    ap.add_argument("--sweep-every-round", action="store_true",
-                    help="measure the allreduce sweep in every round, not only the first (each round is then also "
-                         "predicted from its own sweeps)")
+    ap.add_argument("--sweep-once", action="store_true",
+                    help="measure the allreduce sweep in the first round only (about half the time; the contention "
+                         "figures then come from minutes the later rounds' training windows are not in)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-prediction"), help="one store per condition here")
     ap.add_argument("--from", dest="stores", type=Path, help="compare the stores already in this directory; no run")
     args = ap.parse_args()
@@ -210,7 +210,7 @@ def main() -> int:
             for label in labels:
                 try:
                     run_condition(cluster, None if label == "unshaped" else label, out, args.rounds,
-                                  args.sweep_every_round)
+                                  args.sweep_once)
                 except RuntimeError as e:
                     print(e, file=sys.stderr)
                     failed = True
@@ -227,7 +227,7 @@ def main() -> int:
     table = markdown(rows) if rows else "no cell was compared"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     how = (f"--from {args.stores}" if args.stores is not None
-           else f"--rounds {args.rounds}{' --sweep-every-round' if args.sweep_every_round else ''}")
+           else f"--rounds {args.rounds}{' --sweep-once' if args.sweep_once else ''}")
     text = (f"{stamp}: benchmarks/prediction_shaped.py --rates {args.rates}"
             f"{' --no-unshaped' if args.no_unshaped else ''} {how} (matrix-fabric.yaml, 2 emulated nodes, one CPU "
             f"each)\n\n" + table)

@@ -405,6 +405,21 @@ def test_a_first_run_whose_cells_all_failed_still_shows_the_study(tmp_path):
     assert _store_state(tmp_path / "bench.db") == before and before[2] == set()
 
 
+def test_the_page_escapes_what_workers_and_users_wrote(tmp_path):
+    """A failed cell's error is a worker's stderr: the page shows it as text, whatever it holds."""
+    error = "RuntimeError: <unexpected> shape & </td></table><script>alert(1)</script>"
+    with Store(tmp_path / "bench.db") as store:
+        store.write(parse_record({**record(run_id="r1", repeat=0, repeats=1), "status": "failed", "error": error}))
+        store.write(parse_record(record(run_id="r1", repeat=0, repeats=1, gpus=2)))
+    result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "<script>" not in html and "<unexpected>" not in html
+    assert "RuntimeError: &lt;unexpected&gt; shape &amp; &lt;/td&gt;&lt;/table&gt;&lt;script&gt;" in html
+    # The Markdown summary keeps the text as it is (a Markdown viewer escapes it).
+    assert error.split(" shape")[0] in (tmp_path / "out" / "summary.md").read_text()
+
+
 def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small_store):
     before = _store_state(small_store / "bench.db")
     result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=small_store)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
 from bench.analysis.cost import Price
 from bench.errors import BenchInputError
@@ -55,11 +55,11 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
 
 
 def _environment(markdown: bool) -> Environment:
-    # Markdown is line-oriented: block tags take their own line and leave no trace in the output. The page keeps
-    # select_autoescape(), which escapes names ending in .html only, so *.html.j2 renders values unescaped as it
-    # always has (escaping them is a change of its own: the page would change wherever a value holds <, > or &).
-    return Environment(loader=PackageLoader("bench.report", "templates"),
-                       autoescape=False if markdown else select_autoescape(),
+    # Markdown is line-oriented: block tags take their own line and leave no trace in the output. The page escapes
+    # every value: a failed cell's error is a worker's stderr, a --where filter is what the user typed, a host name
+    # or an image tag comes from the matrix; any of them may hold <, > or &, and unescaped they broke the page (a
+    # "<" opened a tag that swallowed the rest of the table). No section passes markup in a value.
+    return Environment(loader=PackageLoader("bench.report", "templates"), autoescape=not markdown,
                        trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown)
 
 
