@@ -42,31 +42,37 @@ def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
 
 
 def write_rounds(path: Path, sweeps: dict[str, float]) -> None:
-    """Two rounds (runs r1, r2) of a Horovod-over-Gloo series, 1 worker and 2 workers on 2 nodes, E = 0.8 in both;
-    `sweeps`: run id → the link's β (bytes/s) of an allreduce sweep measured in that round (none for a run left out)."""
+    """Two rounds (runs r1, r2) of the two launchers' series, 1 worker and 2 workers on 2 nodes, E = 0.8 in both;
+    `sweeps`: run id → the link's β (bytes/s) of the allreduce sweeps measured in that round (none for a run left
+    out)."""
     with Store(path) as store:
-        for run in ("r1", "r2"):
-            for gpus, scale in ((1, 1.0), (2, 0.8)):
-                store.write_many(parse_record(record(run_id=run, repeat=i, rate_scale=scale, repeats=3, gpus=gpus,
-                                                     mpi="gloo", workers_per_node=1)) for i in range(3))
-        for run, beta in sweeps.items():
-            store.write_many(parse_record(sweep_record(run, i, 1e-3, beta, gpu="cpu", mpi="gloo", workers_per_node=1))
-                             for i in range(3))
+        for mpi in ("gloo", "openmpi"):
+            for run in ("r1", "r2"):
+                for gpus, scale in ((1, 1.0), (2, 0.8)):
+                    store.write_many(parse_record({**record(run_id=run, repeat=i, rate_scale=scale, repeats=3,
+                                                            gpus=gpus, mpi=mpi, workers_per_node=1), "nodes": gpus})
+                                     for i in range(3))
+            for run, beta in sweeps.items():
+                store.write_many(parse_record({**sweep_record(run, i, 1e-3, beta, gpu="cpu", mpi=mpi,
+                                                              workers_per_node=1), "nodes": 2}) for i in range(3))
 
 
 def test_each_round_is_predicted_from_its_own_sweeps(tmp_path):
     # Round 1's link carried 40 MB/s, round 2's 400 MB/s: the same training, two machine states.
     write_rounds(tmp_path / "bench.db", {"r1": 40e6, "r2": 400e6})
-    (row,) = compare_condition(tmp_path / "bench.db", "unshaped")
-    slow, fast = row["round_calibrated_errors"]
-    assert row["round_efficiencies"] == pytest.approx([0.8, 0.8])
-    assert slow < row["calibrated_error_points"] < fast  # the pooled fit lies between the rounds' own
-    assert fast - slow > 10  # 102 MB at 40 MB/s is 2.6 s a step against 0.26 s at 400 MB/s
+    rows = compare_condition(tmp_path / "bench.db", "unshaped")
+    assert sorted(r["mpi"] for r in rows) == ["gloo", "openmpi"]
+    for row in rows:
+        slow, fast = row["round_calibrated_errors"]
+        assert row["round_efficiencies"] == pytest.approx([0.8, 0.8])
+        assert slow <= row["calibrated_error_points"] <= fast  # the pooled fit lies within the rounds' own
+        assert fast - slow > 10  # 102 MB at 40 MB/s is 2.6 s a step against 0.26 s at 400 MB/s
 
 
 def test_a_round_without_a_sweep_gets_no_error_of_its_own(tmp_path):
     write_rounds(tmp_path / "bench.db", {"r1": 40e6})
-    (row,) = compare_condition(tmp_path / "bench.db", "unshaped")
-    assert len(row["round_efficiencies"]) == 2
-    assert row["round_calibrated_errors"] == [pytest.approx(row["calibrated_error_points"]), None]
-    assert "| " + f"{row['calibrated_error_points']:+.1f}, — |" in markdown([row])
+    rows = compare_condition(tmp_path / "bench.db", "unshaped")
+    for row in rows:
+        assert len(row["round_efficiencies"]) == 2
+        assert row["round_calibrated_errors"] == [pytest.approx(row["calibrated_error_points"]), None]
+        assert "| " + f"{row['calibrated_error_points']:+.1f}, — |" in markdown([row])
