@@ -176,7 +176,7 @@ def main() -> int:
     ap.add_argument("--rates", default="2gbit,500mbit,200mbit",
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
     ap.add_argument("--no-unshaped", action="store_true", help="skip the unshaped link")
-    ap.add_argument("--rounds", type=int, default=3, help="measurements of the training cells per condition (3)")
+    ap.add_argument("--rounds", type=int, default=3, help="measurements of the matrix per condition, the sweep in each (3)")
     ap.add_argument("--sweep-once", action="store_true",
                     help="measure the allreduce sweep in the first round only (about half the time; the contention "
                          "figures then come from minutes the later rounds' training windows are not in)")

@@ -1,6 +1,6 @@
-"""benchmarks/prediction_shaped.py without the cluster: the later rounds measure the very training cells the first
-round did (same ids, no collective cell), each round with a sweep of its own is predicted from it, and bad arguments
-get one line and exit 2 before anything runs."""
+"""benchmarks/prediction_shaped.py without the cluster: with --sweep-once the later rounds measure the very training
+cells the first round did (same ids, no collective cell), each round with a sweep of its own is predicted from it,
+and bad arguments get one line and exit 2 before anything runs."""
 import subprocess
 import sys
 from pathlib import Path
