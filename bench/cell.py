@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.catalog import GpuSku, catalog
+from bench.cell_label import cell_label
 from models.registry import COLLECTIVES, WORKLOADS
 
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
@@ -93,10 +94,5 @@ class PlannedCell:
         return self.status == "planned"
 
     def label(self) -> str:
-        c = self.cell
-        framework = c["framework"] + ("+ddp" if c["engine"] == "native" else "")
-        if c.get("model", "resnet50") != "resnet50":
-            framework = f"{c['model']}:{framework}"  # a collective sweep, not training
-        data = "" if c["data"] == "synthetic" else f"/{c['data']}-{c['data_layout']}"
-        nodes = f"/{self.nodes}n" if self.nodes > 1 else ""
-        return f"{c['gpu']}/{framework}/{c['mpi']}/ib={'on' if c['ib'] else 'off'}/{c['gpus']}w{nodes}{data}"
+        """The cell's one label (bench/cell_label.py)."""
+        return cell_label(self.cell, self.nodes)

@@ -12,3 +12,10 @@ WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "ba
                  "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node",
                  "max_message_bytes")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS
+# The workload settings' defaults (bench.matrix.Workload's), for labels that name only what differs from them
+# (bench/cell_label.py); bench/matrix.py checks at import time that they are equal.
+WORKLOAD_DEFAULTS = {
+    "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
+    "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
+    "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+}

@@ -3,7 +3,8 @@
 Two kinds of file are understood, told apart by their header alone:
 - `bench-csv`: the store's own columns, as `bench export --format csv` writes them (round trip);
 - `batchai-svg`: the published Azure Batch AI Horovod charts (bench/data/reference/, decoded from the SVG bars), TF
-  tf_cnn_benchmarks and PyTorch layouts. Each bar becomes one ok record of a cell.
+  tf_cnn_benchmarks and PyTorch layouts (bench/reference.py: their columns, and what each published run was). Each
+  bar becomes one ok record of a cell.
 
 How imported records are kept apart (no store change needed):
 - every imported record's run_id starts with `import:` — `import:<source>:<file sha256[:12]>` for a reference file,
@@ -32,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import reference
 from bench.completeness import IMPORT_RUN_PREFIX
 from bench.errors import BenchInputError
 
-REFERENCE_DIR = Path(__file__).resolve().parent / "data" / "reference"
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _STATUSES = ("ok", "failed", "timeout", "skipped", "interrupted")
 _KEY = ("run_id", "cell_id", "job", "repeat")
@@ -114,7 +115,7 @@ def read_import(path: str | Path, source: str | None = None, *, store_columns: d
         raise BenchInputError(f"--source {source!r}: use letters, digits, '.', '_' or '-' (at most 64)")
     sha = hashlib.sha256(raw).hexdigest()
     cols = set(header)
-    if cols == set(_BATCHAI_HEADER):
+    if cols == set(reference.HEADER):
         kinds = {row["framework"].split(" ")[0].lower() for _, row in rows}
         default = {"tensorflow": "batchai-tf", "pytorch": "batchai-pytorch"}.get(kinds.pop() if len(kinds) == 1
                                                                                 else "", "batchai")
@@ -231,16 +232,8 @@ def _run_row(batch: ImportBatch, run_id: str, **extra) -> dict[str, Any]:
 
 # --- the published Batch AI charts --------------------------------------------------------------------------------
 
-# Both chart files (tf_cnn_benchmarks and PyTorch) share this layout; the framework column tells them apart.
-_BATCHAI_HEADER = ["source_repo", "source_path", "svg_blob", "first_commit", "commit_date", "status", "svg_title",
-                   "framework", "software", "gpu_type", "vm_size", "model_dir", "model_arg", "mpi", "x_axis_label",
-                   "interconnect", "total_gpus", "nodes", "gpus_per_node", "batch_size_per_gpu", "data",
-                   "images_per_sec_total", "images_per_sec_min", "images_per_sec_max", "images_per_sec_per_gpu"]
-# Published MPI column → (bench mpi, ib, engine, requested transport). The Intel MPI runs used InfiniBand (DAPL,
-# Horovod built without NCCL: MPI allreduce on host memory); the Open MPI runs NCCL over TCP with IB switched off.
-_BATCHAI_MPI = {"IntelMPI": ("intelmpi", True, "horovod", "ib"),
-                "OpenMPI+NCCL": ("openmpi", False, "horovod", "tcp"),
-                "none (local)": ("none", False, "none", None)}
+# The layout (reference.HEADER) and what each published `mpi` value was (reference.RUNS: bench's MPI flavour, the
+# engine, the fabric, which is also the transport the run asked for) are bench/reference.py's.
 
 
 def _number(raw: dict[str, str], column: str, where: str, kind=float) -> Any:
@@ -286,9 +279,10 @@ def _adapt_batchai(batch: ImportBatch, rows) -> None:
         if skus[gpu].vm_size != raw["vm_size"]:
             raise BenchInputError(f"vm_size {raw['vm_size']!r} is not the catalogue's {skus[gpu].vm_size!r} for {gpu}",
                                   where)
-        if raw["mpi"] not in _BATCHAI_MPI:
-            raise BenchInputError(f"mpi {raw['mpi']!r} is not one of {', '.join(_BATCHAI_MPI)}", where)
-        mpi, ib, engine, requested = _BATCHAI_MPI[raw["mpi"]]
+        run = reference.RUNS.get(raw["mpi"])
+        if run is None:
+            raise BenchInputError(f"mpi {raw['mpi']!r} is not one of {', '.join(reference.RUNS)}", where)
+        mpi, ib, engine, requested = run.mpi, run.ib, run.engine, run.fabric
         if raw["data"] != "synthetic":
             raise BenchInputError(f"data {raw['data']!r}: only synthetic-data charts are known", where)
         gpus = _number(raw, "total_gpus", where, int)

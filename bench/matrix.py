@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from bench.backends.settings import BackendSettings as Backend
+from bench.backend_settings.section import BackendSettings as Backend
 from bench.catalog import catalog
-from bench.cell_keys import AXIS_KEYS, CELL_KEYS, WORKLOAD_KEYS
+from bench.cell_keys import AXIS_KEYS, CELL_KEYS, WORKLOAD_DEFAULTS, WORKLOAD_KEYS
 from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.redact import redact_text
@@ -24,7 +24,7 @@ from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES, WORKLOADS
 
 MAX_CELLS = 1_000_000
 
-# Names come from the registries (workloads, MPI flavours; backends: bench.backends.settings), never written here
+# Names come from the registries (workloads, MPI flavours; backends: bench.backend_settings), never written here
 # a second time.
 Framework = Literal[tuple(WORKLOADS)]
 MpiFlavour = Literal[tuple(LAUNCHERS)]
@@ -94,15 +94,19 @@ CORE_AXES: dict[str, TypeAdapter] = {
 CORE_DEFAULTS: dict[str, Any] = {"framework": "pytorch", "mpi": "openmpi", "ib": False, "gpus": 1}
 
 
-def check_cell_keys(axes: tuple[str, ...], workload: tuple[str, ...]) -> None:
-    """bench/cell_keys.py names the keys for code that must not import this module; the schema here is what they
-    mean. A key added here and not there stops bench at import, naming both lists."""
+def check_cell_keys(axes: tuple[str, ...], workload: tuple[str, ...], defaults: dict[str, Any] | None = None) -> None:
+    """bench/cell_keys.py names the keys (and the workload defaults) for code that must not import this module; the
+    schema here is what they mean. A key or default changed here and not there stops bench at import, naming both."""
     if axes != AXIS_KEYS or workload != WORKLOAD_KEYS:
         raise RuntimeError(f"bench/cell_keys.py is out of step with bench/matrix.py: AXIS_KEYS must be {axes} and "
                            f"WORKLOAD_KEYS {workload}")
+    if defaults is not None and defaults != WORKLOAD_DEFAULTS:
+        raise RuntimeError(f"bench/cell_keys.py is out of step with bench/matrix.py: WORKLOAD_DEFAULTS must be "
+                           f"{defaults}")
 
 
-check_cell_keys(tuple(CORE_AXES), tuple(Workload.model_fields))
+check_cell_keys(tuple(CORE_AXES), tuple(Workload.model_fields),
+                {k: f.default for k, f in Workload.model_fields.items()})
 
 
 def _check_value(key: str, value: Any) -> Any:

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
 
-from bench.backends.base import Backend, Outcome
+from bench.backends.base import Backend
+from bench.backends.outcome import Outcome
 from bench.catalog import sku_of_gpu
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError, RunFailed

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.collectives import fit_stacks  # noqa: E402
-from bench.commands import DEFAULT_STORE  # noqa: E402
+from bench.commands.shared import DEFAULT_STORE  # noqa: E402
 from bench.store import Store  # noqa: E402
 from tests import cluster as emulated  # noqa: E402
 

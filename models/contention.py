@@ -6,7 +6,7 @@ engine starts (its background loop would otherwise share the cores); while the e
 negotiates every cycle; Open MPI's progress polls); and while an allreduce is in flight (started asynchronously, the
 probe runs until it completes). Its rates as fractions of the rate alone, and the allreduce's time under that load,
 are what the what-if model needs to say how collective and compute slow each other down on shared cores
-(bench/analysis/model.py). GPU workers compute on the device: not measured there. Imports no framework: the worker
+(bench/analysis/whatif.py). GPU workers compute on the device: not measured there. Imports no framework: the worker
 passes torch in.
 
 Measured in pairs: each allreduce beside the probe follows one of the same size alone, and the stretch is the median

@@ -16,7 +16,7 @@ from bench.ab.cpuquota import CpuGroup, cpu_controller_root, make_group, proc_mo
 from bench.ab.sides import SOURCE_ROOT, ReadySide, side_command
 from bench.ab.spec import parse_side
 from bench.errors import BenchInputError
-from bench.image_engines import Engine, find_engine
+from bench.images.engines import Engine, find_engine
 from tests.conftest import bench_cli
 
 IMAGE = "bench-pt-tf-openmpi:cpu"
@@ -38,7 +38,7 @@ def test_an_image_side_runs_bench_in_the_container_with_its_group_and_variables(
     pairs = {(a, b) for a, b in zip(options, options[1:])}
     assert {("--cgroup-parent", "/bench-ab-s1-B"), ("--env", "OMP_NUM_THREADS=2"), ("--user", "10001:10001"),
             ("-v", f"{tmp_path}:/work"), ("--name", "bench-ab-s1-B-pair0-B")} <= pairs
-    assert "--rm" in options and "--ulimit" in options  # the engine's limits (bench/image_engines.py)
+    assert "--rm" in options and "--ulimit" in options  # the engine's limits (bench/images/engines.py)
     no_group = ReadySide(parse_side("B", f"image={IMAGE}"), "python", SOURCE_ROOT,
                          engine=Engine("podman", "/usr/bin/podman"), folder=tmp_path)
     assert "--cgroup-parent" not in side_command(no_group, tmp_path / "m.yaml", tmp_path / "s.db", None)[0]
@@ -131,10 +131,10 @@ def test_a_session_whose_image_has_no_bench_fails_cleanly(tmp_path):
 def test_a_session_against_the_built_image(tmp_path):
     """Side B in the openmpi cpu image, side A on the host, 3 pairs of benchmarks/ab-tiny.yaml: every side run
     recorded, B's inside the container (its own hostname), a verdict per cell, no container left."""
-    from bench import images
+    from bench.images import recipes
     from tests.test_images_built import ensure_built
 
-    assert ensure_built(images.variant("pt-tf-openmpi-cpu")) == IMAGE  # built or brought up to date, as make images
+    assert ensure_built(recipes.variant("pt-tf-openmpi-cpu")) == IMAGE  # built or brought up to date, as make images
     started = time.monotonic()
     r = bench_cli("ab", str(SOURCE_ROOT / "benchmarks" / "ab-tiny.yaml"), "--b", f"image={IMAGE}", "--pairs", "3",
                   "--store", "ab.db", "--json", "ab.json", "--workdir", "w", cwd=tmp_path, timeout=1500)

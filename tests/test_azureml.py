@@ -17,7 +17,6 @@ import pytest
 from azure.ai.ml import load_job
 from azure.ai.ml.entities import Command
 
-from bench import images
 from bench.backends import make_backend
 from bench.backends.azureml import (
     RECORDS,
@@ -27,11 +26,12 @@ from bench.backends.azureml import (
     fabric_env,
     resolve_workspace,
 )
-from bench.backends.azureml_config import AzureMLConfig
+from bench.backend_settings.azureml import AzureMLConfig
 from bench.backends.cell_launch import MODELS_DIR
 from bench.catalog import catalog
 from bench.cell import PlannedCell, cell_id
 from bench.errors import BenchInputError
+from bench.images import recipes
 from bench.launch.evidence import debug_env
 from bench.matrix import load_matrix, load_matrix_text
 from bench.plan import plan_cells
@@ -96,7 +96,7 @@ def test_every_runnable_job_of_the_default_matrix_builds_and_loads(no_workspace,
             assert env["OMPI_MCA_pml"] == ("ucx" if c["ib"] else "ob1")
         assert env["OMP_NUM_THREADS"] == str(c["threads"] or 4)
         assert env.items() >= debug_env(c["mpi"], gpu=True).items()  # the log will name the effective transport
-        assert job.environment.image.endswith(images.image_for_cell(c))
+        assert job.environment.image.endswith(recipes.image_for_cell(c))
         bindings = BINDING.findall(job.command)
         assert ("outputs", RECORDS) in bindings
         for kind, name in bindings:
@@ -187,7 +187,7 @@ def test_environment_cluster_and_registry_choices(tmp_path):
     backend, planned = _backend(base + "    image_registry: myacr.azurecr.io/\n    clusters: {A100: nd-a100}\n",
                                 tmp_path)
     job = _load(backend.job_yaml(planned[0], "R"))
-    assert job.environment.image == f"myacr.azurecr.io/{images.image_for_cell(planned[0].cell)}"
+    assert job.environment.image == f"myacr.azurecr.io/{recipes.image_for_cell(planned[0].cell)}"
     assert job.compute == "nd-a100"
     backend, planned = _backend(base + "    environment: bench-pt:3\n", tmp_path)
     assert _load(backend.job_yaml(planned[0], "R")).environment == "bench-pt:3"  # by reference, not as an image

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.backends import BACKENDS, load
-from bench.backends.settings import BackendSettings
+from bench.backend_settings.section import BackendSettings
 from bench.errors import BenchInputError
 from bench.matrix import load_matrix_text
 

@@ -9,7 +9,7 @@ import pytest
 from bench.analysis import AnalysisError
 from bench.analysis.calibration import RATED_ALPHA_S, compare, rated_link
 from bench.analysis.collectives import fit_alpha_beta, stack_of
-from bench.analysis.model import BACKWARD_FRACTION, DEFAULT_OVERLAP, LINKS, gradient_bytes
+from bench.analysis.whatif import BACKWARD_FRACTION, DEFAULT_OVERLAP, LINKS, gradient_bytes
 
 from tests.test_collective_fit import sweep
 
@@ -100,7 +100,7 @@ def test_on_cpu_workers_the_collectives_cpu_time_does_not_hide_behind_compute():
         compute = 32 / 24.0
         assert g2.calibrated_efficiency == pytest.approx(compute / (compute + exposed))
     # A GPU cell of the same fit: compute is on the GPU, the CPU share costs it nothing.
-    from bench.analysis.model import predict
+    from bench.analysis.whatif import predict
     gpu = predict("V100", 2, 300.0, 64, fabric="tcp", gpus_per_node=1, measured=replace(fit, cpu_share=1.0))
     assert gpu.efficiency == pytest.approx(predict("V100", 2, 300.0, 64, fabric="tcp", gpus_per_node=1,
                                                    measured=fit).efficiency)

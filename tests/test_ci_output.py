@@ -75,6 +75,20 @@ def test_junit_has_one_case_per_cell_and_the_regression_is_a_failure_naming_cell
     assert len(passed) == 1 and "1w" in passed[0].name
 
 
+def test_every_output_names_a_cell_by_its_one_label(outputs):
+    """Terminal, JSON, JUnit and the GitHub summary: the same label, bench.cell_label's (docs/ci/README.md)."""
+    from bench.cell_label import cell_label
+
+    d, r, summary = outputs
+    doc = json.loads((d / "out.json").read_text())
+    labels = {c["cell_id"]: c["cell"] for c in doc["cells"]}
+    assert labels == {c["cell_id"]: cell_label(c["keys"]) for c in doc["cells"]} and len(set(labels.values())) == 2
+    xml = junitparser.JUnitXml.fromfile(str(d / "out.xml"))
+    assert sorted(case.name for suite in xml for case in suite) == sorted(labels.values())
+    (regressed,) = [c for c in doc["cells"] if c["verdict"] == "regressed"]
+    assert regressed["cell"] in summary.read_text() and regressed["cell"] in r.stdout
+
+
 @pytest.mark.parametrize("text", ["<testsuites><testsuite name='x'><testcase name='a'>", "not xml at all", ""])
 def test_a_malformed_junit_file_is_rejected(tmp_path, text):
     path = tmp_path / "bad.xml"

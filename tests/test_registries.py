@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import images, transport
+from bench import transport
+from bench.images import recipes
 from bench.backends import BACKENDS
 from bench.catalog import catalog
 from bench.feasibility import build_reason
@@ -89,11 +90,11 @@ def flavour_gaps(f: Flavour) -> list[str]:
         if not isinstance(recipe, ImageRecipe):
             return "no ImageRecipe"
         if recipe.runs_on:
-            return None if recipe.runs_on in images.image_flavours() else f"runs_on {recipe.runs_on!r} has no image"
+            return None if recipe.runs_on in recipes.image_flavours() else f"runs_on {recipe.runs_on!r} has no image"
         if not (recipe.apt or recipe.wheel):
             return "installs nothing (no apt packages, no wheel)"
-        for gen in images.GENERATIONS:
-            text = images.render(images.Variant("pt-tf", name, gen))
+        for gen in recipes.GENERATIONS:
+            text = recipes.render(recipes.Variant("pt-tf", name, gen))
             if f"BENCH_MPI={f.abi}" not in text:
                 return f"the {gen} image does not build against {f.abi}"
         return None
@@ -222,12 +223,12 @@ def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
         f"workload {framework}: engine outside the matrix's"
     # read by its rules (models/registry.py WORKLOAD_RULES), which the worker and the plan both apply
     assert isinstance(w.get("channels_first_on_cpu"), bool), f"workload {framework}: no channels_first_on_cpu"
-    assert images.framework_set(framework), f"workload {framework}: no image carries it"
+    assert recipes.framework_set(framework), f"workload {framework}: no image carries it"
 
 
 @pytest.mark.parametrize("gpu", list(catalog()))
 def test_every_catalogue_entry_has_an_image_for_every_flavour(gpu):
-    existing = {v.image for v in images.variants()}
+    existing = {v.image for v in recipes.variants()}
     for mpi in LAUNCHERS:
-        image = images.image_for_cell({"gpu": gpu, "framework": next(iter(WORKLOADS)), "mpi": mpi})
+        image = recipes.image_for_cell({"gpu": gpu, "framework": next(iter(WORKLOADS)), "mpi": mpi})
         assert image in existing, f"gpu {gpu} with {mpi}: no image {image}"

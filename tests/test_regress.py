@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from bench.analysis.regress import (CheckSettings, compare, mann_whitney, normalize_ratio_to, observations,
-                                    parse_selector, ratio_interval, verdict)
+                                    ratio_interval, verdict)
 from bench.analysis import AnalysisError
+from bench.cell_selection import parse_selection
+from bench.errors import BenchInputError
 from bench.matrix import CELL_KEYS
 from bench.record import parse_record
 from bench.store import Store
@@ -161,7 +163,7 @@ def test_ratio_to_a_reference_cell_cancels_a_machine_twice_as_fast():
     base = observations(windows({1: jobs_around(50, seed=1), 2: jobs_around(90, seed=2)}, "b"))
     cand = observations(windows({1: jobs_around(100, seed=3), 2: jobs_around(180, seed=4)}, "c"))
     assert set(compare(base, cand)["verdict"]) == {"improved"}
-    sel = parse_selector("gpus=1")
+    sel = parse_selection("gpus=1")
     result = compare(normalize_ratio_to(base, sel), normalize_ratio_to(cand, sel))
     assert list(result["gpus"]) == [2]  # the reference itself is not judged
     assert result["verdict"].iloc[0] == "unchanged"
@@ -171,7 +173,7 @@ def test_ratio_to_a_reference_cell_cancels_a_machine_twice_as_fast():
 def test_the_reference_is_its_fastest_window_so_a_disturbed_reference_job_does_not_move_the_others():
     quiet = {1: [[50, 50.5, 49.5]] * 3, 2: jobs_around(90, seed=2)}
     disturbed = {1: [[50, 50.5, 49.5], [20, 25, 22], [49, 50, 48]], 2: jobs_around(90, seed=2)}
-    sel = parse_selector("gpus=1")
+    sel = parse_selection("gpus=1")
     a = normalize_ratio_to(observations(windows(quiet, "a")), sel)
     b = normalize_ratio_to(observations(windows(disturbed, "b")), sel)
     assert a["images_per_sec"].tolist() == pytest.approx(b["images_per_sec"].tolist())
@@ -179,17 +181,21 @@ def test_the_reference_is_its_fastest_window_so_a_disturbed_reference_job_does_n
                                                           observations(windows(quiet))["images_per_sec"][3:]])
 
 
-def test_selectors():
-    assert parse_selector("gpus=1,mpi=gloo") == {"gpus": "1", "mpi": "gloo"}
-    assert parse_selector("abc123") == {"cell_id": "abc123"}
-    for bad in ("gpu=", "nosuchkey=1", ""):
-        with pytest.raises(AnalysisError):
-            parse_selector(bad)
+def test_selections():
+    assert parse_selection("gpus=1,mpi=gloo") == {"gpus": [1], "mpi": ["gloo"]}
+    assert parse_selection("abc123") == {"cell_id": ["abc123"]}
+    for bad in ("gpu=", "nosuchkey=1", "gpus=one"):
+        with pytest.raises(BenchInputError):
+            parse_selection(bad, "--normalize")
     obs = observations(windows({1: jobs_around(50), 2: jobs_around(90)}))
-    with pytest.raises(AnalysisError, match="no cell matches"):
-        normalize_ratio_to(obs, {"gpus": "4"})
+    with pytest.raises(AnalysisError, match="no cell matches 'gpus=4'"):
+        normalize_ratio_to(obs, {"gpus": [4]})
     with pytest.raises(AnalysisError, match="matches 2 cells"):
-        normalize_ratio_to(obs, {"gpu": "cpu"})
+        normalize_ratio_to(obs, {"gpu": ["cpu"]})
+    # alternatives and typed values: gpus=1|2 names both cells, ib=off every cell (stored as False)
+    with pytest.raises(AnalysisError, match="'gpus=1|2' matches 2 cells"):
+        normalize_ratio_to(obs, parse_selection("gpus=1|2"))
+    assert len(normalize_ratio_to(obs, parse_selection("gpus=1,ib=off"))) > 0
 
 
 # --- the real CLI on a real store -------------------------------------------------------------------------------

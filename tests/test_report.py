@@ -21,7 +21,8 @@ from bench.analysis.scaling import cell_summary, scaling, split_imported
 from bench.analysis.stats import bootstrap_ci, bootstrap_many, ratio_ci, ratio_ci_many
 from bench.errors import BenchInputError
 from bench.record import parse_record
-from bench.report.filters import apply_where, load_prices, parse_where
+from bench.cell_selection import matches, parse_selection
+from bench.report.prices import load_prices
 from bench.store import Store
 from tests.conftest import bench_cli
 from tests.factories import record
@@ -137,11 +138,11 @@ def test_imported_records_are_split_off():
 
 # --- filters and prices --------------------------------------------------------------------------------------------
 def test_where_parses_typed_alternatives():
-    terms = parse_where("gpu=V100|A100, ib=on,gpus=8|16")
+    terms = parse_selection("gpu=V100|A100, ib=on,gpus=8|16")
     assert terms == {"gpu": ["V100", "A100"], "ib": [True], "gpus": [8, 16]}
     df = pd.DataFrame({"gpu": ["V100", "A100", "H100", "V100"], "ib": pd.array([True, True, True, False]),
                        "gpus": [8, 16, 8, 8]})
-    assert list(apply_where(df, terms).index) == [0, 1]
+    assert list(df[matches(df, terms)].index) == [0, 1]
 
 
 @pytest.mark.parametrize("text, says", [
@@ -151,7 +152,7 @@ def test_where_parses_typed_alternatives():
 ])
 def test_bad_where_terms_are_rejected(text, says):
     with pytest.raises(BenchInputError, match=re.escape(says)):
-        parse_where(text)
+        parse_selection(text)
 
 
 def test_prices_file(tmp_path):
@@ -364,8 +365,8 @@ def test_a_legend_names_what_differs_and_the_title_what_is_shared():
 
 
 def test_published_series_and_predictions_equal_the_csv_and_the_model():
-    from bench.analysis.model import predict
-    from bench.report.study import REFERENCE_DIR, published_series, predicted_series
+    from bench.analysis.whatif import predict, predicted_series
+    from bench.reference import REFERENCE_DIR, published_series
 
     with open(REFERENCE_DIR / "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv", newline="") as f:
         bars = {(r["gpu_type"], r["mpi"], int(r["total_gpus"])): float(r["images_per_sec_total"])
@@ -523,7 +524,7 @@ def test_every_section_shows_in_sections_order_in_the_page_and_the_summary(full_
     summary = (d / "out" / "summary.md").read_text()
     # The same objects, the same order; the environments are in the page only.
     assert re.findall(r"^## (.+)$", summary, re.M) == headings[:-1] and headings[-1] == "What ran"
-    assert summary.endswith("| cpu · pytorch · gloo · IB off · 4 workers | d2fb765b0bb4 | failed | exit code 1 |\n")
+    assert summary.endswith("| cpu/pytorch/gloo/ib=off/4w fp32 10+50x1 | d2fb765b0bb4 | failed | exit code 1 |\n")
 
 
 def test_the_page_follows_the_sections_tuple(full_report, monkeypatch, tmp_path):

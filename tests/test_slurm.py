@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from bench.backends.slurm import SlurmBackend
-from bench.backends.slurm_config import SlurmConfig
+from bench.backend_settings.slurm import SlurmConfig
 from bench.errors import BenchInputError
 from bench.matrix import load_matrix_text
 from bench.plan import plan_cells

@@ -149,7 +149,7 @@ def test_bad_record_is_one_line_naming_where_and_the_store_is_unchanged(tmp_path
 
 
 def test_a_bad_worker_record_fails_its_cell_instead_of_reaching_the_store_as_a_measurement():
-    from bench.backends.base import Outcome
+    from bench.backends.outcome import Outcome
     from bench.cell import PlannedCell
     from bench.runner import records_for
 

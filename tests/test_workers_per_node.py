@@ -7,7 +7,7 @@ import pytest
 
 from bench.backends.local import LocalBackend
 from bench.backends.slurm import SlurmBackend
-from bench.backends.slurm_config import SlurmConfig
+from bench.backend_settings.slurm import SlurmConfig
 from bench.cell import cell_id
 from bench.errors import BenchInputError
 from bench.matrix import load_matrix_text
@@ -41,7 +41,8 @@ def test_nodes_follow_workers_per_node_and_the_label_shows_them():
     cells = plan("name: t\naxes: {gpu: [cpu], gpus: [2, 4], workers_per_node: [null, 1, 2]}\n")
     assert [(c.cell["gpus"], c.cell["workers_per_node"], c.nodes, c.per_node) for c in cells] == [
         (2, None, 1, 2), (2, 1, 2, 1), (2, 2, 1, 2), (4, None, 1, 4), (4, 1, 4, 1), (4, 2, 2, 2)]
-    assert cells[1].label() == "cpu/pytorch/openmpi/ib=off/2w/2n" and cells[0].label().endswith("/2w")
+    assert cells[1].label() == "cpu/pytorch/openmpi/ib=off/2w/2n fp32 1/node" and cells[0].label().endswith("/2w fp32")
+    assert cells[2].label() == "cpu/pytorch/openmpi/ib=off/2w fp32 2/node"  # one node, but not the same cell as [0]
     # A GPU cell may use fewer GPUs per VM than it has: 8 workers on 4 H100 VMs, 2 each.
     h100 = plan("name: t\naxes: {gpu: [H100], gpus: [8], workers_per_node: [null, 2]}\n")
     assert [(c.nodes, c.per_node, c.status) for c in h100] == [(1, 8, "planned"), (4, 2, "planned")]

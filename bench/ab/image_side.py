@@ -1,6 +1,6 @@
 """image=NAME sides: the side's `bench run` inside a container of a built bench image, run the way
-bench/image_check.py runs one (the image's unprivileged `bench` user, uid 10001, the store written to a host folder
-mounted at /work), with the engine options of bench/image_engines.py (runc + cgroupfs on hybrid cgroups, ulimits).
+bench/images/check.py runs one (the image's unprivileged `bench` user, uid 10001, the store written to a host folder
+mounted at /work), with the engine options of bench/images/engines.py (runc + cgroupfs on hybrid cgroups, ulimits).
 
 A CPU group (cpus=, --cpu-weight) reaches the container through `--cgroup-parent /<group>`: with podman's cgroupfs
 manager the container then lives in <group>/libpod-<id> in every hierarchy and conmon in <group>/conmon, so the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from bench.ab.cpuquota import CpuGroup, proc_mounts
 from bench.errors import BenchInputError
-from bench.image_check import IN_IMAGE, hand_to_image_user, user_container_argv
-from bench.image_engines import Engine, find_engine
+from bench.images.check import IN_IMAGE, hand_to_image_user, user_container_argv
+from bench.images.engines import Engine, find_engine
 
 MATRIX_NAME = "matrix.yaml"   # the matrix, copied into that folder (the host path is not visible inside)
 

@@ -15,7 +15,7 @@ from bench.ab.cpuquota import CpuGroup
 from bench.ab import image_side
 from bench.ab.spec import SideSpec
 from bench.errors import BenchInputError
-from bench.image_engines import Engine
+from bench.images.engines import Engine
 
 # This checkout: the source a side runs when it names no git ref (PYTHONPATH points here, so this bench and its
 # models/ run, whatever the Python's site-packages hold).

@@ -1,5 +1,5 @@
 """Prediction against measurement: each multi-node training cell's measured scaling efficiency next to what the
-what-if model (bench/analysis/model.py) predicts for it twice — from the α/β fitted to the same stack's measured
+what-if model (bench/analysis/whatif.py) predicts for it twice — from the α/β fitted to the same stack's measured
 allreduce sweep ("calibrated") and from the link's rated figure ("data sheet") — with both errors in points.
 Pure: a scaling table and fits in, rows out.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bench.analysis import AnalysisError
-from bench.analysis.model import FABRICS, LINKS, Link, predict
+from bench.analysis.whatif import FABRICS, LINKS, Link, predict
 
 # The emulated link's "data sheet": the rate tc holds it to, and the CPU entry's latency (a veth hop costs
 # microseconds; at ResNet-50's 102 MB the rate decides). Unshaped, a veth has no rate: the model's CPU figure.

@@ -4,8 +4,8 @@ on the same machines, the verdict, the slow rank, and where each cell's step tim
 Expected value. X(1) is the 1-worker (compute-only) rate of the same series (every setting equal but the worker
 count), measured in the same store; N workers each compute at X(1), and the step grows by the allreduce that the
 backward pass does not hide — from the cell's own stack's measured α-β fit when the store has a usable one
-(bench/analysis/collectives.py), else from the data sheet (bench/analysis/model.py's LINKS), and the row says which
-(`links`). That is model.predict(), the same arithmetic as the what-if model:
+(bench/analysis/collectives.py), else from the data sheet (bench/analysis/whatif.py's LINKS), and the row says which
+(`links`). That is whatif.predict(), the same arithmetic as the what-if model:
 
     expected X(N) = N · batch / step(N)        step(N) = batch / X(1) + exposed allreduce(N)
 
@@ -108,8 +108,8 @@ def _slow_end(fit, fast: bool):
 
 
 def expected_rate(row: Mapping[str, Any], x1: float, fit=None) -> tuple[Any, str]:
-    """model.predict() for one cell at 1-worker rate x1: (Prediction, links)."""
-    from bench.analysis.model import predict
+    """whatif.predict() for one cell at 1-worker rate x1: (Prediction, links)."""
+    from bench.analysis.whatif import predict
 
     gpus, nodes = int(row["gpus"]), int(row.get("nodes") or 1)
     per_node = math.ceil(gpus / nodes) if nodes > 1 else None

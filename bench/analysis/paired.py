@@ -17,15 +17,19 @@ hits both and cancels in the pair's ratio B/A. The evidence is the log of those 
 Why a t-interval rather than a rank test: with 4-6 pairs an exact sign-flip test cannot reach p = 0.05 below 5 pairs
 (2^4 = 16 arrangements), and log throughput ratios of a fixed cell are close to normal (a CPU quota or a slower
 library scales every step by the same factor).
+
+The t distribution, the t-interval and the power formula are bench/analysis/stats.py's (`t_interval`,
+`t_detectable_shift`, `t_power`); this module turns pairs into log ratios and the interval into a verdict.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 from bench.analysis import AnalysisError
+# The t distribution itself (t_cdf, t_quantile) is imported from here too (tests/test_paired.py): re-exported.
+from bench.analysis.stats import t_cdf, t_detectable_shift, t_interval, t_power, t_quantile  # noqa: F401
 
 PAIRED_VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data")
 MIN_PAIRS = 3
@@ -59,64 +63,6 @@ class PairedResult:
     verdict: str
 
 
-# --- Student's t, without scipy -------------------------------------------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Numerical Recipes, 3rd ed., 6.4, modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1, a - 1
-    c, d = 1.0, 1 - qab * x / qap
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1 + aa * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-14:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1 - front * _betacf(b, a, 1 - x) / b
-
-
-def t_cdf(t: float, df: int) -> float:
-    """P(T <= t) for Student's t with df degrees of freedom."""
-    if df < 1:
-        raise AnalysisError(f"t distribution needs df >= 1, got {df}")
-    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
-    return 1 - tail if t > 0 else tail
-
-
-@lru_cache(maxsize=1024)
-def t_quantile(p: float, df: int) -> float:
-    """The t with P(T <= t) = p (bisection: monotone, exact to 1e-10)."""
-    if not 0 < p < 1:
-        raise AnalysisError(f"a quantile needs 0 < p < 1, got {p:g}")
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-10:
-            break
-    return (lo + hi) / 2
-
-
 # --- the verdict ----------------------------------------------------------------------------------------------------
 
 def log_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -136,9 +82,7 @@ def detectable_slowdown(sd_log: float, n_pairs: int, alpha: float = 0.05, power:
     with the given power at one-sided level alpha."""
     if n_pairs < 2:
         return math.nan
-    df = n_pairs - 1
-    delta = (t_quantile(1 - alpha, df) + t_quantile(power, df)) * sd_log / math.sqrt(n_pairs)
-    return 1 - math.exp(-delta)
+    return 1 - math.exp(-t_detectable_shift(sd_log, n_pairs, alpha, power))
 
 
 def power_at(slowdown: float, sd_log: float, n_pairs: int, alpha: float = 0.05) -> float:
@@ -146,9 +90,7 @@ def power_at(slowdown: float, sd_log: float, n_pairs: int, alpha: float = 0.05) 
     central t approximation of the noncentral t)."""
     if n_pairs < 2 or sd_log <= 0:
         return math.nan if n_pairs < 2 else 1.0
-    df = n_pairs - 1
-    shift = -math.log(1 - slowdown) * math.sqrt(n_pairs) / sd_log
-    return 1 - t_cdf(t_quantile(1 - alpha, df) - shift, df)
+    return t_power(-math.log(1 - slowdown), sd_log, n_pairs, alpha)
 
 
 def paired_verdict(a: Sequence[float], b: Sequence[float], settings: PairedSettings = PairedSettings()
@@ -159,17 +101,9 @@ def paired_verdict(a: Sequence[float], b: Sequence[float], settings: PairedSetti
     if n < MIN_PAIRS:
         ratio = math.exp(sum(logs) / n) if n else math.nan
         return PairedResult(n, ratio, math.nan, math.nan, level, math.nan, math.nan, math.nan, "insufficient-data")
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    se = sd / math.sqrt(n)
-    df = n - 1
-    half = t_quantile(1 - settings.alpha, df) * se
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    if se > 0:
-        p_slower = t_cdf(mean / se, df)
-    else:  # identical ratios: the sign of the shift decides
-        p_slower = 0.0 if mean < 0 else 1.0
-    ratio = math.exp(mean)
+    t = t_interval(logs, settings.alpha)  # identical ratios: the sign of the shift decides p_slower
+    low, high, p_slower, sd = math.exp(t.low), math.exp(t.high), t.p_below, t.sd
+    ratio = math.exp(t.mean)
     m = settings.min_effect
     if high < 1 and ratio <= 1 - m:
         verdict = "regressed"

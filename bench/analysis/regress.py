@@ -6,27 +6,25 @@ side whose cell ran only one job falls back to its windows, and the result says 
 
 Per cell the verdict rests on two things, both required:
 - an exact one-sided Mann–Whitney rank test (the permutation distribution of the candidate's rank sum, midranks
-  for ties; exact up to a few thousand arrangements per side, normal approximation beyond), and
+  for ties; exact up to 2 million arrangements, normal approximation beyond: `mann_whitney`), and
 - a minimum effect: the ratio of medians (candidate / baseline; higher images/sec is better) must be at least
   `min_effect` away from 1.
 `unchanged` needs the ratio's confidence interval to lie within 1 ± min_effect. That interval is the one that goes
 with the rank test (Moses / Hodges–Lehmann: order statistics of the pairwise log-ratios, chosen from the exact null
-distribution of U), with its true coverage, which small samples cap (3 vs 3 jobs: 90%).
+distribution of U: `ratio_interval`), with its true coverage, which small samples cap (3 vs 3 jobs: 90%).
+Both statistics live in bench/analysis/stats.py; this module decides what is an observation and what is a verdict.
 """
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bench.analysis import AnalysisError
-from bench.analysis.stats import median_ci
+from bench.analysis.stats import mann_whitney, median_ci, ratio_interval
 from bench.cell_keys import CELL_KEYS
+from bench.cell_selection import describe, matches
 
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data", "incomparable")
 
@@ -34,10 +32,6 @@ VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-
 # BF16/FP16): the same bf16 cell ran 2.5x its fp32 peer on one machine and 0.92x on another with AVX-512 BF16 but
 # no AMX. A CPU cell of these precisions measured with different features is `incomparable`, never regressed.
 FEATURE_BOUND_PRECISIONS = ("bf16", "fp16")
-
-# Exact distributions are computed while the arrangement count stays below this; the normal approximation (with
-# the tie correction) is already good there.
-_EXACT_MAX = 2_000_000
 
 OBSERVATION_COLUMNS = ["cell_id", *CELL_KEYS, "run_id", "obs", "basis", "images_per_sec", "peak_images_per_sec"]
 RESULT_COLUMNS = ["cell_id", *CELL_KEYS, "basis", "n_baseline", "n_candidate", "baseline_median",
@@ -93,45 +87,7 @@ def observations(windows: pd.DataFrame) -> pd.DataFrame:
 
 # --- normalisation --------------------------------------------------------------------------------------------------
 
-def parse_selector(text: str) -> dict[str, str]:
-    """`key=value[,key=value...]` over the cell keys, or a bare cell id (`cell_id=...` implied)."""
-    text = text.strip()
-    if not text:
-        raise AnalysisError("empty cell selector")
-    if "=" not in text:
-        return {"cell_id": text}
-    selector = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise AnalysisError(f"bad cell selector part '{part}' (expected key=value)")
-        if key != "cell_id" and key not in CELL_KEYS:
-            raise AnalysisError(f"unknown cell key '{key}' in selector (known: cell_id, {', '.join(CELL_KEYS)})")
-        selector[key] = value
-    return selector
-
-
-def _as_text(value: Any) -> str:
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "null"
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def select_cells(frame: pd.DataFrame, selector: dict[str, str]) -> pd.Series:
-    """Boolean mask of rows whose cell matches every key of the selector (values compared as text)."""
-    mask = pd.Series(True, index=frame.index)
-    for key, want in selector.items():
-        want = want.lower() if want.lower() in ("true", "false", "null") else want
-        mask &= frame[key].map(_as_text) == want
-    return mask
-
-
-def normalize_ratio_to(obs: pd.DataFrame, selector: dict[str, str], side: str = "") -> pd.DataFrame:
+def normalize_ratio_to(obs: pd.DataFrame, selection: dict[str, list], side: str = "") -> pd.DataFrame:
     """Each observation divided by the reference cell's speed in the same run; the reference cell itself is dropped
     (it would only compare with itself). Machine speed and load common to a run cancel; what is left is each cell
     relative to the reference.
@@ -142,8 +98,8 @@ def normalize_ratio_to(obs: pd.DataFrame, selector: dict[str, str], side: str = 
     runs where its fastest window moved by under 10% (docs/regression-checks.md)."""
     if obs.empty:
         return obs
-    ref_mask = select_cells(obs, selector)
-    what = ",".join(f"{k}={v}" for k, v in selector.items())
+    ref_mask = matches(obs, selection)
+    what = describe(selection)
     where = f" in the {side}" if side else ""
     ref_cells = obs.loc[ref_mask, "cell_id"].unique()
     if len(ref_cells) == 0:
@@ -162,111 +118,7 @@ def normalize_ratio_to(obs: pd.DataFrame, selector: dict[str, str], side: str = 
     return out.reset_index(drop=True)
 
 
-# --- the rank test --------------------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=4096)
-def _subset_sum_counts(scores: tuple[int, ...], m: int) -> np.ndarray:
-    """counts[s] = number of size-m subsets of `scores` (non-negative integers) summing to s."""
-    total = sum(sorted(scores)[-m:]) if m else 0
-    dp = np.zeros((m + 1, total + 1), dtype=np.float64)  # float: counts exceed int64 only far past _EXACT_MAX
-    dp[0, 0] = 1.0
-    for score in scores:
-        if score:
-            dp[1:, score:] += dp[:-1, :-score].copy()
-        else:
-            dp[1:] += dp[:-1].copy()
-    return dp[m]
-
-
-@lru_cache(maxsize=4096)
-def _cdf_u_no_ties(m: int, n: int) -> np.ndarray:
-    """P(U <= u) for u = 0..m*n, U the Mann–Whitney count of one sample of m against n, no ties."""
-    counts = _subset_sum_counts(tuple(range(m + n)), m)  # ranks 0..N-1: sum of the m chosen = U + m(m-1)/2
-    base = m * (m - 1) // 2
-    u_counts = counts[base:base + m * n + 1]
-    return np.cumsum(u_counts) / u_counts.sum()
-
-
-@lru_cache(maxsize=4096)
-def _no_tie_tails(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """P(W <= w) and P(W >= w) for W the sum of m doubled 0-based ranks out of m + n, no ties."""
-    counts = _subset_sum_counts(tuple(range(0, 2 * (m + n), 2)), m)
-    total = counts.sum()
-    return np.cumsum(counts) / total, np.cumsum(counts[::-1])[::-1] / total
-
-
-def _midranks_doubled(values: np.ndarray) -> np.ndarray:
-    """2 × (midrank - 1) of each value: integers, ties share the average."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    new = np.empty(len(values), dtype=bool)
-    new[0] = True
-    np.not_equal(sorted_vals[1:], sorted_vals[:-1], out=new[1:])
-    first = np.flatnonzero(new)                        # 0-based rank where each run of equal values starts
-    if len(first) == len(values):                      # no ties: the common case, and a quick one
-        ranks = np.empty(len(values), dtype=np.int64)
-        ranks[order] = np.arange(0, 2 * len(values), 2)
-        return ranks
-    last = np.append(first[1:], len(values)) - 1       # ... and ends
-    run = np.cumsum(new) - 1
-    ranks = np.empty(len(values), dtype=np.int64)
-    ranks[order] = first[run] + last[run]              # 2 × the average of ranks first..last
-    return ranks
-
-
-def mann_whitney(baseline: np.ndarray, candidate: np.ndarray) -> tuple[float, float]:
-    """Exact one-sided p-values (p_slower, p_faster): the chance under 'no difference' of a candidate rank sum as
-    low (as high) as the one seen. Midranks for ties; the permutation distribution is exact while the number of
-    arrangements stays below _EXACT_MAX, else normal with the tie correction."""
-    b = np.asarray(baseline, dtype=float)
-    c = np.asarray(candidate, dtype=float)
-    m, n = len(c), len(b)
-    pooled = np.concatenate([c, b])
-    ranks = _midranks_doubled(pooled)
-    w = int(ranks[:m].sum())
-    big_n = m + n
-    ties = len(set(ranks.tolist())) < big_n
-    if math.comb(big_n, m) <= _EXACT_MAX:
-        if ties:
-            counts = _subset_sum_counts(tuple(int(r) for r in np.sort(ranks)), m)
-            cdf, sf = np.cumsum(counts) / counts.sum(), np.cumsum(counts[::-1])[::-1] / counts.sum()
-        else:
-            cdf, sf = _no_tie_tails(m, n)
-        return float(min(cdf[w], 1.0)), float(min(sf[w], 1.0))
-    # Normal approximation on the doubled rank sum, with continuity (the step between sums is at least 1) and ties.
-    mean = m * (big_n - 1)
-    _, tie_counts = np.unique(pooled, return_counts=True)
-    var = 4 * m * n / 12 * ((big_n + 1) - (tie_counts ** 3 - tie_counts).sum() / (big_n * (big_n - 1)))
-    sd = math.sqrt(var) if var > 0 else 1.0
-    p_slower = 0.5 * math.erfc(-((w + 1 - mean) / sd) / math.sqrt(2))
-    p_faster = 0.5 * math.erfc(((w - 1 - mean) / sd) / math.sqrt(2))
-    return float(min(p_slower, 1.0)), float(min(p_faster, 1.0))
-
-
-def ratio_interval(baseline: np.ndarray, candidate: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """(low, high, coverage) for candidate/baseline: the Moses interval of the shift in log throughput, i.e. order
-    statistics k and mn+1-k of the m·n pairwise log-ratios, k from the exact null distribution of U. Too few values
-    for `level`: the widest interval (min and max pairwise ratio) with the coverage it has."""
-    b = np.log(np.asarray(baseline, dtype=float))
-    c = np.log(np.asarray(candidate, dtype=float))
-    m, n = len(c), len(b)
-    diffs = np.sort((c[:, None] - b[None, :]).ravel())
-    tail = (1 - level) / 2
-    if math.comb(m + n, m) <= _EXACT_MAX:
-        cdf = _cdf_u_no_ties(m, n)
-        # Largest k >= 1 with P(U <= k-1) <= tail.
-        k = int(np.searchsorted(cdf, tail, side="right"))
-        if k == 0:
-            k, coverage = 1, 1 - 2 * float(cdf[0])
-        else:
-            coverage = 1 - 2 * float(cdf[k - 1])
-    else:
-        z = statistics.NormalDist().inv_cdf(1 - tail)
-        k = max(1, int(math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))))
-        coverage = level
-    k = min(k, (m * n + 1) // 2)
-    return float(math.exp(diffs[k - 1])), float(math.exp(diffs[m * n - k])), coverage
-
+# --- the verdict ----------------------------------------------------------------------------------------------------
 
 def verdict(n_baseline: int, n_candidate: int, ratio: float, ci_low: float, ci_high: float, p_slower: float,
             p_faster: float, settings: CheckSettings) -> str:
@@ -373,7 +225,7 @@ def _feature_note(base: set[str | None], cand: set[str | None]) -> str | None:
 def mark_cpu_differences(result: pd.DataFrame, baseline_windows: pd.DataFrame,
                          candidate_windows: pd.DataFrame) -> pd.DataFrame:
     """Notes cells whose baseline and candidate ran on CPUs with different speed-deciding features (window rows
-    with `cpu_features`, see bench/sources.py). A CPU cell (gpu 'cpu') of a FEATURE_BOUND_PRECISIONS precision
+    with `cpu_features`, see bench/check_sides.py). A CPU cell (gpu 'cpu') of a FEATURE_BOUND_PRECISIONS precision
     with different features becomes `incomparable`: its ratio measures the machines, not the change. Other cells
     keep their verdict and carry the note (fp32 moves less with these features; a GPU cell's math runs on the GPU);
     a side without recorded features is noted for bf16/fp16 cells only."""

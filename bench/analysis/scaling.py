@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.stats import bootstrap_many, median_ci
+from bench.backend_settings.registry import BACKENDS
 from bench.cell_keys import CELL_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 
@@ -36,10 +37,8 @@ IMPORT_PREFIX = IMPORT_RUN_PREFIX
 
 
 def measured_sources() -> set[str]:
-    """`source` values that mean a measurement: bench itself or one of its backends (the registry's names; imported
-    here, not at the top, so the analysis modules load no backend machinery)."""
-    from bench.backends import BACKENDS
-
+    """`source` values that mean a measurement: bench itself or one of its backends (the registry's names, which
+    load no backend)."""
     return {"", "bench", "measured", *BACKENDS}
 
 

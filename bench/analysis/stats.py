@@ -1,4 +1,6 @@
-"""Uncertainty, in one place: every median interval and every bootstrap in bench is computed here.
+"""Statistics, in one place: every interval, rank test and t quantile in bench is computed here, as pure functions
+(numbers in, numbers out) without scipy (tests/test_stats.py checks each one against it). What counts as an
+observation, the verdicts and their thresholds stay with the callers (regress.py, paired.py, scaling.py, ...).
 
 - `median_ci`: the 95% interval of a median as a pair of order statistics chosen from the binomial distribution
   (the sign-test interval): no normality assumption, no resampling noise, the same answer every time. With few
@@ -8,15 +10,26 @@
   through `resample_indices`: of a median (`bootstrap_ci`, and `bootstrap_many` for many samples at once), of a
   ratio of two medians from independent samples (`ratio_ci`, `ratio_ci_many`), and of any statistic of n items
   (`bootstrap`, e.g. a fit over points).
+- Two independent samples, by rank: `mann_whitney`, the exact one-sided Mann–Whitney p-values in each direction
+  (the permutation distribution of a rank sum, midranks for ties, counted exactly up to `_EXACT_MAX` arrangements,
+  normal with the tie correction beyond), and `ratio_interval`, the Moses (Hodges–Lehmann) interval that goes with
+  it, of a ratio: order statistics of the pairwise log-ratios chosen from the exact null distribution of U.
+- Student's t: `t_cdf` and `t_quantile` (the regularised incomplete beta function by its continued fraction),
+  `t_interval` (the t-interval of a mean and the one-sided p-value of a mean below 0), and the one-sided test's
+  power: `t_detectable_shift` (the smallest shift detected with a given power) and `t_power`.
+- `noise_sigma`: a series' noise, robustly from its first differences (a step moves one difference only).
 """
 from __future__ import annotations
 
 import math
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
+
+from bench.analysis import AnalysisError
 
 N_BOOT = 2000
 LEVEL = 0.95
@@ -186,3 +199,232 @@ def bootstrap(n: int, stat: Callable[[np.ndarray], Sequence[float] | None], *, n
     draws, = resample_indices(n_boot, n, seed=seed)
     kept = [values for values in map(stat, draws) if values is not None]
     return [tuple(float(v) for v in percentile_interval(column, level)) for column in zip(*kept)]
+
+
+# --- two independent samples: the Mann–Whitney rank test and the Moses interval ----------------------------------
+
+# Exact distributions are computed while the arrangement count stays below this; the normal approximation (with
+# the tie correction) is already good there.
+_EXACT_MAX = 2_000_000
+
+
+@lru_cache(maxsize=4096)
+def _subset_sum_counts(scores: tuple[int, ...], m: int) -> np.ndarray:
+    """counts[s] = number of size-m subsets of `scores` (non-negative integers) summing to s."""
+    total = sum(sorted(scores)[-m:]) if m else 0
+    dp = np.zeros((m + 1, total + 1), dtype=np.float64)  # float: counts exceed int64 only far past _EXACT_MAX
+    dp[0, 0] = 1.0
+    for score in scores:
+        if score:
+            dp[1:, score:] += dp[:-1, :-score].copy()
+        else:
+            dp[1:] += dp[:-1].copy()
+    return dp[m]
+
+
+@lru_cache(maxsize=4096)
+def _cdf_u_no_ties(m: int, n: int) -> np.ndarray:
+    """P(U <= u) for u = 0..m*n, U the Mann–Whitney count of one sample of m against n, no ties."""
+    counts = _subset_sum_counts(tuple(range(m + n)), m)  # ranks 0..N-1: sum of the m chosen = U + m(m-1)/2
+    base = m * (m - 1) // 2
+    u_counts = counts[base:base + m * n + 1]
+    return np.cumsum(u_counts) / u_counts.sum()
+
+
+@lru_cache(maxsize=4096)
+def _no_tie_tails(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """P(W <= w) and P(W >= w) for W the sum of m doubled 0-based ranks out of m + n, no ties."""
+    counts = _subset_sum_counts(tuple(range(0, 2 * (m + n), 2)), m)
+    total = counts.sum()
+    return np.cumsum(counts) / total, np.cumsum(counts[::-1])[::-1] / total
+
+
+def _midranks_doubled(values: np.ndarray) -> np.ndarray:
+    """2 × (midrank - 1) of each value: integers, ties share the average."""
+    order = np.argsort(values, kind="mergesort")
+    sorted_vals = values[order]
+    new = np.empty(len(values), dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_vals[1:], sorted_vals[:-1], out=new[1:])
+    first = np.flatnonzero(new)                        # 0-based rank where each run of equal values starts
+    if len(first) == len(values):                      # no ties: the common case, and a quick one
+        ranks = np.empty(len(values), dtype=np.int64)
+        ranks[order] = np.arange(0, 2 * len(values), 2)
+        return ranks
+    last = np.append(first[1:], len(values)) - 1       # ... and ends
+    run = np.cumsum(new) - 1
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = first[run] + last[run]              # 2 × the average of ranks first..last
+    return ranks
+
+
+def mann_whitney(baseline: np.ndarray, candidate: np.ndarray) -> tuple[float, float]:
+    """Exact one-sided p-values (p_slower, p_faster): the chance under 'no difference' of a candidate rank sum as
+    low (as high) as the one seen. Midranks for ties; the permutation distribution is exact while the number of
+    arrangements stays below _EXACT_MAX, else normal with the tie correction."""
+    b = np.asarray(baseline, dtype=float)
+    c = np.asarray(candidate, dtype=float)
+    m, n = len(c), len(b)
+    pooled = np.concatenate([c, b])
+    ranks = _midranks_doubled(pooled)
+    w = int(ranks[:m].sum())
+    big_n = m + n
+    ties = len(set(ranks.tolist())) < big_n
+    if math.comb(big_n, m) <= _EXACT_MAX:
+        if ties:
+            counts = _subset_sum_counts(tuple(int(r) for r in np.sort(ranks)), m)
+            cdf, sf = np.cumsum(counts) / counts.sum(), np.cumsum(counts[::-1])[::-1] / counts.sum()
+        else:
+            cdf, sf = _no_tie_tails(m, n)
+        return float(min(cdf[w], 1.0)), float(min(sf[w], 1.0))
+    # Normal approximation on the doubled rank sum, with continuity (the step between sums is at least 1) and ties.
+    mean = m * (big_n - 1)
+    _, tie_counts = np.unique(pooled, return_counts=True)
+    var = 4 * m * n / 12 * ((big_n + 1) - (tie_counts ** 3 - tie_counts).sum() / (big_n * (big_n - 1)))
+    sd = math.sqrt(var) if var > 0 else 1.0
+    p_slower = 0.5 * math.erfc(-((w + 1 - mean) / sd) / math.sqrt(2))
+    p_faster = 0.5 * math.erfc(((w - 1 - mean) / sd) / math.sqrt(2))
+    return float(min(p_slower, 1.0)), float(min(p_faster, 1.0))
+
+
+def ratio_interval(baseline: np.ndarray, candidate: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(low, high, coverage) for candidate/baseline: the Moses interval of the shift in log throughput, i.e. order
+    statistics k and mn+1-k of the m·n pairwise log-ratios, k from the exact null distribution of U. Too few values
+    for `level`: the widest interval (min and max pairwise ratio) with the coverage it has."""
+    b = np.log(np.asarray(baseline, dtype=float))
+    c = np.log(np.asarray(candidate, dtype=float))
+    m, n = len(c), len(b)
+    diffs = np.sort((c[:, None] - b[None, :]).ravel())
+    tail = (1 - level) / 2
+    if math.comb(m + n, m) <= _EXACT_MAX:
+        cdf = _cdf_u_no_ties(m, n)
+        # Largest k >= 1 with P(U <= k-1) <= tail.
+        k = int(np.searchsorted(cdf, tail, side="right"))
+        if k == 0:
+            k, coverage = 1, 1 - 2 * float(cdf[0])
+        else:
+            coverage = 1 - 2 * float(cdf[k - 1])
+    else:
+        z = statistics.NormalDist().inv_cdf(1 - tail)
+        k = max(1, int(math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))))
+        coverage = level
+    k = min(k, (m * n + 1) // 2)
+    return float(math.exp(diffs[k - 1])), float(math.exp(diffs[m * n - k])), coverage
+
+
+# --- Student's t, without scipy -------------------------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (Numerical Recipes, 3rd ed., 6.4, modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1 + aa * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom."""
+    if df < 1:
+        raise AnalysisError(f"t distribution needs df >= 1, got {df}")
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+@lru_cache(maxsize=1024)
+def t_quantile(p: float, df: int) -> float:
+    """The t with P(T <= t) = p (bisection: monotone, exact to 1e-10; within ~1e-7 of 0 at p = 0.5, where t_cdf is
+    flat for t² below df · machine epsilon)."""
+    if not 0 < p < 1:
+        raise AnalysisError(f"a quantile needs 0 < p < 1, got {p:g}")
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10:
+            break
+    return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class TInterval:
+    n: int
+    mean: float
+    sd: float        # the sample standard deviation (n - 1 in the denominator)
+    low: float       # mean ∓ t[1 - alpha, n - 1] · sd / √n
+    high: float
+    p_below: float   # one-sided p-value of "the true mean is below 0": P(T <= mean / (sd / √n))
+
+
+def t_interval(values: Sequence[float], alpha: float) -> TInterval:
+    """Student's t-interval of the mean of `values` at level 1 - 2·alpha (alpha left out at each end, so its upper
+    end lies below 0 exactly when the one-sided t-test at level alpha says the mean is below 0), and that test's
+    p-value. Values that are all equal have no spread: the interval is that value, p 0 below 0, else 1."""
+    n = len(values)
+    if n < 2:
+        raise AnalysisError(f"a t-interval needs at least 2 values, got {n}")
+    mean = sum(values) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1))
+    se = sd / math.sqrt(n)
+    df = n - 1
+    half = t_quantile(1 - alpha, df) * se
+    p_below = t_cdf(mean / se, df) if se > 0 else (0.0 if mean < 0 else 1.0)
+    return TInterval(n, mean, sd, mean - half, mean + half, p_below)
+
+
+def t_detectable_shift(sd: float, n: int, alpha: float = 0.05, power: float = 0.90) -> float:
+    """The smallest true shift of a mean that the one-sided t-test of n values with this standard deviation
+    detects with the given power at level alpha: (t[1-alpha, n-1] + t[power, n-1]) · sd / √n, the normal-theory
+    sample-size formula with t quantiles (Cohen 1988, ch. 2; a shifted central t in place of the noncentral one).
+    NaN below two values."""
+    if n < 2:
+        return math.nan
+    df = n - 1
+    return (t_quantile(1 - alpha, df) + t_quantile(power, df)) * sd / math.sqrt(n)
+
+
+def t_power(shift: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the one-sided t-test of n values with this standard deviation at level alpha against a true shift
+    of the mean (the shifted central t approximation of the noncentral t). NaN below two values; 1 with no
+    spread."""
+    if n < 2 or sd <= 0:
+        return math.nan if n < 2 else 1.0
+    df = n - 1
+    return 1 - t_cdf(t_quantile(1 - alpha, df) - shift * math.sqrt(n) / sd, df)
+
+
+# --- the noise of a series ------------------------------------------------------------------------------------------
+
+def noise_sigma(values: np.ndarray) -> float:
+    """The standard deviation of a series' noise from its first differences, robustly: MAD / 0.6745 / √2 (a
+    difference of two independent values has √2 times their spread; a step moves one difference only, so it
+    barely moves the estimate). 0 below three values."""
+    if len(values) < 3:
+        return 0.0
+    d = np.diff(values)
+    return float(np.median(np.abs(d - np.median(d))) / 0.6745 / math.sqrt(2))

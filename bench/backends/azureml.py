@@ -27,16 +27,16 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from bench import images
-from bench.backends.azureml_config import AzureMLConfig
+from bench.backend_settings.azureml import AzureMLConfig
 from bench.backends.azureml_workspace import WORKSPACE_ENV, Workspace, check_no_secrets, resolve_workspace
-from bench.backends.base import Outcome
+from bench.backends.outcome import Outcome
 from bench.backends.cell_launch import MODELS_DIR, cell_dir, threads_for, worker_program
 from bench.backends.outcome import JobEnd, classify
 from bench.backends.records import read_end, read_records, tail_of
 from bench.catalog import GpuSku, catalog
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
+from bench.images import recipes
 from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
@@ -154,7 +154,7 @@ class AzureMLBackend:
         if self.config.environment:
             return None
         try:
-            images.image_for_cell(cell)
+            recipes.image_for_cell(cell)
         except (ValueError, LookupError) as e:  # NotImplementedError is a bug, not a reason: it propagates
             return f"no container image for this cell: {e}"
         return None
@@ -217,7 +217,7 @@ class AzureMLBackend:
             # A registered environment ("name:version", "azureml:...", an ARM id) is passed by reference.
             is_image = "/" in chosen and not chosen.startswith(("azureml:", "/"))
             return entities.Environment(image=chosen) if is_image else chosen
-        image = images.image_for_cell(cell)
+        image = recipes.image_for_cell(cell)
         if self.config.image_registry:
             image = f"{self.config.image_registry.rstrip('/')}/{image}"
         return entities.Environment(image=image)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.backends.azureml_config import AzureMLConfig
+from bench.backend_settings.azureml import AzureMLConfig
 from bench.errors import BenchInputError
 from bench.redact import SENSITIVE_NAME
 

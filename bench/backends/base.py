@@ -2,25 +2,11 @@
 start, which is the launcher's job."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
+from bench.backends.outcome import Outcome
 from bench.cell import PlannedCell
 from bench.launch import Rendered
-
-
-@dataclass
-class Outcome:
-    """What a finished cell left behind: worker records (raw dicts) and, if it went wrong, why."""
-
-    status: str  # ok | failed | timeout | interrupted
-    records: list[dict[str, Any]] = field(default_factory=list)
-    reason: str | None = None
-    log_tail: str | None = None
-    returncode: int | None = None
-    # The job's combined log, where the backend kept it: the runner reads the transport actually used from it.
-    log_path: Path | None = None
 
 
 class Backend(Protocol):

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from bench.backend_settings.container import ContainerSettings
+from bench.images.engines import Engine
 
-from bench.image_engines import Engine
-
-_WORD = r"^[^\s'\"\\]+$"
 # Variables a launcher hands its ranks (Open MPI/PMIx, Hydra/PMI, Intel MPI and its libfabric, UCX, Horovod's Gloo
 # rendezvous, torch's rendezvous, NCCL) and bench's own (the cell token, the debug switches): passed into the
 # container by name. The node's PATH, LD_LIBRARY_PATH and PYTHONPATH are not: the image has its own.
@@ -33,18 +30,6 @@ PASSED_PREFIXES = ("OMPI", "PMIX", "OPAL", "PMI", "HYDRA", "HYDI", "I_MPI", "FI"
 PASSED_NAMES = ("OMP_NUM_THREADS", "PYTHONUNBUFFERED", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                 "GROUP_RANK", "CUDA_VISIBLE_DEVICES")
 NOT_PASSED = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
-
-
-class ContainerSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    # The image: a name in the nodes' engine storage (bench-pt-tf-openmpi:cpu), a registry reference, or for
-    # Apptainer a .sif file or docker:// reference. `bench images list` names the image each cell needs.
-    image: str = Field(pattern=_WORD)
-    engine: Literal["podman", "docker", "apptainer", "pyxis"] = "podman"
-    # Where the image keeps the worker's Python and bench's models/ (docker/Dockerfile.j2's layout).
-    python: str = Field("/opt/bench/.venv/bin/python", pattern=_WORD)
-    models: str = Field("/opt/bench/models", pattern=_WORD)
 
 
 def wrapper_text(settings: ContainerSettings, mounts: list[str], names: list[str] = ()) -> str:

@@ -28,12 +28,12 @@ from typing import Any
 import psutil
 
 from bench.backends import launcher_job
-from bench.backends.base import Outcome
+from bench.backends.outcome import Outcome
 from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for, runtime_of
 from bench.backends.container import apptainer_prefix, write_wrapper
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.guard import LEASH_GRACE_S
-from bench.backends.hosts_config import Host, HostsConfig, configured_hosts
+from bench.backend_settings.hosts import Host, HostsConfig, configured_hosts
 from bench.backends.hosts_leash import Leashes, sweep, sweep_argv, sweep_command
 from bench.backends.hosts_nodes import MARKER, node_verdict, probe
 from bench.backends.outcome import JobEnd, classify

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.backends import launcher_job
-from bench.backends.base import Outcome
+from bench.backends.outcome import Outcome
 from bench.backends.cell_launch import CellLaunch, Placement, launch_for
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.launcher_job import Handle

@@ -1,12 +1,25 @@
-"""Turning what a job left behind into an Outcome, the same way on every backend: one ladder (`classify`) from how
-the job ended (stopped by bench, lost, a scheduler's limit, a process dead on a node, a non-zero exit) to its
-records, and the log lines that say why it failed."""
+"""What a finished cell is (`Outcome`), and turning what a job left behind into one the same way on every backend:
+one ladder (`classify`) from how the job ended (stopped by bench, lost, a scheduler's limit, a process dead on a
+node, a non-zero exit) to its records, and the log lines that say why it failed."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from bench.backends.base import Outcome
+
+@dataclass
+class Outcome:
+    """What a finished cell left behind: worker records (raw dicts) and, if it went wrong, why."""
+
+    status: str  # ok | failed | timeout | interrupted
+    records: list[dict[str, Any]] = field(default_factory=list)
+    reason: str | None = None
+    log_tail: str | None = None
+    returncode: int | None = None
+    # The job's combined log, where the backend kept it: the runner reads the transport actually used from it.
+    log_path: Path | None = None
 
 
 @dataclass(frozen=True)

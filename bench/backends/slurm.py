@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.backends.base import Outcome
+from bench.backends.outcome import Outcome
 from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for
 from bench.backends.container import apptainer_prefix, pyxis_options
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.outcome import JobEnd, classify
 from bench.backends.records import read_end, read_records, tail_of
-from bench.backends.slurm_config import SlurmConfig
+from bench.backend_settings.slurm import SlurmConfig
 from bench.cell import PlannedCell
 from bench.errors import BenchInputError
 from bench.launch import Rendered

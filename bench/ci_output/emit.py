@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from bench.ci_output.github import print_github
 from bench.ci_output.junit import junit_tree, write_junit
-from bench.ci_output.outcome import CellOutcome, Source
+from bench.ci_output.outcome import CellOutcome, Heading
 
 
-def write_junit_github(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=(), *,
+def write_junit_github(outcomes: list[CellOutcome], heading: Heading, counts: dict[str, int], changes=(), *,
                        junit_path=None, github: bool = False) -> None:
     if junit_path:
-        write_junit(junit_path, junit_tree(outcomes, source))
+        write_junit(junit_path, junit_tree(outcomes, heading))
     if github:
-        print_github(outcomes, source, counts, changes)
+        print_github(outcomes, heading, counts, changes)

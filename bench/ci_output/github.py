@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from bench.ci_output.junit import failure_message
-from bench.ci_output.outcome import CellOutcome, Source
+from bench.ci_output.outcome import CellOutcome, Heading
 
 _SHOWN = ("regressed", "inconclusive", "incomparable", "insufficient-data", "improved")
 
@@ -22,15 +22,15 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotations(outcomes: list[CellOutcome], source: Source) -> list[str]:
+def annotations(outcomes: list[CellOutcome], heading: Heading) -> list[str]:
     lines = []
     for o in outcomes:
         if o.verdict == "regressed":
-            lines.append(f"::error title={escape_property(source.tool + ': regression')}::"
+            lines.append(f"::error title={escape_property(heading.tool + ': regression')}::"
                          f"{escape_data(failure_message(o))}")
         elif o.verdict in ("inconclusive", "incomparable") or "CPU features" in o.note:
             message = f"{o.who} {o.verdict}: {o.note or 'too noisy to say either way'}"
-            lines.append(f"::warning title={escape_property(f'{source.tool}: {o.verdict}')}::{escape_data(message)}")
+            lines.append(f"::warning title={escape_property(f'{heading.tool}: {o.verdict}')}::{escape_data(message)}")
     return lines
 
 
@@ -42,9 +42,9 @@ def _p(x) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.3g}"  # a tiny p stays readable (not 0.000)
 
 
-def summary_markdown(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=()) -> str:
+def summary_markdown(outcomes: list[CellOutcome], heading: Heading, counts: dict[str, int], changes=()) -> str:
     status = "❌ regression" if counts.get("regressed") else "✅ no regression"
-    out = [f"### {source.tool}: {status}", "", source.title, "",
+    out = [f"### {heading.tool}: {status}", "", heading.title, "",
            ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no cells", ""]
     shown = [o for o in outcomes if o.verdict in _SHOWN]
     if shown:
@@ -71,11 +71,11 @@ def write_step_summary(markdown: str) -> str | None:
     return path
 
 
-def print_github(outcomes: list[CellOutcome], source: Source, counts: dict[str, int], changes=()) -> None:
+def print_github(outcomes: list[CellOutcome], heading: Heading, counts: dict[str, int], changes=()) -> None:
     """The annotations on stdout, and the summary to $GITHUB_STEP_SUMMARY (printed when it is not set)."""
-    for line in annotations(outcomes, source):
+    for line in annotations(outcomes, heading):
         print(line)
-    markdown = summary_markdown(outcomes, source, counts, changes)
+    markdown = summary_markdown(outcomes, heading, counts, changes)
     if write_step_summary(markdown) is None:
         print("GITHUB_STEP_SUMMARY is not set; the summary:")
         print(markdown, end="")

@@ -11,7 +11,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bench.ci_output.outcome import CellOutcome, Source
+from bench.ci_output.outcome import CellOutcome, Heading
 
 SKIPPED = ("insufficient-data", "incomparable")
 
@@ -28,15 +28,15 @@ def failure_message(o: CellOutcome) -> str:
     return f"{o.who} regressed: {ratio_text(o)}, p = {o.p_value:.3g}"
 
 
-def junit_tree(outcomes: list[CellOutcome], source: Source, elapsed_s: float = 0.0) -> ET.ElementTree:
+def junit_tree(outcomes: list[CellOutcome], heading: Heading, elapsed_s: float = 0.0) -> ET.ElementTree:
     failures = sum(o.verdict == "regressed" for o in outcomes)
     skipped = sum(o.verdict in SKIPPED for o in outcomes)
     counts = {"tests": str(len(outcomes)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
               "time": f"{elapsed_s:.3f}"}
-    root = ET.Element("testsuites", name=source.tool, **counts)
-    suite = ET.SubElement(root, "testsuite", name=source.title, **counts)
+    root = ET.Element("testsuites", name=heading.tool, **counts)
+    suite = ET.SubElement(root, "testsuite", name=heading.title, **counts)
     for o in outcomes:
-        case = ET.SubElement(suite, "testcase", classname=source.tool.replace(" ", "."), name=o.name, time="0")
+        case = ET.SubElement(suite, "testcase", classname=heading.tool.replace(" ", "."), name=o.name, time="0")
         if o.verdict == "regressed":
             failure = ET.SubElement(case, "failure", message=failure_message(o), type="regression")
             failure.text = f"{failure_message(o)}\n{o.note}".strip()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CellOutcome:
-    label: str          # the cell as people read it (framework/MPI/workers ...)
+    label: str          # the cell's one label (bench.cell_label), unique per cell
     cell_id: str        # "" where the command matches cells on their keys (ab)
     verdict: str        # regressed, improved, unchanged, inconclusive, insufficient-data, incomparable
     ratio: float        # new/old throughput; NaN when not computed
@@ -22,7 +22,8 @@ class CellOutcome:
 
     @property
     def name(self) -> str:
-        return f"{self.label} [{self.cell_id}]" if self.cell_id else self.label
+        """The JUnit test name: the label alone, the same for `check` and `ab` (docs/ci/README.md)."""
+        return self.label
 
     @property
     def who(self) -> str:
@@ -30,7 +31,7 @@ class CellOutcome:
 
 
 @dataclass(frozen=True)
-class Source:
+class Heading:
     """Which command's verdicts these are: `tool` names it in titles ("bench check"), `title` the two sides."""
     tool: str
     title: str

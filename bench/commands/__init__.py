@@ -13,9 +13,6 @@ from types import ModuleType
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-# Where the results store is unless --store says otherwise (relative to where bench runs). Written here once: every
-# verb that reads or writes the store takes its --store from add_store_argument.
-DEFAULT_STORE = "results/bench.db"
 
 # Verb → its module under bench/commands/, in the order `bench --help` lists them (`import` is a Python keyword).
 VERBS: dict[str, str] = {
@@ -27,8 +24,3 @@ VERBS: dict[str, str] = {
 
 def command(verb: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{VERBS[verb]}")
-
-
-def add_store_argument(parser) -> None:
-    """The --store option, the same for every verb that uses the results store."""
-    parser.add_argument("--store", default=DEFAULT_STORE, help=f"the results store (default: {DEFAULT_STORE})")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import sys
 
-from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
-from bench.commands.check import add_junit_github_arguments, check_output_path
+from bench.commands import EXIT_FAILED, EXIT_OK
+from bench.commands.shared import add_ci_output_arguments, add_store_argument, check_output_path
 from bench.errors import BenchInputError
 
 HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B is slower"
@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
                                                         "(default: a temporary directory, removed at the end)")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="write the verdicts as JSON (docs/ci/ab-result.schema.json)")
-    add_junit_github_arguments(parser)
+    add_ci_output_arguments(parser)
 
 
 def run(args) -> int:
@@ -85,14 +85,14 @@ def run(args) -> int:
 def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> None:
     """--json, --junit and --github (bench/ci_output/), the same files and annotations `check` writes."""
     from bench.ci_output.emit import write_junit_github
-    from bench.ci_output.outcome import Source, from_ab
+    from bench.ci_output.outcome import Heading, from_ab
 
     if args.json_path:
         from bench.ci_output.ab_json import write_ab_json
 
         write_ab_json(args.json_path, results, diffs, settings, session_id, specs, args.statistic)
-    source = Source("bench ab", f"ab {session_id}: B ({specs[1].describe()}) against A ({specs[0].describe()})")
-    write_junit_github(from_ab(results), source, verdict_counts(results), diffs, junit_path=args.junit_path,
+    heading = Heading("bench ab", f"ab {session_id}: B ({specs[1].describe()}) against A ({specs[0].describe()})")
+    write_junit_github(from_ab(results), heading, verdict_counts(results), diffs, junit_path=args.junit_path,
                        github=args.github)
 
 
@@ -112,6 +112,7 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=()):
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cell_keys import CELL_KEYS
+    from bench.cell_label import cell_label
 
     run_side = {r.run_id: (r.pair, r.side) for r in side_runs if r.run_id}
     df = training_only(store.dataframe())
@@ -122,7 +123,7 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=()):
         complete = rows.dropna(subset=["A", "B"])
         res = paired_verdict(complete["A"].tolist(), complete["B"].tolist(), settings)
         first = rows.iloc[0]
-        results.append({"cell": _label(first), **{k: _plain(first[k]) for k in CELL_KEYS},
+        results.append({"cell": cell_label(first), **{k: _plain(first[k]) for k in CELL_KEYS},
                         "pairs": res.n_pairs, "pairs_planned": len(rows),
                         "a_values": complete["A"].tolist(), "b_values": complete["B"].tolist(),
                         "ratio": res.ratio, "ci_low": res.ci_low, "ci_high": res.ci_high, "level": res.level,
@@ -155,12 +156,6 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _label(row) -> str:
-    from bench.commands.check import _label as check_label
-
-    return check_label(row)
-
-
 def print_results(results, diffs, settings, session_id) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -187,7 +182,7 @@ def print_results(results, diffs, settings, session_id) -> None:
 
 
 def print_differences(diffs) -> None:
-    from bench.commands.check import print_changes
+    from bench.commands.shared import print_changes
 
     print_changes(diffs, "side A", "side B")
 

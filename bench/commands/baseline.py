@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument
 
 HELP = "save or list baselines (baselines/NAME.json)"
 
@@ -27,7 +28,7 @@ def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, 
                     out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Saves the runs `run_specs` name (default the latest) as baseline NAME; returns its path and document."""
     from bench.baseline import build_baseline, check_name, save_baseline
-    from bench.sources import open_store_with_runs, resolve_run
+    from bench.check_sides import open_store_with_runs, resolve_run
 
     check_name(name)
     store = open_store_with_runs(store_path)

@@ -1,11 +1,14 @@
 """`bench check --baseline B [--candidate C]`: regression verdicts per cell; exit 1 when a cell regressed.
-bench/sources.py finds the two sides, bench/analysis/regress.py decides, this prints."""
+bench/check_sides.py finds the two sides, bench/analysis/regress.py decides, this prints."""
 from __future__ import annotations
 
 import math
 import sys
 
-from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
+from bench.cell_label import cell_label
+from bench.commands import EXIT_FAILED, EXIT_OK
+from bench.commands.shared import (add_ci_output_arguments, add_store_argument, check_output_path, print_changes,
+                                   what_changed)
 from bench.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
@@ -20,58 +23,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--min-effect", type=float, default=0.05,
                         help="smallest |ratio - 1| called a change (0.05 = 5%%)")
     parser.add_argument("--normalize", default="none",
-                        help="none, or ratio-to:<key=value,...> (a cell of the same run)")
+                        help="none, or ratio-to:SELECTION (one cell of the same run: key=value[,key=value] or a cell id)")
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
-    add_junit_github_arguments(parser)
+    add_ci_output_arguments(parser)
 
 
-def add_junit_github_arguments(parser) -> None:
-    """--junit and --github, the same for `check` and `ab`."""
-    parser.add_argument("--junit", dest="junit_path", default=None, metavar="PATH",
-                        help="also write JUnit XML: one test case per cell, a regression is a failure")
-    parser.add_argument("--github", action="store_true",
-                        help="GitHub Actions: Markdown summary to $GITHUB_STEP_SUMMARY, ::error/::warning annotations")
-
-
-def check_output_path(option: str, path: str | None) -> None:
-    """An output file's folder must exist and be writable before anything is computed (bad input: exit 2)."""
-    import os
-    from pathlib import Path
-
-    if path is None:
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise BenchInputError(f"{option} {path}: is a directory, expected a file path")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise BenchInputError(f"{option} {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise BenchInputError(f"{option} {path}: not writable")
-
-
-def parse_normalize(text: str | None) -> dict[str, str] | None:
-    """`none` (absolute images/sec) or `ratio-to:<cell selector>` (see regress.parse_selector)."""
-    from bench.analysis.regress import parse_selector
+def parse_normalize(text: str | None):
+    """`none` (absolute images/sec) or `ratio-to:<selection>` (bench/cell_selection.py's syntax)."""
+    from bench.cell_selection import parse_selection
 
     if text is None or text == "none":
         return None
     kind, sep, rest = text.partition(":")
     if kind != "ratio-to" or not sep or not rest.strip():
         raise BenchInputError(f"--normalize: expected 'none' or 'ratio-to:<key=value,...>', got '{text}'")
-    return parse_selector(rest)
-
-
-def _label(row) -> str:
-    ib = "on" if row["ib"] is True or row["ib"] == 1 else "off"
-    label = f"{row['gpu']}/{row['framework']}/{row['mpi']}/ib={ib}/{row['gpus']}w"
-    if row.get("engine") == "native":
-        label += " DDP"
-    if row.get("data") == "imagenet":
-        label += f" {row.get('data_layout')}"
-    return label
+    return parse_selection(rest, "--normalize")
 
 
 def _fmt(x: float, digits: int = 1) -> str:
@@ -91,15 +59,15 @@ def run(args) -> int:
 
     from bench.analysis.regress import (CheckSettings, compare, mark_cpu_differences, normalize_ratio_to,
                                         observations, summary_counts)
-    from bench.sources import resolve_source
+    from bench.check_sides import resolve_side
 
     settings = CheckSettings(min_effect=args.min_effect)
     check_output_path("--json", args.json_path)
     check_output_path("--junit", args.junit_path)
     selector = parse_normalize(args.normalize)
     baselines_dir = Path(args.baselines_dir)
-    base = resolve_source(args.baseline, store_path=args.store, baselines_dir=baselines_dir)
-    cand = resolve_source(args.candidate, store_path=args.store, baselines_dir=baselines_dir)
+    base = resolve_side(args.baseline, store_path=args.store, baselines_dir=baselines_dir)
+    cand = resolve_side(args.candidate, store_path=args.store, baselines_dir=baselines_dir)
     b_obs, c_obs = observations(base.windows), observations(cand.windows)
     if b_obs.empty:
         raise BenchInputError(f"the baseline ({base.label}) has no successful measurement")
@@ -123,7 +91,7 @@ def run(args) -> int:
     for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
         interval = "-" if not math.isfinite(row["ci_low"]) else \
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
-        table.add_row(_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
+        table.add_row(cell_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
                       _fmt(row["baseline_median"], digits), _fmt(row["candidate_median"], digits),
                       _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
                       f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
@@ -136,7 +104,7 @@ def run(args) -> int:
     for row in result[result["note"].str.contains("CPU features", regex=False, na=False)].to_dict("records"):
         # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
         feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
-        print(f"warning: {_label(row)} {row['precision']} ({row['cell_id']}) {row['verdict']}: {feature_note}")
+        print(f"warning: {cell_label(row)} ({row['cell_id']}) {row['verdict']}: {feature_note}")
     changes = what_changed(base.environment, cand.environment)
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
@@ -147,38 +115,12 @@ def run(args) -> int:
     return exit_code
 
 
-def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
-    """Prints (and returns) what differs between the two sides' recorded environments (Source.environment), most
-    relevant first."""
-    from bench.analysis.envdiff import diff_environments
-
-    if base_env is None or cand_env is None:
-        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
-              "with `bench baseline save`, or compare two runs in the store)")
-        return []
-    changes = diff_environments(base_env, cand_env)
-    print_changes(changes, "the baseline", "the candidate")
-    return changes
-
-
-def print_changes(changes, before: str, after: str) -> None:
-    if not changes:
-        print(f"what changed: nothing recorded differs between the environments of {before} and {after}")
-        return
-    print(f"what changed from {before} to {after} (most likely to move throughput first):")
-    for c in changes[:40]:
-        print(f"  {c.what}: {c.before} → {c.after}")
-    if len(changes) > 40:
-        print(f"  ... {len(changes) - 40} more")
-
-
 def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int,
                      changes=()) -> None:
     """--json, --junit and --github (bench/ci_output/)."""
     if not (args.json_path or args.junit_path or args.github):
         return
-    labels = {row["cell_id"]: f"{_label(row)} {row['precision']}"
-              for row in result.drop_duplicates("cell_id").to_dict("records")}
+    labels = {row["cell_id"]: cell_label(row) for row in result.drop_duplicates("cell_id").to_dict("records")}
     if args.json_path:
         from bench.ci_output.check_json import check_document, write_json
 
@@ -187,8 +129,8 @@ def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: s
                                                   exit_code=exit_code, labels=labels, changes=changes))
     if args.junit_path or args.github:
         from bench.ci_output.emit import write_junit_github
-        from bench.ci_output.outcome import Source, from_check
+        from bench.ci_output.outcome import Heading, from_check
 
-        write_junit_github(from_check(result, labels), Source("bench check", f"{candidate} against {baseline}"),
+        write_junit_github(from_check(result, labels), Heading("bench check", f"{candidate} against {baseline}"),
                            counts, changes, junit_path=args.junit_path, github=args.github)
 

@@ -4,7 +4,8 @@ backend's ssh); outliers named by bench/analysis/diagnose.py's rules; nothing na
 docs/diagnose.md has the rules and measured figures."""
 from __future__ import annotations
 
-from bench.commands import EXIT_FAILED, EXIT_OK, add_store_argument
+from bench.commands import EXIT_FAILED, EXIT_OK
+from bench.commands.shared import add_store_argument
 from bench.errors import BenchInputError
 
 HELP = "find the slow node or link: per-node compute probes and pairwise transfers between the hosts"
@@ -32,11 +33,11 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
     """The hosts to probe and the ssh argv prefix per host; bad input is a BenchInputError before anything runs."""
     import re
 
-    from bench.backends.hosts_config import _HOST, read_hostfile
+    from bench.backend_settings.hosts import HOST_NAME_PATTERN, read_hostfile
 
     if args.hosts is not None:
         hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
-        bad = [h for h in hosts if not re.match(_HOST, h)]
+        bad = [h for h in hosts if not re.match(HOST_NAME_PATTERN, h)]
         if bad or not hosts:
             raise BenchInputError(f"--hosts: {bad[0]!r} is not a plain host name" if bad else "--hosts: no host named")
         if len(set(hosts)) != len(hosts):
@@ -60,7 +61,7 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
 
 def cell_hosts(store_path: str, cell_id: str) -> list[str]:
     """The hosts of the cell's ranks in its newest ok record; prints its expected value and slow rank first."""
-    from bench.commands.status import expected_lines
+    from bench.commands.shared import expected_lines
     from bench.store import Store
 
     with Store(store_path, create=False) as store:
@@ -75,7 +76,7 @@ def cell_hosts(store_path: str, cell_id: str) -> list[str]:
 
 
 def run(args) -> int:
-    from bench.diagnose import ProbeError, diagnose, ssh_runner
+    from bench.backends.hosts_probes import ProbeError, diagnose, ssh_runner
 
     hosts, ssh = hosts_and_ssh(args)
     try:

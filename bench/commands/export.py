@@ -2,7 +2,8 @@
 sweeps' rows instead (one per message size per repeat)."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument
 
 HELP = "export the store's records"
 

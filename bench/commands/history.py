@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument
 from bench.errors import BenchInputError
 
 HELP = "each cell's throughput over runs, with change points and what changed there"
@@ -14,7 +15,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 def add_arguments(parser) -> None:
     add_store_argument(parser)
     parser.add_argument("--cell", default=None, metavar="SELECTOR",
-                        help="only cells matching key=value[,key=value] (or a cell id)")
+                        help="only cells matching key=value[|value][,key=value] (or a cell id)")
     parser.add_argument("--min-shift", type=float, default=0.05,
                         help="smallest step between levels reported as a change point (default 0.05 = 5%%)")
     parser.add_argument("--runs", action="store_true", help="list every run's value, not only the sparkline")
@@ -47,24 +48,24 @@ def environment_change(store, cell_id: str, run_before: str, run_after: str, ver
 def run(args) -> int:
     from bench.analysis.collectives import training_only
     from bench.analysis.history import cell_histories, run_series
-    from bench.analysis.regress import parse_selector, select_cells
-    from bench.commands.check import _label
-    from bench.sources import open_store_with_runs
+    from bench.cell_label import cell_label
+    from bench.cell_selection import matches, parse_selection
+    from bench.check_sides import open_store_with_runs
 
     if not 0 < args.min_shift < 1:
         raise BenchInputError(f"--min-shift must be between 0 and 1, got {args.min_shift:g}")
-    selector = parse_selector(args.cell) if args.cell else None
+    selector = parse_selection(args.cell, "--cell")
     store = open_store_with_runs(args.store)
     try:
         df = training_only(store.dataframe(record_json=False))
         if selector:
-            df = df[select_cells(df, selector)]
+            df = df[matches(df, selector)]
         if df.empty:
             raise BenchInputError("no training records" + (f" match '{args.cell}'" if selector else ""), args.store)
         series = run_series(df)
         changes = cell_histories(series, min_shift=args.min_shift)
         versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
-        labels = {r["cell_id"]: f"{_label(r)} {r['precision']}" for r in df.drop_duplicates("cell_id").to_dict("records")}
+        labels = {r["cell_id"]: cell_label(r) for r in df.drop_duplicates("cell_id").to_dict("records")}
         for cell_id, points in series.groupby("cell_id", sort=False):
             values = points["images_per_sec"].tolist()
             print(f"{labels[cell_id]} ({cell_id}): {len(values)} runs, {_when(points['start_unix'].iloc[0])} → "

@@ -1,5 +1,5 @@
-"""`bench images render|list|build|check`: the container images for cluster backends (bench/images.py renders them,
-bench/image_build.py builds them, bench/image_check.py runs a cell inside one)."""
+"""`bench images render|list|build|check`: the container images for cluster backends (bench/images/: recipes.py renders
+them, build.py builds them, check.py runs a cell inside one)."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
@@ -31,19 +31,19 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bench import images
+    from bench.images import recipes
 
     if args.action == "render":
-        return _render(args, images)
+        return _render(args, recipes)
     if args.action == "list":
-        return _list(images)
-    return _build_or_check(args, images)
+        return _list(recipes)
+    return _build_or_check(args, recipes)
 
 
-def _render(args, images) -> int:
-    out_dir = args.out_dir or str(images.RENDERED_DIR)
+def _render(args, recipes) -> int:
+    out_dir = args.out_dir or str(recipes.RENDERED_DIR)
     try:
-        paths = images.render_all(out_dir)
+        paths = recipes.render_all(out_dir)
     except OSError as e:
         raise BenchInputError(f"cannot write the rendered Dockerfiles: {e.strerror}", out_dir) from None
     for path in paths:
@@ -51,22 +51,22 @@ def _render(args, images) -> int:
     return EXIT_OK
 
 
-def _list(images) -> int:
+def _list(recipes) -> int:
     from bench.catalog import catalog
 
-    for v in images.variants():
-        gpus = [k for k in catalog() if images.cuda_generation(k) == v.generation]
+    for v in recipes.variants():
+        gpus = [k for k in catalog() if recipes.cuda_generation(k) == v.generation]
         print(f"{v.id:28} {v.image:34} {' '.join(gpus)}")
     return EXIT_OK
 
 
-def _build_or_check(args, images) -> int:
+def _build_or_check(args, recipes) -> int:
     from pathlib import Path
 
-    from bench.image_engines import find_engine
+    from bench.images.engines import find_engine
 
     try:
-        chosen = [images.variant(name) for name in args.names]
+        chosen = [recipes.variant(name) for name in args.names]
     except KeyError as e:
         raise BenchInputError(str(e.args[0])) from None
     if args.action == "check" or getattr(args, "check", False):
@@ -85,8 +85,8 @@ def _build_or_check(args, images) -> int:
 
 
 def _build_one(engine, v, args, logs) -> int:
-    from bench.image_build import build, summary_json
-    from bench.image_pip import host_pip_settings
+    from bench.images.build import build, summary_json
+    from bench.images.pip_settings import host_pip_settings
 
     settings = host_pip_settings()
     if settings.local_dirs and not engine.mounts_dirs_at_build():
@@ -108,7 +108,7 @@ def _build_one(engine, v, args, logs) -> int:
 def _check_one(engine, v, logs) -> int:
     import shutil
 
-    from bench.image_check import run_cell
+    from bench.images.check import run_cell
 
     work = logs / f"check-{v.id}"
     shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,8 @@
 """`bench import FILE`: published or exported results into the store, marked with their source."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument
 
 HELP = "load published or exported results into the store, marked with their source"
 

@@ -1,21 +1,16 @@
-"""`bench model --validate`: the α-β what-if model (bench/analysis/model.py) against the published 2018 Batch AI
-32-GPU efficiencies (docs/scaling-model.md). This module reads the packaged reference CSV and prints; the model
-itself only computes."""
+"""`bench model --validate`: the α-β what-if model (bench/analysis/whatif.py) against the published 2018 Batch AI
+32-GPU efficiencies (docs/scaling-model.md). The published study is read through bench/reference.py and this module
+prints; the model itself only computes."""
 from __future__ import annotations
-
-from pathlib import Path
 
 from bench.commands import EXIT_OK
 from bench.errors import BenchInputError
 
 HELP = "the what-if scaling model: predicted vs published efficiency (--validate)"
 
-REFERENCE_CSV = Path(__file__).resolve().parent.parent / "data" / "reference" / \
-    "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"
-
 
 def add_arguments(parser) -> None:
-    from bench.analysis.model import DEFAULT_OVERLAP
+    from bench.analysis.whatif import DEFAULT_OVERLAP
 
     parser.add_argument("--validate", action="store_true", help="predicted vs published 32-GPU efficiency (Batch AI)")
     parser.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP,
@@ -25,30 +20,18 @@ def add_arguments(parser) -> None:
                         help="also the error at every published worker count (1-32), per series")
 
 
-def read_reference(path: Path = REFERENCE_CSV) -> list[dict[str, str]]:
-    """The reference chart rows, as the CSV has them."""
-    import csv
-
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
-    except OSError as e:
-        raise BenchInputError(f"cannot read the reference: {e.strerror}", str(path)) from None
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise BenchInputError(f"not a readable CSV: {e}", str(path)) from None
-
-
 def run(args) -> int:
-    from bench.analysis.model import DEFAULT_OVERLAP, gradient_bytes, validate, with_tcp
+    from bench import reference as study
+    from bench.analysis.whatif import DEFAULT_OVERLAP, gradient_bytes, validate, with_tcp
 
     if not args.validate:
         raise BenchInputError("nothing to do: add --validate (predicted vs published 32-GPU efficiency; "
                               "see `bench model --help`)")
-    reference = read_reference()
+    reference = study.validation_rows()
     rows = validate(reference, overlap=args.overlap)
     fitted = [f"{r['gpu']} {r['fabric'].upper()}" for r in rows if r["fitted"]]
     print(f"overlap = {args.overlap}, gradient = {gradient_bytes() / 1e6:.1f} MB fp32, baseline = single-GPU bar "
-          f"without MPI, reference = {REFERENCE_CSV.name} (final charts, resnet50)")
+          f"without MPI, reference = {study.VALIDATION_FILE} (final charts, {study.MODEL})")
     print(f"host staging per VM (the one fitted figure): {rows[0]['stage_GBps']:.2f} GB/s, fitted on "
           f"{', '.join(fitted)} at 32 GPUs; every other row is held out\n")
     print(markdown(rows))
@@ -72,7 +55,8 @@ def run(args) -> int:
 
 def all_points() -> list[str]:
     """One line per published series: the model's error at each worker count (the study charts' residuals)."""
-    from bench.report.study import published_series, residuals
+    from bench.analysis.whatif import residuals
+    from bench.reference import published_series
 
     res = residuals(published_series())
     return [f"  {gpu} · {series}: " + " ".join(f"{n}:{e:+.0f}" for n, e in zip(s["gpus"], s["residual_points"]))

@@ -8,8 +8,9 @@ import shlex
 import sys
 from collections import Counter
 
-from bench.backends import BACKENDS
+from bench.backend_settings.registry import BACKENDS
 from bench.commands import EXIT_OK
+from bench.commands.shared import backend_for
 
 HELP = "expand a matrix: counts by status and skip reason, and the planned cells (every cell with --all)"
 
@@ -24,15 +25,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
 
 
-def make_backend(name: str | None, matrix, results_dir, timeout: float | None = None):
-    """The backend `--backend` names, else the matrix's, with the matrix's settings for it."""
-    from pathlib import Path
-
-    from bench.backends import make_backend as make
-
-    return make(name or matrix.spec.backend.name, matrix.spec.backend, Path(results_dir), timeout)
-
-
 def run(args) -> int:
     from pathlib import Path
 
@@ -41,7 +33,7 @@ def run(args) -> int:
     from bench.runner import new_run_id
 
     matrix = load_matrix(args.matrix)
-    backend = make_backend(args.backend, matrix, Path("results"))
+    backend = backend_for(args.backend, matrix, Path("results"))
     planned = plan_cells(matrix.cells(), backend)
     run_id = "RUN_ID" if args.show_commands else new_run_id()
     if args.format == "json":

@@ -1,7 +1,8 @@
 """`bench report`: the HTML/Markdown/PNG report from the store."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument
 
 HELP = "write the HTML/Markdown/PNG report from the store"
 

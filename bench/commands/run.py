@@ -5,8 +5,8 @@ import socket
 import sys
 from pathlib import Path
 
-from bench.backends import BACKENDS
-from bench.commands import add_store_argument
+from bench.backend_settings.registry import BACKENDS
+from bench.commands.shared import add_store_argument
 from bench.errors import BenchInputError, RunFailed
 
 HELP = "run the matrix's runnable cells; resumes by default"
@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bench.commands.plan import make_backend
+    from bench.commands.shared import backend_for
     from bench.matrix import load_matrix
     from bench.plan import plan_cells
     from bench.store import Store, check_writable
@@ -31,7 +31,7 @@ def run(args) -> int:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
     matrix = load_matrix(args.matrix)  # all input is checked before anything is written
     store_path = Path(args.store)
-    backend = make_backend(args.backend, matrix, store_path.parent, args.timeout)
+    backend = backend_for(args.backend, matrix, store_path.parent, args.timeout)
     planned = plan_cells(matrix.cells(), backend)
     # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
     # one from a newer bench is one line and exit 2 before anything is printed, made or run.

@@ -2,7 +2,8 @@
 expected value, verdict and slow rank, and where its step time went (bench/analysis/expected.py)."""
 from __future__ import annotations
 
-from bench.commands import EXIT_OK, add_store_argument
+from bench.commands import EXIT_OK
+from bench.commands.shared import add_store_argument, expected_lines
 
 HELP = "runs in the store, the state of their cells, and whether each cell's figure is as expected"
 
@@ -27,29 +28,3 @@ def run(args) -> int:
         print("\nexpected vs measured (latest complete run of each cell):")
         print("\n".join(lines))
     return EXIT_OK
-
-
-def expected_lines(records, collectives, ranks) -> list[str]:
-    """One line per multi-worker cell (expected value, verdict, slow rank) and one per cell with a breakdown."""
-    from bench.analysis.collectives import fit_stacks, training_only
-    from bench.analysis.expected import breakdowns, expected_cells, windows_of
-    from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
-
-    measured = split_imported(records)[0]
-    if measured.empty:
-        return []
-    all_ok = latest_complete(measured)
-    ok = training_only(all_ok)
-    if ok.empty:
-        return []
-    table = scaling(cell_summary(ok))
-    sweeps = collectives.merge(all_ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"]) \
-        if collectives is not None and not collectives.empty else collectives
-    fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
-    windows = windows_of(ranks, ok)
-    out = [f"  {e.cell_id}  {e.workers} workers: {e.describe()}" for e in expected_cells(table, fits, windows)]
-    for b in breakdowns(table, windows, fits):
-        parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
-                          for p, s in b.parts.items())
-        out.append(f"  {b.cell_id}  step {b.step_s:.3f} s: {parts}")
-    return out

@@ -7,7 +7,7 @@ asked of that instance:
 - `debug` / `layers`: the switches that make its transport visible, and the shared layers whose output counts;
 - `parse`: its reading of a job's log into the effective transport (bench.transport reads with it);
 - `abi` / `runtime_prefix`: which Horovod build and environment runs its cells (bench.launch.runtimes);
-- `image`: what a container image installs for it (bench.images, docker/Dockerfile.j2);
+- `image`: what a container image installs for it (bench.images.recipes, docker/Dockerfile.j2);
 - `controller`: Horovod's controller under it, which `bench doctor`'s probe (bench/doctor.py) must see at work;
 - `native`, `ib_without_sriov`, `azureml_launch`, `launcher_env`: what planning and Azure ML need from it.
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """What a container image installs for a flavour (rendered by bench/images.py through docker/Dockerfile.j2).
+    """What a container image installs for a flavour (rendered by bench/images/recipes.py through docker/Dockerfile.j2).
     Images built with scripts/install.sh get the runtime from there; `wheel` is what the legacy generation, which
     cannot run install.sh, installs itself (the same pin as install.sh: a test keeps them equal)."""
     apt: tuple[str, ...] = ()  # Debian/Ubuntu packages
@@ -59,15 +59,6 @@ class Flavour:
     debug: dict[str, str]  # env that makes its own layer name the transport it chose
     layers: tuple[str, ...] = ()  # shared layers under it (bench.transport.SHARED_DEBUG_ENV) whose output counts
     image: ImageRecipe
-
-    # The names the launchers had as modules (launcher.NAME, launcher.TOOL): backends still use them.
-    @property
-    def NAME(self) -> str:  # noqa: N802
-        return self.name
-
-    @property
-    def TOOL(self) -> str:  # noqa: N802
-        return self.tool
 
     def __repr__(self) -> str:
         return f"<flavour {self.name}>"

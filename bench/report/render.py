@@ -31,10 +31,11 @@ def read_store(store) -> tuple[pd.DataFrame, list[str]]:
 def report_from_store(store_path: str, out_dir: Path, *, where: str | None = None,
                       prices_file: str | None = None) -> list[Path]:
     """`bench report`: all input checked (filters, prices, a store with records) before anything is written."""
-    from bench.report.filters import apply_where, load_prices, parse_where
+    from bench.cell_selection import matches, parse_selection
+    from bench.report.prices import load_prices
     from bench.store import Store
 
-    terms = parse_where(where)
+    terms = parse_selection(where, "--where")
     override = load_prices(prices_file) if prices_file else None
     with Store(store_path, create=False) as store:
         records, env_json = read_store(store)
@@ -43,7 +44,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
         ranks = store.rank_windows()
     if records.empty:
         raise BenchInputError("the store has no records yet (run `bench run MATRIX` first)", store_path)
-    selected = apply_where(records, terms)
+    selected = records[matches(records, terms)] if terms and not records.empty else records
     if selected.empty:
         raise BenchInputError(f"no records match '{where}' ({len(records)} records in the store)", "--where")
     if terms:  # the sample must describe what the report shows

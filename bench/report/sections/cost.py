@@ -4,8 +4,9 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.cost import cost_table
+from bench.cell_label import cell_label
 from bench.report import charts as ch
-from bench.report.format import num, short_label
+from bench.report.format import num
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, table, write_csv
 from bench.report.sections.context import Context
 
@@ -22,7 +23,7 @@ def build(ctx: Context) -> Section | None:
     rows = []
     for i, r in enumerate(costs.head(MAX_ROWS).itertuples(), 1):
         has = pd.notna(r.usd_per_million_images)
-        rows.append({"rank": str(i) if has else "—", "cell": short_label(costs.iloc[i - 1]),
+        rows.append({"rank": str(i) if has else "—", "cell": cell_label(costs.iloc[i - 1]),
                      "nodes": int(r.nodes), "VM $/h": num(r.vm_usd_per_hour, "${:,.2f}", "no price"),
                      "$/h": num(r.usd_per_hour, "${:,.2f}", "no price"), "images/sec": f"{r.images_per_sec:,.1f}",
                      "$ per million images": num(r.usd_per_million_images, "${:,.2f}", "no price"),
@@ -32,7 +33,7 @@ def build(ctx: Context) -> Section | None:
     charts, files = [], [csv]
     if not priced.empty:
         shown = priced.head(ch.MAX_BARS)
-        shown = shown.assign(label=[short_label(r) for _, r in shown.iterrows()])
+        shown = shown.assign(label=[cell_label(r) for _, r in shown.iterrows()])
         chart = ch.bar_chart(shown, "label", "Cheapest cells: $ per million training images (lower is better)",
                              ctx.out_dir / "cost.png", xlabel="USD per million images (VM list price × nodes)",
                              value="usd_per_million_images", low="_", high="_", fmt="${:,.2f}")

@@ -3,8 +3,8 @@ waiting for data, not computing."""
 from __future__ import annotations
 
 from bench.analysis.scaling import INPUT_BOUND_BELOW
+from bench.cell_label import cell_label
 from bench.report import charts as ch
-from bench.report.format import short_label
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, omitted, table
 from bench.report.sections.context import Context
 
@@ -22,7 +22,7 @@ def build(ctx: Context) -> Section | None:
         why = "no real-data cells" if not (t["data"] == "imagenet").any() else "no real-data cell has a synthetic twin"
         return omitted("data", TITLE, f"{why}.")
     real = real.sort_values("real_vs_synthetic", kind="stable").head(MAX_ROWS)
-    real = real.assign(label=[short_label(r) for _, r in real.iterrows()])
+    real = real.assign(label=[cell_label(r) for _, r in real.iterrows()])
     chart = ch.real_vs_synthetic_chart(real, INPUT_BOUND_BELOW, ctx.out_dir / "real_vs_synthetic.png")
     rows = [{"cell": r["label"] + f" ({r['data_layout']})", "images/sec (real)": f"{r['images_per_sec']:,.1f}",
              "images/sec (synthetic)": f"{r['synthetic_images_per_sec']:,.1f}",

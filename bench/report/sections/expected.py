@@ -4,8 +4,8 @@ and the slow rank, and where each cell's step time went (a stacked bar per cell)
 from __future__ import annotations
 
 from bench.analysis.expected import PARTS, TOLERANCE
+from bench.cell_label import cell_label
 from bench.report import charts as ch
-from bench.report.format import short_label
 from bench.report.sections.blocks import Chart, Section, table
 from bench.report.sections.context import Context
 
@@ -19,7 +19,7 @@ def build(ctx: Context) -> Section | None:
     rows = []
     for e in ctx.expected:
         cell = rows_by_id[e.cell_id]
-        rows.append({"cell": short_label(cell), "images/sec": f"{e.measured:,.1f}",
+        rows.append({"cell": cell_label(cell), "images/sec": f"{e.measured:,.1f}",
                      "expected": "—" if e.expected is None else
                      f"{e.expected:,.1f} ({e.expected_low:,.1f}–{e.expected_high:,.1f})",
                      "links": e.links or "—", "vs expected": e.verdict if e.expected is not None else e.why,
@@ -27,12 +27,12 @@ def build(ctx: Context) -> Section | None:
                      "_bad": e.below})
     charts, files = [], []
     if ctx.breakdowns:
-        path = ch.breakdown_chart([short_label(rows_by_id[b.cell_id]) for b in ctx.breakdowns],
+        path = ch.breakdown_chart([cell_label(rows_by_id[b.cell_id]) for b in ctx.breakdowns],
                                   [b.parts for b in ctx.breakdowns], [b.sources for b in ctx.breakdowns],
                                   ctx.out_dir / "breakdown.png")
         charts.append(Chart("Where the step time went", path))
         files.append(path)
-    parts = [{"cell": short_label(rows_by_id[b.cell_id]), "step s": f"{b.step_s:.3f}",
+    parts = [{"cell": cell_label(rows_by_id[b.cell_id]), "step s": f"{b.step_s:.3f}",
               **{p: f"{b.parts[p]:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "") for p in PARTS},
               "cell_id": b.cell_id, "_bad": False} for b in ctx.breakdowns]
     tables = []

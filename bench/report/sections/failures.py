@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench.analysis.scaling import series_label
+from bench.cell_label import cell_label
 from bench.report.sections.blocks import CustomSection
 from bench.report.sections.context import Context
 
@@ -22,6 +22,6 @@ class Failures(CustomSection):
 def build(ctx: Context) -> Failures | None:
     if ctx.failures.empty:
         return None
-    return Failures(tuple({"label": series_label(r) + f" · {int(r.gpus)} workers", "cell_id": r.cell_id,
+    return Failures(tuple({"label": cell_label(r), "cell_id": r.cell_id,
                            "status": r.status, "error": r.error, "run_id": r.run_id}
                           for _, r in ctx.failures.iterrows()))

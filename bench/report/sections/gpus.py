@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from bench.analysis.compare import at_fixed_scale
 from bench.report import charts as ch
-from bench.report.format import ci, short_label
+from bench.report.format import ci, settings_label
 from bench.report.sections.blocks import Chart, Section, omitted, table
 from bench.report.sections.context import Context
 
@@ -19,7 +19,7 @@ def build(ctx: Context) -> Section | None:
     if rows.empty:
         return omitted("gpus", TITLE, "fewer than two GPU types measured with otherwise equal settings.")
     n = int(setting["gpus"])
-    label = f"{n} workers, " + short_label({**setting, "gpu": "", "gpus": n}, drop=("gpu", "gpus"))
+    label = f"{n} workers, " + settings_label({**setting, "gpu": "", "gpus": n}, drop=("gpu", "gpus"))
     shown = rows.assign(label=[f"{r.gpu} ({int(r.nodes)} VM{'s' if r.nodes > 1 else ''})"
                                for r in rows.itertuples()])
     chart = ch.bar_chart(shown, "label", f"ResNet-50 images/sec by GPU at {n} workers", ctx.out_dir / "gpus.png")

@@ -10,7 +10,8 @@ import pandas as pd
 from bench.analysis.collectives import training_only
 from bench.analysis.envdiff import diff_environments, environment_of
 from bench.analysis.history import MIN_RUNS, cell_histories, run_series
-from bench.analysis.scaling import series_label, split_imported
+from bench.analysis.scaling import split_imported
+from bench.cell_label import cell_label
 from bench.report.charts import history_chart
 from bench.report.format import num
 from bench.report.sections.blocks import Chart, Section, table
@@ -48,7 +49,7 @@ def build(ctx: Context) -> Section | None:
     panels, rows = [], []
     for cell_id, points in series.groupby("cell_id", sort=False):
         r = first.loc[cell_id]
-        label = f"{series_label(r)} · {int(r['gpus'])}w"
+        label = cell_label(r)
         values = points["images_per_sec"].tolist()
         cps = changes[cell_id]
         edges = [0, *(c.index for c in cps), len(values)]

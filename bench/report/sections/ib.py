@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.compare import compare
+from bench.cell_label import cell_label
 from bench.report import charts as ch
-from bench.report.format import short_label, transport
+from bench.report.format import transport
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, omitted, table, write_csv
 from bench.report.sections.context import Context
 from bench.report.sections.pairs import PAIR_COLUMNS, pair_rows, worst_first
@@ -20,7 +21,7 @@ def build(ctx: Context) -> Section | None:
         return None
     pairs = compare(t, "ib", True, False)
     mism = t[t["transport_verdict"] == "mismatch"] if "transport_verdict" in t else t.iloc[0:0]
-    mism_rows = [{"cell": short_label(r), "transport": transport(r), "cell_id": r["cell_id"], "_bad": True}
+    mism_rows = [{"cell": cell_label(r), "transport": transport(r), "cell_id": r["cell_id"], "_bad": True}
                  for _, r in mism.head(MAX_ROWS).iterrows()]
     tables = []
     if mism_rows:

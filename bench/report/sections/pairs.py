@@ -7,7 +7,7 @@ import pandas as pd
 
 from bench.analysis.compare import compare_all
 from bench.report import charts as ch
-from bench.report.format import short_label
+from bench.report.format import settings_label
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, omitted, table, write_csv
 from bench.report.sections.context import Context
 
@@ -17,7 +17,7 @@ PAIR_COLUMNS = ["cell", "value", "vs", "images/sec (value)", "images/sec (vs)", 
 def pair_rows(pairs: pd.DataFrame, axis: str, *, transports: dict[str, str] | None = None) -> list[dict]:
     rows = []
     for _, p in pairs.iterrows():
-        row = {"cell": short_label(p, drop=(axis,)), "value": str(p.get("value", "")),
+        row = {"cell": settings_label(p, drop=(axis,)), "value": str(p.get("value", "")),
                "vs": str(p.get("baseline", "")), "images/sec (value)": f"{p['images_per_sec_a']:,.1f}",
                "images/sec (vs)": f"{p['images_per_sec_b']:,.1f}",
                "ratio": f"{p['ratio']:.3f}", "95% CI": f"{p['ratio_low']:.3f}–{p['ratio_high']:.3f}",

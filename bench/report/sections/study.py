@@ -1,10 +1,14 @@
-"""The 2018 Batch AI study: the published curves per GPU series (read from bench/data/reference/, never from the
-store), the what-if model dashed over them, and this store's measured cells of the same GPU on the same axes."""
+"""The 2018 Batch AI study: the published curves per GPU series (bench/reference.py reads them from
+bench/data/reference/, never from the store), the what-if model (bench/analysis/whatif.py) dashed over them, and this
+store's measured cells of the same GPU on the same axes."""
 from __future__ import annotations
 
 import pandas as pd
 
 from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys
+from bench.analysis.whatif import predicted_series, residuals
+from bench.errors import BenchInputError
+from bench.reference import PUBLISHED, published_series
 from bench.report import charts as ch
 from bench.report.format import num
 from bench.report.sections.blocks import Chart, Section, omitted, table
@@ -16,17 +20,16 @@ TITLE = "The 2018 Batch AI study: published scaling, the what-if model, measured
 
 def build(ctx: Context) -> Section | None:
     from bench.catalog import catalog
-    from bench.report import study
 
     if ctx.records.empty:
         return None
     try:
-        published = study.published_series()
-    except (OSError, KeyError, ValueError) as e:
+        published = published_series()
+    except (BenchInputError, OSError, KeyError, ValueError) as e:
         return omitted("study", TITLE, f"the published reference could not be read ({type(e).__name__}: "
                        f"{str(e)[:120]}).")
-    predicted = study.predicted_series(published)
-    res = study.residuals(published).set_index(["gpu", "series", "gpus"])["residual_points"]
+    predicted = predicted_series(published)
+    res = residuals(published).set_index(["gpu", "series", "gpus"])["residual_points"]
     predicted = predicted.assign(residual_points=[res.get((r.gpu, r.series, r.gpus)) for r in predicted.itertuples()])
     order = {k: i for i, k in enumerate(catalog())}
     gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
@@ -44,8 +47,8 @@ def build(ctx: Context) -> Section | None:
             mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
                               for _, g in groups[:STUDY_MEASURED_SERIES]])
         jobs.append((gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
-                     ctx.out_dir / f"study_{ch.slug(gpu)}.png", study.PUBLISHED))
-        titles.append(f"{gpu}: {study.PUBLISHED} (dotted), what-if model (dashed)"
+                     ctx.out_dir / f"study_{ch.slug(gpu)}.png", PUBLISHED))
+        titles.append(f"{gpu}: {PUBLISHED} (dotted), what-if model (dashed)"
                       + (", measured here (solid)" if not mine.empty else ""))
     paths = ch.study_figures(jobs)
     pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
@@ -56,7 +59,7 @@ def build(ctx: Context) -> Section | None:
              "_bad": False} for r in published.itertuples()]
     sources = ", ".join(sorted({s.rsplit("/experiments/", 1)[0].rsplit("/plot.svg", 1)[0]
                                 for s in published["source"]}))
-    note = (f"Dotted, hollow diamonds: {study.PUBLISHED} — ResNet-50, synthetic data, batch 64 per GPU, 4 GPUs per "
+    note = (f"Dotted, hollow diamonds: {PUBLISHED} — ResNet-50, synthetic data, batch 64 per GPU, 4 GPUs per "
             "VM, bar heights read from the SVG charts of " + sources + " (±0.2%); the data is bench/data/reference/ "
             "in this repository, read by the report and never written to the store, so it is in no measured table, "
             "resume or check. Intel MPI ran over InfiniBand with Horovod built without NCCL; Open MPI + NCCL over "
@@ -71,5 +74,5 @@ def build(ctx: Context) -> Section | None:
     return Section("study", TITLE, note, charts=tuple(Chart(c, p) for c, p in zip(titles, paths)),
                    tables=(table("study-table", ["gpu", "series", "workers", "images/sec", "efficiency",
                                                  "what-if efficiency", "residual", "source"], rows,
-                                 title=f"Published bars ({study.PUBLISHED})"),),
+                                 title=f"Published bars ({PUBLISHED})"),),
                    files=tuple(paths))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bench.backends.container import ContainerSettings
+from bench.backend_settings.container import ContainerSettings
 from bench.errors import BenchInputError
 
 # Host names and ssh values reach launcher command lines and ssh's own option strings: plain words only.
-_HOST = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
+HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
 _WORD = r"^[^\s'\"\\]+$"
 
 
@@ -52,7 +52,7 @@ class HostsConfig(BaseModel):
         if self.hosts is not None and self.hostfile is not None:
             raise ValueError("name the hosts either as a list (hosts) or in a hostfile, not both")
         for host in self.hosts or ():
-            if not re.match(_HOST, host):
+            if not re.match(HOST_NAME_PATTERN, host):
                 raise ValueError(f"host {host!r} is not a plain host name or address")
         if self.hosts and len(set(self.hosts)) != len(self.hosts):
             raise ValueError("a host is listed twice")
@@ -84,7 +84,7 @@ def read_hostfile(path: str | Path) -> tuple[Host, ...]:
             continue
         where = f"{path}:{n}"
         name, options = words[0], words[1:]
-        if not re.match(_HOST, name):
+        if not re.match(HOST_NAME_PATTERN, name):
             raise BenchInputError(f"hostfile: {name!r} is not a plain host name or address", where)
         if name in seen:
             raise BenchInputError(f"hostfile: host {name} listed twice", where)

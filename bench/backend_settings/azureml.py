@@ -21,7 +21,7 @@ class AzureMLConfig(BaseModel):
     # Compute cluster per catalogue GPU key; missing keys fall back to "bench-<key lowercased>".
     clusters: dict[str, str] = Field(default_factory=dict)
     # Registered environment ("name:version", "name@latest", "azureml:...") or an image URI with its registry
-    # ("myacr.azurecr.io/bench-pt:cuda12"); null = the image for the cell (bench.images), under image_registry.
+    # ("myacr.azurecr.io/bench-pt:cuda12"); null = the image for the cell (bench.images.recipes), under image_registry.
     environment: str | None = None
     image_registry: str | None = None
     experiment: str = "bench"

@@ -1,5 +1,6 @@
 """What-if scaling model: α-β ring allreduce under data-parallel ResNet-50 training (pure functions, no I/O:
-`bench model --validate` reads the packaged reference CSV and hands its rows to `validate`).
+`bench model --validate` reads the published 2018 study through bench/reference.py and hands its rows to `validate`;
+the report's study section and `bench model --all-points` hand its published series to `predicted_series`).
 
     step(N) = compute + max(0, allreduce(N) − overlap · backward)        compute = batch / X(1)
     backward = BACKWARD_FRACTION · compute                              X(N) = N · batch / step(N)
@@ -54,7 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from bench.analysis import AnalysisError
 
@@ -221,11 +222,33 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
 
 # --- validation against the 2018 Batch AI charts -----------------------------------------------------------------
 
-# The published runs: Intel MPI over IB with Horovod built without NCCL (host path), Open MPI + NCCL over TCP.
-# NCCL 2.2.12 (the OpenMPI image's): its flat ring (path `nccl-ring`).
-PUBLISHED_RUNS = {"ib": ("IntelMPI", "host"), "tcp": ("OpenMPI+NCCL", "nccl-ring")}
-# What one reference row must carry (bench/data/reference/batchai_tf_cnn_benchmarks_synthetic_from_svg.csv).
-REFERENCE_COLUMNS = ("model_arg", "status", "gpu_type", "mpi", "total_gpus", "images_per_sec_total")
+# What one reference row must carry (bench.reference.validation_rows: the published columns, and the run's fabric and
+# allreduce route from bench.reference.RUNS, both None for the single-GPU bar without MPI).
+REFERENCE_COLUMNS = ("model_arg", "status", "gpu_type", "mpi", "fabric", "route", "total_gpus", "images_per_sec_total")
+PUBLISHED_FABRICS = ("ib", "tcp")  # the fabrics validated: each GPU's published run over each, in this order
+
+
+def _published_bars(reference: Iterable[Mapping[str, Any]], model: str) -> tuple[dict[tuple, float], dict]:
+    """The `final` bars of `model` ((gpu, fabric or None, workers) → images/sec) and the run over each fabric
+    (fabric → (mpi, route))."""
+    bars: dict[tuple, float] = {}
+    runs: dict[str, tuple[str, str]] = {}
+    for row in reference:
+        missing = [c for c in REFERENCE_COLUMNS if c not in row]
+        if missing:
+            raise AnalysisError(f"reference row without {', '.join(missing)}")
+        if row["model_arg"] == model and str(row["status"]).startswith("final"):
+            fabric = row["fabric"] or None
+            bars[(row["gpu_type"], fabric, int(row["total_gpus"]))] = float(row["images_per_sec_total"])
+            if fabric is not None and runs.setdefault(fabric, (row["mpi"], row["route"])) != (row["mpi"], row["route"]):
+                raise AnalysisError(f"the reference has two {model} runs over {fabric}: {runs[fabric][0]} and "
+                                    f"{row['mpi']}")
+    return bars, runs
+
+
+def published_routes(reference: Iterable[Mapping[str, Any]], model: str = "resnet50") -> dict[str, str]:
+    """The allreduce route of the published run over each fabric (fabric → route)."""
+    return {fabric: route for fabric, (_, route) in _published_bars(reference, model)[1].items()}
 
 
 def reference_efficiencies(reference: Iterable[Mapping[str, Any]], gpus: int = 32, model: str = "resnet50",
@@ -233,24 +256,19 @@ def reference_efficiencies(reference: Iterable[Mapping[str, Any]], gpus: int = 3
     """Published E(gpus) per GPU type from the `final` chart rows of the reference (each row a mapping with
     REFERENCE_COLUMNS). baseline `single`: the single-GPU bar without MPI; `same-mpi`: the 1-GPU bar of the same
     MPI."""
-    bars: dict[tuple, float] = {}
-    for row in reference:
-        missing = [c for c in REFERENCE_COLUMNS if c not in row]
-        if missing:
-            raise AnalysisError(f"reference row without {', '.join(missing)}")
-        if row["model_arg"] == model and str(row["status"]).startswith("final"):
-            bars[(row["gpu_type"], row["mpi"], int(row["total_gpus"]))] = float(row["images_per_sec_total"])
+    bars, runs = _published_bars(reference, model)
     out = {}
     for gpu in sorted({k[0] for k in bars}):
-        single = bars.get((gpu, "none (local)", 1))
+        single = bars.get((gpu, None, 1))
         if single is None:
             raise AnalysisError(f"the reference has no single-GPU {model} bar for {gpu}")
         entry = {"single_gpu": single, "batch": 64}
-        for fabric, (mpi, _) in PUBLISHED_RUNS.items():
-            base = single if baseline == "single" else bars.get((gpu, mpi, 1))
-            bar = bars.get((gpu, mpi, gpus))
+        for fabric in PUBLISHED_FABRICS:
+            base = single if baseline == "single" else bars.get((gpu, fabric, 1))
+            bar = bars.get((gpu, fabric, gpus))
             if base is None or bar is None:
-                raise AnalysisError(f"the reference has no {mpi} {model} bars for {gpu} at 1 and {gpus} GPUs")
+                run = runs[fabric][0] if fabric in runs else fabric.upper()
+                raise AnalysisError(f"the reference has no {run} {model} bars for {gpu} at 1 and {gpus} GPUs")
             entry[fabric] = bar / (gpus * base)
         out[gpu] = entry
     if not out:
@@ -268,12 +286,13 @@ def fit_vm_stage(reference: Iterable[Mapping[str, Any]], series: tuple[str, str]
     rows = list(reference)
     gpu, fabric = series
     ref = reference_efficiencies(rows, gpus)[gpu]
+    route = published_routes(rows)[fabric]
     links = dict(links or LINKS)
 
     def efficiency(beta: float) -> float:
         staged = {**links, "host-stage-vm": replace(links["host-stage-vm"], beta_Bps=beta)}
-        return predict(gpu, gpus, ref["single_gpu"], ref["batch"], fabric=fabric, path=PUBLISHED_RUNS[fabric][1],
-                       overlap=overlap, links=staged).efficiency
+        return predict(gpu, gpus, ref["single_gpu"], ref["batch"], fabric=fabric, path=route, overlap=overlap,
+                       links=staged).efficiency
 
     lo, hi = 0.05 * GB, 500 * GB
     if not efficiency(lo) <= ref[fabric] <= efficiency(hi):
@@ -296,8 +315,10 @@ def validate(reference: Iterable[Mapping[str, Any]], gpus: int = 32, overlap: fl
         beta = fit_vm_stage(rows_in, gpus=gpus, overlap=overlap, links=links)
         links["host-stage-vm"] = replace(links["host-stage-vm"], beta_Bps=beta)
     rows = []
+    routes = published_routes(rows_in)
     for gpu, ref in reference_efficiencies(rows_in, gpus).items():
-        for fabric, (_, route) in PUBLISHED_RUNS.items():
+        for fabric in PUBLISHED_FABRICS:
+            route = routes[fabric]
             p = predict(gpu, gpus, ref["single_gpu"], ref["batch"], fabric=fabric, path=route, overlap=overlap,
                         links=links)
             rows.append({"gpu": gpu, "fabric": fabric, "path": route, "single_gpu": ref["single_gpu"],
@@ -314,22 +335,56 @@ def with_tcp(gbit_s: float) -> dict[str, Link]:
     return {**LINKS, "azure-tcp-2018": replace(LINKS["azure-tcp-2018"], beta_Bps=gbit_s / 8 * GB)}
 
 
+# --- the published series, predicted bar by bar (the report's study charts, `bench model --all-points`) ------------
+
+def predicted_series(published):
+    """`predict` for every published bar (bench.reference.published_series()'s frame: gpu, series, gpus, fabric,
+    route, batch_per_gpu, images_per_sec), from the series' own 1-GPU bar, on the series' fabric and allreduce route.
+    Bars the model cannot place are left out. Columns: gpu, series, gpus, images_per_sec, efficiency."""
+    import pandas as pd
+
+    rows = []
+    for (gpu, series), s in published.groupby(["gpu", "series"], sort=True):
+        first = s.sort_values("gpus").iloc[0]
+        if first["gpus"] != 1:
+            continue
+        for r in s.itertuples():
+            try:
+                p = predict(gpu, int(r.gpus), float(first["images_per_sec"]), int(r.batch_per_gpu), fabric=r.fabric,
+                            path=r.route)
+            except (AnalysisError, KeyError, ValueError):
+                continue
+            rows.append({"gpu": gpu, "series": series, "gpus": int(r.gpus), "images_per_sec": p.images_per_sec,
+                         "efficiency": p.efficiency})
+    return pd.DataFrame(rows, columns=["gpu", "series", "gpus", "images_per_sec", "efficiency"])
+
+
+def residuals(published):
+    """Published bars with the model's efficiency beside them: the published columns plus predicted_efficiency and
+    residual_points (predicted − published, in points), sorted by gpu, series, gpus."""
+    pred = predicted_series(published)
+    m = published.merge(pred[["gpu", "series", "gpus", "efficiency"]], on=["gpu", "series", "gpus"],
+                        suffixes=("", "_predicted"))
+    m = m.rename(columns={"efficiency_predicted": "predicted_efficiency"})
+    m["residual_points"] = 100 * (m["predicted_efficiency"] - m["efficiency"])
+    return m.sort_values(["gpu", "series", "gpus"]).reset_index(drop=True)
+
+
 # --- for the report: prediction next to measurement ---------------------------------------------------------------
 
-def predict_table(scaled, fits: Mapping[tuple, Any] | None = None):
+def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_mpis: Collection[str]):
     """Adds predicted_images_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
-    a 1-worker baseline on a GPU the model knows. A flavour that reaches InfiniBand without SR-IOV (Intel MPI, through
-    DAPL) uses the host path on such a SKU (as in 2018), everything else NCCL. Rows it cannot predict get NaN.
+    a 1-worker baseline on a GPU the model knows. `host_path_mpis`: the MPI flavours that reach InfiniBand without
+    SR-IOV (Intel MPI, through DAPL; the caller asks bench.launch): they use the host path on such a SKU (as in 2018),
+    everything else NCCL. Rows it cannot predict get NaN.
 
     `fits`: collectives.fit_stacks() of the store's allreduce rows. A row whose stack has a usable fit is predicted
     from it (cpu cells too: their links are then measured, not guessed); `predicted_links` says which values each
     prediction used, and why a measured fit was passed over."""
     import pandas as pd
 
-    from bench.catalog import catalog
-    from bench.launch import LAUNCHERS
-
     from bench.analysis.collectives import stack_of
+    from bench.catalog import catalog
 
     out = scaled.copy()
     pred_x, pred_e, used = [], [], []
@@ -341,8 +396,7 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None):
         known = r["gpu"] in FABRICS and (r["gpu"] != "cpu" or measured is not None)
         if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_images_per_sec")):
             fabric = "ib" if r["ib"] else "tcp"
-            flavour = LAUNCHERS.get(r["mpi"])
-            host = flavour is not None and flavour.ib_without_sriov and not catalog()[r["gpu"]].sriov
+            host = r["mpi"] in host_path_mpis and not catalog()[r["gpu"]].sriov
             route = "host" if host else "nccl"
             try:
                 p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),

@@ -12,7 +12,7 @@ from bench.errors import BenchInputError
 
 
 @dataclass
-class Source:
+class CheckSide:
     """What one side of a check is: a label for people, and window-level rows (cell_id, cell keys, run_id, job,
     repeat, status, images_per_sec) for bench.analysis.regress.observations."""
     label: str
@@ -55,30 +55,30 @@ def run_windows(store, run_id: str) -> pd.DataFrame:
     return with_cpu_signatures(df[df["run_id"] == run_id].reset_index(drop=True))
 
 
-def resolve_source(spec: str, *, store_path: str | Path, baselines_dir: Path) -> Source:
+def resolve_side(spec: str, *, store_path: str | Path, baselines_dir: Path) -> CheckSide:
     """`run:ID`, `baseline:NAME`, a path to a baseline .json, `latest`, a baseline name under baselines_dir, or a
     run id in the store (tried in that order)."""
     kind, _, rest = spec.partition(":")
     if kind == "baseline" and rest:
-        return _baseline_source(baselines_dir / f"{check_name(rest)}.json")
+        return _baseline_side(baselines_dir / f"{check_name(rest)}.json")
     if kind == "run" and rest:
-        return _run_source(store_path, rest)
+        return _run_side(store_path, rest)
     if spec.endswith(".json") or "/" in spec:
-        return _baseline_source(Path(spec))
+        return _baseline_side(Path(spec))
     if spec != "latest" and is_name(spec) and (baselines_dir / f"{spec}.json").exists():
-        return _baseline_source(baselines_dir / f"{spec}.json")
+        return _baseline_side(baselines_dir / f"{spec}.json")
     if spec != "latest" and not Path(store_path).exists():
         raise BenchInputError(f"unknown run or baseline '{spec}' (no {baselines_dir / (spec + '.json')}, "
                               f"no store at {store_path})")
-    return _run_source(store_path, spec)
+    return _run_side(store_path, spec)
 
 
-def _baseline_source(path: Path) -> Source:
+def _baseline_side(path: Path) -> CheckSide:
     doc = load_baseline(path)
-    return Source(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc), doc.get("environment"))
+    return CheckSide(f"baseline {doc.get('name', path.stem)} ({path})", baseline_windows(doc), doc.get("environment"))
 
 
-def _run_source(store_path: str | Path, spec: str) -> Source:
+def _run_side(store_path: str | Path, spec: str) -> CheckSide:
     from bench.analysis.envdiff import environment_of
 
     store = open_store_with_runs(store_path)
@@ -89,4 +89,4 @@ def _run_source(store_path: str | Path, spec: str) -> Source:
     finally:
         store.close()
     ok = windows[windows["status"] == "ok"] if "status" in windows else windows
-    return Source(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows, environment_of(ok, [version]))
+    return CheckSide(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows, environment_of(ok, [version]))

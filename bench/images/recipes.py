@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import configparser
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.launch import LAUNCHERS, flavour_named
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "docker"
 TEMPLATE = "Dockerfile.j2"
 RENDERED_DIR = DOCKER_DIR / "rendered"
@@ -261,8 +260,3 @@ def render_all(out_dir: str | Path = RENDERED_DIR) -> list[Path]:
         written.append(path)
     return written
 
-
-if __name__ == "__main__":  # `python -m bench.images ...` is `bench images ...` (the rendered files name it)
-    from bench.cli import main
-
-    sys.exit(main(["images", *sys.argv[1:]]))

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bench.backends.container import ContainerSettings
+from bench.backend_settings.container import ContainerSettings
 
 # Partition and account names go into #SBATCH lines, which sbatch parses itself (not bash): plain names only, so a
 # value can never end the line and smuggle shell into the script.

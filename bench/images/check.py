@@ -9,8 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.image_engines import Engine
-from bench.images import Variant
+from bench.images.engines import Engine
+from bench.images.recipes import Variant
 
 IMAGE_USER = "10001:10001"  # `bench`, made by docker/Dockerfile.j2's apt layer
 IN_IMAGE = "/work"  # where a host folder (matrix in, store out) is mounted in the container

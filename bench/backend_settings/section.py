@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from bench.backends import BACKENDS, load
+from bench.backend_settings.registry import BACKENDS, load
 
 
 class SampleSpec(BaseModel):

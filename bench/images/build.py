@@ -1,5 +1,5 @@
 """`bench images build`: one rendered variant built by a container engine, the host's pip settings passed in as build
-secrets and read-only mounts (bench/image_pip.py), then the image checked for what must not be in it.
+secrets and read-only mounts (bench/images/pip_settings.py), then the image checked for what must not be in it.
 
 The checks after the build: no string that only the host's pip settings hold (its index URLs, find-links folders)
 appears in the image's history or in any text file of its file system, and no certificate of the host's CA bundle
@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.image_engines import Engine
-from bench.image_pip import CA_TARGET, PipSettings, write_settings
-from bench.images import RENDERED_DIR, ROOT, Variant
+from bench.images.engines import Engine
+from bench.images.pip_settings import CA_TARGET, PipSettings, write_settings
+from bench.images.recipes import RENDERED_DIR, ROOT, Variant
 
 CHECK_TIMEOUT_S = 900
 IMAGE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's (and Ubuntu's) bundle inside the image

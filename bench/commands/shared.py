@@ -1,0 +1,101 @@
+"""What several verbs share, in one place, so that no verb imports another: the --store option, the CI output
+options and their paths, what-changed printing, the backend a matrix and --backend name, the expected-value lines.
+Cells are named with bench.cell_label.cell_label everywhere. Light at the top, like the verbs (the parser is built
+from every verb module on every call)."""
+from __future__ import annotations
+
+from bench.errors import BenchInputError
+
+# Where the results store is unless --store says otherwise (relative to where bench runs). Written here once: every
+# verb that reads or writes the store takes its --store from add_store_argument.
+DEFAULT_STORE = "results/bench.db"
+
+
+def add_store_argument(parser) -> None:
+    """The --store option, the same for every verb that uses the results store."""
+    parser.add_argument("--store", default=DEFAULT_STORE, help=f"the results store (default: {DEFAULT_STORE})")
+
+
+def add_ci_output_arguments(parser) -> None:
+    """--junit and --github, the same for `check` and `ab`."""
+    parser.add_argument("--junit", dest="junit_path", default=None, metavar="PATH",
+                        help="also write JUnit XML: one test case per cell, a regression is a failure")
+    parser.add_argument("--github", action="store_true",
+                        help="GitHub Actions: Markdown summary to $GITHUB_STEP_SUMMARY, ::error/::warning annotations")
+
+
+def check_output_path(option: str, path: str | None) -> None:
+    """An output file's folder must exist and be writable before anything is computed (bad input: exit 2)."""
+    import os
+    from pathlib import Path
+
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise BenchInputError(f"{option} {path}: is a directory, expected a file path")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise BenchInputError(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise BenchInputError(f"{option} {path}: not writable")
+
+
+def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
+    """Prints (and returns) what differs between the two sides' recorded environments (CheckSide.environment), most
+    relevant first."""
+    from bench.analysis.envdiff import diff_environments
+
+    if base_env is None or cand_env is None:
+        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
+              "with `bench baseline save`, or compare two runs in the store)")
+        return []
+    changes = diff_environments(base_env, cand_env)
+    print_changes(changes, "the baseline", "the candidate")
+    return changes
+
+
+def print_changes(changes, before: str, after: str) -> None:
+    if not changes:
+        print(f"what changed: nothing recorded differs between the environments of {before} and {after}")
+        return
+    print(f"what changed from {before} to {after} (most likely to move throughput first):")
+    for c in changes[:40]:
+        print(f"  {c.what}: {c.before} → {c.after}")
+    if len(changes) > 40:
+        print(f"  ... {len(changes) - 40} more")
+
+
+def backend_for(name: str | None, matrix, results_dir, timeout: float | None = None):
+    """The backend `--backend` names, else the matrix's, with the matrix's settings for it."""
+    from pathlib import Path
+
+    from bench.backends import make_backend as make
+
+    return make(name or matrix.spec.backend.name, matrix.spec.backend, Path(results_dir), timeout)
+
+
+def expected_lines(records, collectives, ranks) -> list[str]:
+    """One line per multi-worker cell (expected value, verdict, slow rank) and one per cell with a breakdown."""
+    from bench.analysis.collectives import fit_stacks, training_only
+    from bench.analysis.expected import breakdowns, expected_cells, windows_of
+    from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
+
+    measured = split_imported(records)[0]
+    if measured.empty:
+        return []
+    all_ok = latest_complete(measured)
+    ok = training_only(all_ok)
+    if ok.empty:
+        return []
+    table = scaling(cell_summary(ok))
+    sweeps = collectives.merge(all_ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"]) \
+        if collectives is not None and not collectives.empty else collectives
+    fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
+    windows = windows_of(ranks, ok)
+    out = [f"  {e.cell_id}  {e.workers} workers: {e.describe()}" for e in expected_cells(table, fits, windows)]
+    for b in breakdowns(table, windows, fits):
+        parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
+                          for p, s in b.parts.items())
+        out.append(f"  {b.cell_id}  step {b.step_s:.3f} s: {parts}")
+    return out
