@@ -76,9 +76,37 @@ def test_the_probes_run_here_for_real():
     (["--hosts", "a;b"], "'a;b' is not a plain host name"),
     (["--hosts", "a,a"], "a host is named twice"),
     (["--hostfile", "nowhere"], "cannot read nowhere"),
-    (["--cell", "abc", "--store", "none.db"], "none.db"),
+    (["--cell", "abc123", "--store", "none.db"], "none.db"),
+    (["--cell", "colour=red", "--store", "none.db"], "--cell: unknown key 'colour'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     done = bench_cli("diagnose", *args, cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert COMPUTE_BELOW < 1
+
+
+def test_cell_hosts_takes_a_cell_id_or_a_selection_naming_one_cell(tmp_path, capsys):
+    """`bench diagnose --cell`: the one selection syntax (bench/cell_selection.py); the hosts are its ranks' hosts."""
+    from bench.cell import cell_id
+    from bench.commands.diagnose import cell_hosts
+    from bench.errors import BenchInputError
+    from bench.record import parse_record
+    from bench.store import Store
+    from tests.factories import cell, record
+
+    path = tmp_path / "bench.db"
+    with Store(path) as store:
+        store.begin_run("r1", matrix_name="t", matrix_path="m.yaml", backend="local", host="h", bench_version="0",
+                        plan={})
+        for gpus in (1, 2):
+            data = record(run_id="r1", gpus=gpus)
+            data["per_rank"] = [{**r, "host": f"node{r['rank'] + 1}"} for r in data["per_rank"]]
+            store.write(parse_record({**data, "job": 0}))
+        store.finish_run("r1")
+    two = cell_id(cell(gpus=2))
+    assert cell_hosts(str(path), two) == ["node1", "node2"]
+    assert cell_hosts(str(path), "gpus=2,mpi=openmpi") == ["node1", "node2"]
+    with pytest.raises(BenchInputError, match="matches 2 cells"):
+        cell_hosts(str(path), "gpu=cpu")
+    with pytest.raises(BenchInputError, match="no successful record of cell"):
+        cell_hosts(str(path), "gpus=4")

@@ -17,8 +17,9 @@ def add_arguments(parser) -> None:
                        help="comma-separated host names (reached over ssh; this machine's own name runs here)")
     where.add_argument("--hostfile", help="an Open MPI hostfile (`node1 slots=2`, one host a line)")
     where.add_argument("--matrix", help="a matrix whose backend is `hosts`: its hosts and ssh settings")
-    where.add_argument("--cell", help="a cell id in the store: the hosts its latest run's ranks ran on, and its "
-                                      "expected value and slow rank")
+    where.add_argument("--cell", metavar="SELECTION",
+                       help="one cell in the store (a cell id, or key=value[,key=value] naming one cell): the hosts "
+                            "its latest run's ranks ran on, and its expected value and slow rank")
     parser.add_argument("--only", choices=("compute", "links"), help="run one kind of probe only")
     add_store_argument(parser)
 
@@ -59,16 +60,25 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
     return cell_hosts(args.store, args.cell), _plain_ssh
 
 
-def cell_hosts(store_path: str, cell_id: str) -> list[str]:
-    """The hosts of the cell's ranks in its newest ok record; prints its expected value and slow rank first."""
+def cell_hosts(store_path: str, selection: str) -> list[str]:
+    """The hosts of the cell's ranks in its newest ok record; prints its expected value and slow rank first.
+    `selection`: bench/cell_selection.py's syntax, naming one cell."""
+    from bench.cell_selection import describe, matches, parse_selection
     from bench.commands.shared import expected_lines
     from bench.store import Store
 
+    chosen = parse_selection(selection, "--cell")
     with Store(store_path, create=False) as store:
+        records = store.dataframe(record_json=False)
+        ids = records.loc[matches(records, chosen), "cell_id"].unique() if not records.empty else []
+        if len(ids) > 1:
+            raise BenchInputError(f"--cell: '{describe(chosen)}' matches {len(ids)} cells; add keys so it names one",
+                                  store_path)
+        cell_id = ids[0] if len(ids) else selection
         windows = [w for w in store.rank_windows() if w["cell_id"] == cell_id]
         if not windows:
             raise BenchInputError(f"--cell: no successful record of cell {cell_id} in the store", store_path)
-        lines = expected_lines(store.dataframe(record_json=False), store.collectives(), store.rank_windows())
+        lines = expected_lines(records, store.collectives(), store.rank_windows())
     for line in lines:
         if line.strip().startswith(cell_id):
             print(line.strip())
