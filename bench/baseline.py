@@ -31,7 +31,6 @@ from models.cpufeatures import signature
 
 BASELINE_FORMAT = "bench-baseline"
 BASELINE_FORMAT_VERSION = 2
-DEFAULT_BASELINES = Path("baselines")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

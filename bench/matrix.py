@@ -20,7 +20,7 @@ from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
-from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES, WORKLOADS
+from models.registry import COLLECTIVES, WORKLOADS
 
 MAX_CELLS = 1_000_000
 

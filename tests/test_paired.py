@@ -8,7 +8,8 @@ import pytest
 from bench.ab.spec import parse_side
 from bench.analysis import AnalysisError
 from bench.analysis.paired import (PairedSettings, detectable_slowdown, interleave, pair_values, paired_verdict,
-                                   power_at, t_cdf, t_quantile)
+                                   power_at)
+from bench.analysis.stats import t_cdf, t_quantile
 from bench.errors import BenchInputError
 
 

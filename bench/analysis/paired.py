@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from bench.analysis import AnalysisError
-# The t distribution itself (t_cdf, t_quantile) is imported from here too (tests/test_paired.py): re-exported.
-from bench.analysis.stats import t_cdf, t_detectable_shift, t_interval, t_power, t_quantile  # noqa: F401
+from bench.analysis.stats import t_detectable_shift, t_interval, t_power
 
-PAIRED_VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data")
 MIN_PAIRS = 3
 
 

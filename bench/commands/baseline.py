@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.commands import EXIT_OK
-from bench.commands.shared import add_store_argument
+from bench.commands.shared import add_baselines_dir_argument, add_store_argument
 
 HELP = "save or list baselines (baselines/NAME.json)"
 
@@ -18,10 +18,10 @@ def add_arguments(parser) -> None:
     b.add_argument("--run", action="append", default=[],
                    help="run id or latest (repeat to pool runs; default latest)")
     add_store_argument(b)
-    b.add_argument("--baselines-dir", default="baselines")
+    add_baselines_dir_argument(b)
     b.add_argument("-o", "--output", help="write here instead of <baselines-dir>/NAME.json")
     b = verbs.add_parser("list", help="the saved baselines")
-    b.add_argument("--baselines-dir", default="baselines")
+    add_baselines_dir_argument(b)
 
 
 def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, baselines_dir: Path,

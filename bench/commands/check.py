@@ -7,8 +7,8 @@ import sys
 
 from bench.cell_label import cell_label
 from bench.commands import EXIT_FAILED, EXIT_OK
-from bench.commands.shared import (add_ci_output_arguments, add_store_argument, check_output_path, print_changes,
-                                   what_changed)
+from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
+                                   check_output_path, print_changes, what_changed)
 from bench.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
                         help="baseline name/file, run id, run:ID, baseline:NAME or latest")
     parser.add_argument("--candidate", default="latest", help="the same forms (default: latest run in the store)")
     add_store_argument(parser)
-    parser.add_argument("--baselines-dir", default="baselines")
+    add_baselines_dir_argument(parser)
     parser.add_argument("--min-effect", type=float, default=0.05,
                         help="smallest |ratio - 1| called a change (0.05 = 5%%)")
     parser.add_argument("--normalize", default="none",

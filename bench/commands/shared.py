@@ -9,11 +9,19 @@ from bench.errors import BenchInputError
 # Where the results store is unless --store says otherwise (relative to where bench runs). Written here once: every
 # verb that reads or writes the store takes its --store from add_store_argument.
 DEFAULT_STORE = "results/bench.db"
+# Where baseline files are named and saved unless --baselines-dir says otherwise (`check`, `baseline save|list`).
+DEFAULT_BASELINES_DIR = "baselines"
 
 
 def add_store_argument(parser) -> None:
     """The --store option, the same for every verb that uses the results store."""
     parser.add_argument("--store", default=DEFAULT_STORE, help=f"the results store (default: {DEFAULT_STORE})")
+
+
+def add_baselines_dir_argument(parser) -> None:
+    """The --baselines-dir option, the same for every verb that names baseline files."""
+    parser.add_argument("--baselines-dir", default=DEFAULT_BASELINES_DIR,
+                        help=f"where baseline files are (default: {DEFAULT_BASELINES_DIR})")
 
 
 def add_ci_output_arguments(parser) -> None:
