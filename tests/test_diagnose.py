@@ -99,12 +99,15 @@ def test_cell_hosts_takes_a_cell_id_or_a_selection_naming_one_cell(tmp_path, cap
         store.begin_run("r1", matrix_name="t", matrix_path="m.yaml", backend="local", host="h", bench_version="0",
                         plan={})
         for gpus in (1, 2):
-            data = record(run_id="r1", gpus=gpus)
-            data["per_rank"] = [{**r, "host": f"node{r['rank'] + 1}"} for r in data["per_rank"]]
-            store.write(parse_record({**data, "job": 0}))
+            for repeat in range(3):  # the cell's every repeat: a complete run
+                data = record(run_id="r1", gpus=gpus, repeat=repeat)
+                data["per_rank"] = [{**r, "host": f"node{r['rank'] + 1}"} for r in data["per_rank"]]
+                store.write(parse_record({**data, "job": 0}))
         store.finish_run("r1")
     two = cell_id(cell(gpus=2))
     assert cell_hosts(str(path), two) == ["node1", "node2"]
+    printed = capsys.readouterr().out.splitlines()  # its expected-value line, named by id and the one label
+    assert printed and printed[0].startswith(f"{two}  cpu/pytorch/openmpi/ib=off/2w fp32: measured ")
     assert cell_hosts(str(path), "gpus=2,mpi=openmpi") == ["node1", "node2"]
     with pytest.raises(BenchInputError, match="matches 2 cells"):
         cell_hosts(str(path), "gpu=cpu")

@@ -88,6 +88,7 @@ def expected_lines(records, collectives, ranks) -> list[str]:
     from bench.analysis.collectives import fit_stacks, training_only
     from bench.analysis.expected import breakdowns, expected_cells, windows_of
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
+    from bench.cell_label import cell_label
 
     measured = split_imported(records)[0]
     if measured.empty:
@@ -101,9 +102,10 @@ def expected_lines(records, collectives, ranks) -> list[str]:
         if collectives is not None and not collectives.empty else collectives
     fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
     windows = windows_of(ranks, ok)
-    out = [f"  {e.cell_id}  {e.workers} workers: {e.describe()}" for e in expected_cells(table, fits, windows)]
+    labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
+    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}" for e in expected_cells(table, fits, windows)]
     for b in breakdowns(table, windows, fits):
         parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
                           for p, s in b.parts.items())
-        out.append(f"  {b.cell_id}  step {b.step_s:.3f} s: {parts}")
+        out.append(f"  {b.cell_id}  {labels[b.cell_id]}: step {b.step_s:.3f} s: {parts}")
     return out
