@@ -13,6 +13,7 @@ environment: "what changed" is then not known).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -122,10 +123,16 @@ def check_name(name: str) -> str:
 
 
 def save_baseline(doc: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Written whole or not at all (a temporary file renamed over it); a path that cannot be written is bad input."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise BenchInputError(f"cannot write the baseline: {e.strerror or e}", str(path)) from None
     return path
 
 

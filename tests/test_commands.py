@@ -15,6 +15,7 @@ from bench.analysis.scaling import latest_complete
 from bench.backends import BACKENDS
 from bench.cli import build_parser, main
 from bench.completeness import complete_runs
+from bench.errors import BenchInputError
 from bench.record import parse_record
 from bench.store import Store
 from tests.conftest import ROOT, bench_cli
@@ -82,6 +83,59 @@ def test_building_the_parser_loads_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_an_internal_error_is_one_line_exit_70_and_its_traceback_kept(monkeypatch, capsys):
+    """A bug is not bad input: one line saying so and where the traceback went, sysexits' EX_SOFTWARE."""
+    import bench.commands.status as status
+
+    def broken(args):
+        raise RuntimeError("a bug in a verb")
+
+    monkeypatch.setattr(status, "run", broken)
+    assert main(["status", "--store", "x.db"]) == 70
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("bench: internal error (a bug): RuntimeError: a bug in a verb; traceback in ")
+    kept = Path(line.rsplit("traceback in ", 1)[1])
+    assert "RuntimeError: a bug in a verb" in kept.read_text() and "bench/cli.py" in kept.read_text()
+    kept.unlink()
+
+
+def test_a_reader_that_closes_the_pipe_ends_bench_quietly(tmp_path):
+    """`bench plan m.yaml --format json | head -c 100`: exit 141 (what a shell reports for SIGPIPE), no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "plan", str(ROOT / "matrix.yaml"), "--format", "json"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141
+    assert proc.stderr.read() == b""
+
+
+def test_export_to_a_path_it_cannot_write_is_one_line_exit_2(tmp_path, capsys):
+    from bench.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        store.begin_run("r1", matrix_name="t", matrix_path="m.yaml", backend="local", host="h", bench_version="0",
+                        plan={})
+    assert main(["export", "--store", str(tmp_path / "s.db"), "-o", "/proc/no-such-dir/x.csv"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("bench: error: -o: cannot write /proc/no-such-dir/x.csv")
+
+
+def test_diagnose_takes_its_hosts_from_a_hosts_matrix(tmp_path):
+    """`bench diagnose --matrix m.yaml` (docs/diagnose.md): the matrix's hosts and its ssh settings, no probe run."""
+    import argparse
+
+    from bench.commands.diagnose import hosts_and_ssh
+
+    (tmp_path / "m.yaml").write_text("name: t\naxes: {gpu: [cpu]}\nbackend:\n  name: hosts\n"
+                                     "  hosts: {hosts: [node1.invalid, node2.invalid]}\n")
+    args = argparse.Namespace(hosts=None, hostfile=None, matrix=str(tmp_path / "m.yaml"), cell=None)
+    hosts, ssh = hosts_and_ssh(args)
+    assert hosts == ["node1.invalid", "node2.invalid"] and "node2.invalid" in ssh("node2.invalid")
+    (tmp_path / "local.yaml").write_text("name: t\naxes: {gpu: [cpu]}\n")
+    with pytest.raises(BenchInputError, match="its backend is 'local', not hosts"):
+        hosts_and_ssh(argparse.Namespace(hosts=None, hostfile=None, matrix=str(tmp_path / "local.yaml"), cell=None))
 
 
 def test_bad_input_and_analysis_errors_are_one_line_and_exit_2(tmp_path, capsys):

@@ -52,10 +52,10 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
         from bench.backends import make_backend
         from bench.matrix import load_matrix
 
-        matrix = load_matrix(args.matrix)
-        if matrix.backend.name != "hosts" or matrix.backend.hosts is None:
-            raise BenchInputError(f"--matrix: its backend is {matrix.backend.name!r}, not hosts", args.matrix)
-        backend = make_backend("hosts", matrix.backend, Path("results"))
+        settings = load_matrix(args.matrix).spec.backend
+        if settings.name != "hosts" or settings.hosts is None:
+            raise BenchInputError(f"--matrix: its backend is {settings.name!r}, not hosts", args.matrix)
+        backend = make_backend("hosts", settings, Path("results"))
         return [h.name for h in backend.hosts], backend.ssh_argv
     return cell_hosts(args.store, args.cell), _plain_ssh
 

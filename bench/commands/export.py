@@ -19,17 +19,26 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from bench.errors import BenchInputError
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
         df = store.dataframe() if args.table == "records" else store.collectives()
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.format == "csv":
-        df.to_csv(out, index=False)
-    elif args.format == "json":
-        df.to_json(out, orient="records", lines=True)
-    else:
-        df.to_parquet(out, index=False)
+    if args.format == "parquet":
+        try:
+            import pyarrow  # noqa: F401  (pandas' parquet engine)
+        except ImportError:
+            raise BenchInputError("--format parquet needs pyarrow: pip install '.[parquet]'") from None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if args.format == "csv":
+            df.to_csv(out, index=False)
+        elif args.format == "json":
+            df.to_json(out, orient="records", lines=True)
+        else:
+            df.to_parquet(out, index=False)
+    except OSError as e:
+        raise BenchInputError(f"cannot write {out}: {e.strerror or e}", "-o") from None
     print(f"{len(df)} {'records' if args.table == 'records' else 'collective rows'} → {out}")
     return EXIT_OK

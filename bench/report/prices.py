@@ -21,6 +21,8 @@ def load_prices(path: str | Path) -> dict[str, Price]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise BenchInputError(f"cannot read prices: {e.strerror}", where) from None
+    except UnicodeDecodeError:
+        raise BenchInputError("not a text file (UTF-8)", where) from None
     except yaml.YAMLError as e:
         raise BenchInputError(f"not valid YAML: {str(e).splitlines()[0]}", where) from None
     if not isinstance(data, dict):

@@ -37,6 +37,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
 
     terms = parse_selection(where, "--where")
     override = load_prices(prices_file) if prices_file else None
+    _check_out_dir(Path(out_dir))
     with Store(store_path, create=False) as store:
         records, env_json = read_store(store)
         collectives = store.collectives()
@@ -64,12 +65,26 @@ def _environment(markdown: bool) -> Environment:
                        trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown)
 
 
+def _check_out_dir(out_dir: Path) -> None:
+    """--out must be a folder bench can write in (made if missing), checked before anything is read or written."""
+    import os
+
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise BenchInputError(f"{existing} is not a folder", "--out")
+    if not os.access(existing, os.W_OK):
+        raise BenchInputError(f"{existing} is not writable", "--out")
+
+
 def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
                  prices: dict[str, Price] | None = None, env_json: list[str] | None = None,
                  where: str | None = None, collectives: pd.DataFrame | None = None,
                  run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None) -> list[Path]:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BenchInputError(f"cannot make {out_dir}: {e.strerror or e}", "--out") from None
     ctx = build_context(records, out_dir, prices=prices, env_json=env_json, collectives=collectives,
                         run_env_json=run_env_json, ranks=ranks)
     sections = build_sections(ctx)
