@@ -64,7 +64,8 @@ clean:
 IMAGE_BASE ?= localhost/debian:bookworm
 IMAGE_TORCH_INDEX ?=
 CPU_IMAGES := pt-tf-openmpi-cpu pt-tf-mpich-cpu pt-tf-intelmpi-cpu
-images: install
+images:
+	@scripts/install.sh images
 	@if [ "$(IMAGE_BASE)" = localhost/debian:bookworm ] && ! podman image exists $(IMAGE_BASE) 2>/dev/null; then \
 	  scripts/debian_base.sh $(IMAGE_BASE); fi
 	$(PY) -m bench images build --check --base "$(IMAGE_BASE)" --torch-index "$(IMAGE_TORCH_INDEX)" $(CPU_IMAGES)

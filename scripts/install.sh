@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for `make run` (what the main job needs) and `make test` (plus test tools).
-# Usage: scripts/install.sh run|test
+# Usage: scripts/install.sh run|test|images   (images: `make run`'s set plus the container engine and debootstrap)
 # A second call is fast: each step checks a stamp or probes what is already there.
 set -euo pipefail
 purpose=${1:-run}
@@ -10,6 +10,7 @@ venv=${BENCH_VENV:-$here/.venv}
 py=${PYTHON:-python3}
 
 say() { printf '[install] %s\n' "$*" >&2; }
+case "$purpose" in run|test|images) ;; *) say "usage: scripts/install.sh run|test|images, got '$purpose'"; exit 2 ;; esac
 # This machine's pip config names local index folders that may not exist; pip warns once per package. Drop that noise.
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
@@ -41,6 +42,11 @@ case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or m
 # (MPICH and Intel MPI come as wheels, into a venv: step 4.)
 if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
 else apt_install openmpi-bin libopenmpi-dev cmake g++ make
+fi
+if [ "$purpose" = images ]; then
+  # `make images`: podman (with runc: podman's default crun cannot run on this machine's hybrid cgroups,
+  # bench/images/engines.py) and debootstrap, which scripts/debian_base.sh makes the base image with.
+  apt_install podman runc debootstrap
 fi
 if [ "$purpose" = test ]; then
   # Headless browser for the report test; a real single-node Slurm (munge for its authentication) for the Slurm

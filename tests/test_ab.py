@@ -84,3 +84,42 @@ def test_a_relative_workdir_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     session = Session([parse_side("A", "current"), parse_side("B", "current")], Path("w"))
     assert session.workdir == tmp_path / "w" and session.workdir.is_dir()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(cpu_controller_root() is None or not os.access(cpu_controller_root()[0], os.W_OK),
+                    reason="needs a writable cgroup cpu controller (root)")
+def test_a_session_stopped_by_sigterm_leaves_no_worktree_cgroup_or_process(tmp_path):
+    """What a session makes outside its own process (side A's git worktree, both sides' CPU groups, the side run's
+    process tree) is gone when `timeout` or a CI runner stops it with SIGTERM mid-way through a side run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "ab", "m.yaml", "--a", "git=HEAD", "--b", "cpus=0.9",
+                             "--pairs", "3", "--workdir", "w", "--store", "ab.db"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    groups = lambda: sorted(cpu_controller_root()[0].glob(f"bench-ab-*-{proc.pid}-*"))  # noqa: E731
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "w" / "pair0-A.log").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (tmp_path / "w" / "tree-A").is_dir() and len(groups()) == 2, proc.poll()
+        time.sleep(3)  # inside side A's `bench run`
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 143, err[-2000:]
+        assert not (tmp_path / "w" / "tree-A").exists() and groups() == []
+        trees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+        assert str(tmp_path / "w" / "tree-A") not in trees
+        left = subprocess.run(["pgrep", "-f", str(tmp_path / "w")], capture_output=True, text=True).stdout.split()
+        assert left == [], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(left)], capture_output=True,
+                                          text=True).stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
