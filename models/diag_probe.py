@@ -31,19 +31,29 @@ KERNEL_STEPS = 10_000  # about a millisecond of one core
 GAP_S = 0.3  # between two rounds of compute probes
 
 
-def _cpu_ticks_of_others(me: int) -> int:
-    """utime + stime clock ticks of every process this node's /proc shows, except this one."""
-    total = 0
+def _cpu_ticks_of_others(me: int) -> dict[tuple[int, int], int]:
+    """utime + stime clock ticks of every process this node's /proc shows, except this one, by (pid, start time):
+    the start time tells a reused pid from the process that had it."""
+    ticks = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == me:
             continue
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+            # utime, stime, starttime: fields 14, 15 and 22 of stat (counted from the pid, 1-based)
+            ticks[(int(pid), int(fields[19]))] = int(fields[11]) + int(fields[12])
         except (OSError, IndexError, ValueError):
             continue  # a process that ended meanwhile
-    return total
+    return ticks
+
+
+def others_cpu_ticks(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> int:
+    """Ticks the other processes used between two samples: each process still there counts its growth, one started
+    meanwhile all of its ticks. One that ended meanwhile is not seen (its last ticks are lost): an undercount, never
+    below zero. (Summing the two samples' totals instead went negative when processes ended between them: -14 CPU
+    seconds per second in one run of the test suite.)"""
+    return sum(max(0, n - before.get(key, 0)) for key, n in after.items())
 
 
 def _kernel(n: int) -> int:
@@ -67,13 +77,13 @@ def compute_rounds(seconds: float, rounds: int, start: float | None) -> list[dic
 
 
 def compute(seconds: float) -> dict:
-    others0, t0 = _cpu_ticks_of_others(os.getpid()), time.perf_counter()
+    before, t0 = _cpu_ticks_of_others(os.getpid()), time.perf_counter()
     n, end = 0, t0 + seconds
     while time.perf_counter() < end:
         _kernel(KERNEL_STEPS)
         n += 1
     elapsed = time.perf_counter() - t0
-    others = (_cpu_ticks_of_others(os.getpid()) - others0) / os.sysconf("SC_CLK_TCK")
+    others = others_cpu_ticks(before, _cpu_ticks_of_others(os.getpid())) / os.sysconf("SC_CLK_TCK")
     return {"host": socket.gethostname(), "kernels_per_s": n / elapsed, "seconds": elapsed,
             "cpus": sorted(os.sched_getaffinity(0)), "machine": _machine(),
             "others_cpu_s_per_s": others / elapsed}

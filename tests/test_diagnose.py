@@ -113,3 +113,13 @@ def test_cell_hosts_takes_a_cell_id_or_a_selection_naming_one_cell(tmp_path, cap
         cell_hosts(str(path), "gpu=cpu")
     with pytest.raises(BenchInputError, match="no successful record of cell"):
         cell_hosts(str(path), "gpus=4")
+
+
+def test_other_processes_cpu_never_counts_below_zero():
+    """A process that ends between the two samples, or whose pid is reused, cannot make the others' CPU negative."""
+    from models.diag_probe import others_cpu_ticks
+
+    before = {(10, 1): 500, (11, 2): 7, (12, 3): 40}
+    after = {(10, 1): 530, (12, 9): 5, (13, 4): 20}  # 11 ended; pid 12 reused by a new process; 13 is new
+    assert others_cpu_ticks(before, after) == 30 + 5 + 20
+    assert others_cpu_ticks(before, {}) == 0
