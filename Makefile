@@ -48,9 +48,11 @@ bench: install-test
 # Not part of `make test`: several GB of CUDA wheels and a ~10 min compile. The suite's gpu_build test checks what
 # it left, when it is there (tests/test_gpu_build.py).
 gpu-build:
+	@scripts/install.sh build-tools
 	@scripts/gpu_build.sh
 
-device-kit:
+# The main venv first: the kit's ImageNet sample is made by bench itself (bench/datasets.py).
+device-kit: install
 	@scripts/device_kit.sh
 
 clean:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for `make run` (what the main job needs) and `make test` (plus test tools).
-# Usage: scripts/install.sh run|test|images   (images: `make run`'s set plus the container engine and debootstrap)
+# Usage: scripts/install.sh run|test|images|build-tools
+#   images: `make run`'s set plus the container engine and debootstrap; build-tools: only the system packages a
+#   Horovod build needs (Open MPI, CMake, a compiler), for `make gpu-build`, which makes its own venv.
 # A second call is fast: each step checks a stamp or probes what is already there.
 set -euo pipefail
 purpose=${1:-run}
@@ -10,7 +12,8 @@ venv=${BENCH_VENV:-$here/.venv}
 py=${PYTHON:-python3}
 
 say() { printf '[install] %s\n' "$*" >&2; }
-case "$purpose" in run|test|images) ;; *) say "usage: scripts/install.sh run|test|images, got '$purpose'"; exit 2 ;; esac
+case "$purpose" in run|test|images|build-tools) ;;
+  *) say "usage: scripts/install.sh run|test|images|build-tools, got '$purpose'"; exit 2 ;; esac
 # This machine's pip config names local index folders that may not exist; pip warns once per package. Drop that noise.
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
@@ -43,6 +46,7 @@ case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or m
 if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
 else apt_install openmpi-bin libopenmpi-dev cmake g++ make
 fi
+[ "$purpose" = build-tools ] && exit 0
 if [ "$purpose" = images ]; then
   # `make images`: podman (with runc: podman's default crun cannot run on this machine's hybrid cgroups,
   # bench/images/engines.py) and debootstrap, which scripts/debian_base.sh makes the base image with.

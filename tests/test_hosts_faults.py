@@ -131,3 +131,36 @@ def test_node2_without_sshd_fails_only_the_cell_that_needs_it(cluster, tmp_path)
     [failed] = [r for r in rows if r["cell_id"] == two]
     assert failed["error"].startswith("node check failed: node2: unreachable over ssh ("), failed["error"]
     assert_the_rest_holds(cluster, done, rows, two)
+
+
+def test_a_run_stopped_by_sigterm_mid_window_leaves_nothing_on_any_node(cluster, tmp_path):
+    """`timeout` or a CI runner stops `bench run` (hosts backend) with SIGTERM inside the 2-node cell's window: exit
+    143, the cell recorded as interrupted, the store whole, and no process of the run on either node."""
+    import subprocess
+
+    text = matrix(cluster, tmp_path / "shared")
+    (tmp_path / "m.yaml").write_text(text)
+    [two] = [c.cell_id for c in plan_cells(load_matrix_text(text).cells(), None) if c.nodes == 2]
+    proc = cluster.popen("node1", [sys.executable, "-m", "bench", "run", "m.yaml"],
+                         env=cluster.env({"PYTHONPATH": str(ROOT)}), cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        wait_for_window(tmp_path / "shared", two)
+        stop = cluster.run("node1", ["pkill", "-TERM", "-f", f"{sys.executable} -m bench run m.yaml"], timeout=30)
+        assert stop.returncode == 0, stop.stderr
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err[-3000:]
+    with sqlite3.connect(tmp_path / "results" / "bench.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        statuses = [s for (s,) in conn.execute("SELECT status FROM records WHERE cell_id = ? ORDER BY repeat",
+                                               (two,))]
+    assert statuses and statuses[-1] == "interrupted", statuses
+    deadline = time.monotonic() + LEASH_GRACE_S + 30  # a remote worker's leash ends it once its launcher is gone
+    while any(cluster.processes(node) for node in cluster.hosts) and time.monotonic() < deadline:
+        time.sleep(1)
+    for node in cluster.hosts:
+        assert cluster.processes(node) == [], node
