@@ -89,4 +89,5 @@ def _run_side(store_path: str | Path, spec: str) -> CheckSide:
     finally:
         store.close()
     ok = windows[windows["status"] == "ok"] if "status" in windows else windows
-    return CheckSide(f"run {run_id}" + (" (latest)" if spec == "latest" else ""), windows, environment_of(ok, [version]))
+    label = f"run {run_id}" + (" (latest)" if spec == "latest" else "")
+    return CheckSide(label, windows, environment_of(ok, [version]))

@@ -23,7 +23,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--min-effect", type=float, default=0.05,
                         help="smallest |ratio - 1| called a change (0.05 = 5%%)")
     parser.add_argument("--normalize", default="none",
-                        help="none, or ratio-to:SELECTION (one cell of the same run: key=value[,key=value] or a cell id)")
+                        help="none, or ratio-to:SELECTION (one cell of the same run: key=value[,key=value] or a "
+                             "cell id)")
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
