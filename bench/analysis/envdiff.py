@@ -4,11 +4,13 @@
 "what" → value, the value every record of the side agrees on, or "a | b" when its records differ. `diff_environments`
 keeps the entries whose values differ and orders them by RELEVANCE: framework and library versions, then MPI,
 NCCL/CUDA, the CPU, cores/affinity/quota, the kernel, tuning environment variables, bench and workload versions,
-workload settings. An entry one side did not record (an older bench) is left out rather than shown as a change.
+workload settings. An entry one side did not record (an older bench) is left out rather than shown as a change, and
+so is a variable whose value every run draws afresh (PER_RUN_ENV, TEMPORARY_PATH).
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -28,6 +30,12 @@ RELEVANCE: tuple[tuple[str, int], ...] = (
 
 
 _PACKAGES_RECORDED, _ENV_RECORDED = "_packages recorded", "_tuning env recorded"
+# Variables whose value is drawn afresh for every run or job, never a change anyone made: rendezvous ports and
+# addresses (Horovod's Gloo, torch's MASTER_*), per-job tokens and ids. A `bench ab` of two git refs listed
+# `env HOROVOD_GLOO_RENDEZVOUS_PORT: 26387 | 27819 → 14126 | …` as what changed, instead of the code.
+PER_RUN_ENV = re.compile(r"(_PORT|_RENDEZVOUS_ADDR|^MASTER_ADDR|_TOKEN|_RUN_ID|_JOB_ID)$")
+# A value under a temporary folder (a job's scratch directory) is per run too, whatever the variable.
+TEMPORARY_PATH = re.compile(r"(^|[:=\s])/tmp/")
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,8 @@ def flatten_record(rec: dict) -> dict[str, str]:
         out[_ENV_RECORDED] = "yes"
     env = {**(probe.get("tuning_env") or {}), **(rec.get("launch_env") or {})}
     for name, value in env.items():
-        put(f"env {name}", value)
+        if not PER_RUN_ENV.search(name) and not TEMPORARY_PATH.search(str(value)):
+            put(f"env {name}", value)
     put("workload version", rec.get("workload_version"))
     cell = rec.get("cell") or {}
     for key in ("batch_per_gpu", "image_size", "precision", "warmup_steps", "steps", "repeats", "channels_last",
