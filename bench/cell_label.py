@@ -24,10 +24,6 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _int(value: Any) -> int:
-    return int(value)
-
-
 def _on(value: Any) -> bool:
     return value is True or value == 1 or str(value).lower() in ("true", "1")
 
@@ -35,14 +31,14 @@ def _on(value: Any) -> bool:
 # Workload key → its token when the value differs from the default. The path part covers model, engine, data,
 # data_layout (for real data) and the axes; precision is always shown.
 TOKENS: dict[str, Callable[[Any], str]] = {
-    "batch_per_gpu": lambda v: f"b{_int(v)}",
-    "image_size": lambda v: f"{_int(v)}px",
+    "batch_per_gpu": lambda v: f"b{int(v)}",
+    "image_size": lambda v: f"{int(v)}px",
     "channels_last": lambda v: "nhwc" if _on(v) else "nchw",
-    "threads": lambda v: f"t{_int(v)}",
-    "loader_workers": lambda v: f"lw{_int(v)}",
-    "jobs": lambda v: f"j{_int(v)}",
-    "workers_per_node": lambda v: f"{_int(v)}/node",
-    "max_message_bytes": lambda v: f"max{_int(v)}B",
+    "threads": lambda v: f"t{int(v)}",
+    "loader_workers": lambda v: f"lw{int(v)}",
+    "jobs": lambda v: f"j{int(v)}",
+    "workers_per_node": lambda v: f"{int(v)}/node",
+    "max_message_bytes": lambda v: f"max{int(v)}B",
 }
 # Warm-up, steps and repeats read together as one token, `warmup+steps x repeats`, when any differs.
 PROTOCOL_KEYS = ("warmup_steps", "steps", "repeats")

@@ -141,10 +141,11 @@ def _sigterm_as_ctrl_c(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _stop_sigterm_like_ctrl_c() -> None:
+def stop_sigterm_like_ctrl_c() -> None:
     """A program that holds a cluster (benchmarks/*_shaped.py, a test session) and is stopped by SIGTERM (`timeout`,
     a CI runner) must still reach its `finally: cluster.down()`: Python's default for SIGTERM ends the process with
-    none of them run, leaving the nodes' namespaces behind. Where nothing else handles SIGTERM, it stops as Ctrl-C."""
+    none of them run, leaving the nodes' namespaces behind. Where nothing else handles SIGTERM, it stops as Ctrl-C.
+    Also the test session's own handler (tests/conftest.py)."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
 
@@ -153,7 +154,7 @@ def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: 
     """Brings up a fresh cluster (tearing down any stale one first): this process's own, or at a fixed `state` dir
     and `prefix` that a matrix file can name (benchmarks/). `pin`: each node on a CPU of its own (up --pin)."""
     reap_stale()
-    _stop_sigterm_like_ctrl_c()
+    stop_sigterm_like_ctrl_c()
     state = state or Path(f"{STATE_PREFIX}{os.getpid()}")
     prefix = prefix or f"bt{os.getpid()}"
     up = _script(state, "up", str(nodes), "--prefix", prefix, *(["--pin"] if pin else []), timeout=120)

@@ -1,8 +1,6 @@
 import os
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -10,15 +8,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _stop_like_ctrl_c(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def pytest_configure(config):
     # A run ended by SIGTERM (a CI job's time limit, `timeout`) stops as Ctrl-C does: pytest then runs the fixtures'
     # finalizers, which tear down emulated clusters; Python's default for SIGTERM exits with none of them run.
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    from tests.cluster import stop_sigterm_like_ctrl_c
+
+    stop_sigterm_like_ctrl_c()
 
 
 def pytest_sessionfinish(session, exitstatus):

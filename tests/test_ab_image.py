@@ -18,6 +18,8 @@ from bench.ab.spec import parse_side
 from bench.errors import BenchInputError
 from bench.images.engines import Engine, find_engine
 from tests.conftest import bench_cli
+from tests.test_images_built import ENGINE as RUNNING_ENGINE
+from tests.test_images_built import WHY_NOT
 
 IMAGE = "bench-pt-tf-openmpi:cpu"
 BASE = "localhost/debian:bookworm"  # scripts/debian_base.sh's
@@ -62,6 +64,8 @@ def _engine() -> Engine | None:
 
 ENGINE = _engine()
 needs_engine = pytest.mark.skipif(ENGINE is None, reason="no container engine (podman or docker) here")
+# Building and running the image needs more: an engine that answers (docker's client without its daemon does not).
+needs_running_engine = pytest.mark.skipif(RUNNING_ENGINE is None, reason=f"no container engine that runs: {WHY_NOT}")
 
 
 @needs_engine
@@ -127,16 +131,13 @@ def test_a_session_whose_image_has_no_bench_fails_cleanly(tmp_path):
 
 @pytest.mark.images
 @pytest.mark.e2e
-@needs_engine
+@needs_running_engine
 def test_a_session_against_the_built_image(tmp_path):
     """Side B in the openmpi cpu image, side A on the host, 3 pairs of benchmarks/ab-tiny.yaml: every side run
     recorded, B's inside the container (its own hostname), a verdict per cell, no container left."""
     from bench.images import recipes
-    from tests.test_images_built import ENGINE as RUNNING_ENGINE
-    from tests.test_images_built import WHY_NOT, ensure_built
+    from tests.test_images_built import ensure_built
 
-    if RUNNING_ENGINE is None:  # an engine's client without its daemon (docker here) cannot build or run the image
-        pytest.skip(f"no container engine that runs: {WHY_NOT}")
     assert ensure_built(recipes.variant("pt-tf-openmpi-cpu")) == IMAGE  # built or brought up to date, as make images
     started = time.monotonic()
     r = bench_cli("ab", str(SOURCE_ROOT / "benchmarks" / "ab-tiny.yaml"), "--b", f"image={IMAGE}", "--pairs", "3",

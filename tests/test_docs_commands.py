@@ -153,8 +153,10 @@ def classify(line: Line) -> tuple[str, str | None]:
         unknown += [o for o in re.findall(r"\[(--[a-z-]+)", w) if o not in _options(parser)]
     if unknown:
         return "synopsis", f"bench {' '.join(verb)} has no option {', '.join(sorted(set(unknown)))}"
+    # A `|` between alternatives (`RUN|latest`) marks a synopsis; inside a selection (`mpi=openmpi|intelmpi`) it
+    # is part of the value.
     if re.search(r"<[^>]*>", line.text) or any(PLACEHOLDER.search(w) or w.startswith("[") or w.endswith("]") or
-           ("|" in w and not w.startswith(("gpu=", "mpi=")) and "=" not in w.split("|")[0][-1:]) for w in rest):
+                                              ("|" in w and "=" not in w) for w in rest):
         return "synopsis", None
     missing = [w for w in rest if not w.startswith("-") and ("/" in w or w.startswith("matrix")) and
                w.endswith((".yaml", ".yml", ".json", ".db")) and not w.startswith("/") and not (ROOT / w).exists()]
