@@ -126,6 +126,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     queue = deque(todo)
+    width = max((len(p.label()) for p in todo), default=0)  # the labels line up, however long the run's are
     told_busy: set[str] = set()
     idle = 0  # cells looked at since the last one that could be claimed
     with Progress(*columns, console=console, transient=False) as progress:
@@ -136,7 +137,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
             if claim.status == "busy":
                 if cell.cell_id not in told_busy:
                     told_busy.add(cell.cell_id)
-                    console.print(f"wait   {cell.label():<40} being measured by run {claim.holder}; back to it "
+                    console.print(f"wait   {cell.label():<{width}} being measured by run {claim.holder}; back to it "
                                   f"later  {cell.cell_id}", highlight=False)
                 queue.append(cell)
                 idle += 1
@@ -147,7 +148,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
             idle = 0
             if claim.status == "done":
                 summary.resumed += 1
-                console.print(f"resume {cell.label():<40} measured meanwhile by another run  {cell.cell_id}",
+                console.print(f"resume {cell.label():<{width}} measured meanwhile by another run  {cell.cell_id}",
                               highlight=False)
                 progress.advance(task)
                 continue
@@ -157,7 +158,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
                     console.print(f"swept {swept} leftover process(es) of a dead run's claim on {cell.cell_id}")
             progress.update(task, description=f"cell {len(todo) - len(queue)}/{len(todo)} {cell.label()}")
             try:
-                _run_cell(cell, backend, store, run_id, summary, console)
+                _run_cell(cell, backend, store, run_id, summary, console, width)
             finally:
                 try:
                     store.release(cell.cell_id, run_id)
@@ -168,7 +169,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
 
 
 def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, summary: RunSummary,
-              console: Console) -> None:
+              console: Console, width: int = 0) -> None:
     started = time.monotonic()
     records: list[Record] = []
     for job in range(cell.cell["jobs"]):
@@ -204,7 +205,7 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
     elapsed = time.monotonic() - started
     if outcome.status == "ok":
         summary.ok += 1
-        console.print(f"[green]ok[/]     {cell.label():<40} {_headline(records)}  (median of {len(records)}, "
+        console.print(f"[green]ok[/]     {cell.label():<{width}} {_headline(records)}  (median of {len(records)}, "
                       f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
         if any(r.transport_verdict == "mismatch" for r in records):
             console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
@@ -213,7 +214,7 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
     else:
         reason = redact_text(outcome.reason) or outcome.status
         summary.failed.append((cell, reason))
-        console.print(f"[red]{outcome.status:<6}[/] {cell.label():<40} {escape(reason)}  {cell.cell_id}",
+        console.print(f"[red]{outcome.status:<6}[/] {cell.label():<{width}} {escape(reason)}  {cell.cell_id}",
                       highlight=False)
 
 
