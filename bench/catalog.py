@@ -30,6 +30,8 @@ class GpuSku(BaseModel):
     price_read: str | None = None
     # What nvidia-smi calls this SKU's GPU: a regular expression (case-insensitive, searched); null for cpu.
     smi_name: str | None = None
+    # NVIDIA GPU feature discovery's `nvidia.com/gpu.product` values for this GPU (Kubernetes node affinity).
+    gfd_products: tuple[str, ...] = ()
 
     @property
     def is_cpu(self) -> bool:

@@ -70,7 +70,7 @@ want=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing pinned dependencies into $venv"
   quiet_pip install -q --upgrade setuptools==80.9.0 wheel==0.45.1
-  quiet_pip install -q -e ".[test,parquet,azureml,lint]"
+  quiet_pip install -q -e ".[test,parquet,azureml,kubernetes,lint]"
   quiet_pip install -q --no-deps tf-keras==2.21.0
   if [ -n "${BENCH_TF_DIST:-}" ]; then
     # GPU images: TensorFlow's GPU distribution (e.g. tensorflow[and-cuda]) at setup.cfg's tensorflow-cpu version.

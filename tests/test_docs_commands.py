@@ -195,7 +195,7 @@ def _workspace(d: Path) -> Path:
     from tests.factories import record
 
     d.mkdir(parents=True)
-    for name in ("matrix.yaml", "matrix-gpu.yaml", "matrix-fabric.yaml"):
+    for name in ("matrix.yaml", "matrix-gpu.yaml", "matrix-fabric.yaml", "matrix-kubernetes.yaml"):
         shutil.copy(ROOT / name, d / name)
     for folder in ("ci", "benchmarks", "baselines"):
         shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))

@@ -33,3 +33,15 @@ def test_the_local_backend_runs_an_h100_cell_only_on_h100_sxm_gpus(monkeypatch, 
         assert reason is None
     else:
         assert reason == f"H100 cell needs 8x {catalog()['H100'].gpu_model}; this machine has 8x NVIDIA H100 NVL"
+
+
+def test_each_gpu_feature_discovery_product_is_the_driver_name_of_its_own_sku():
+    """GFD writes the driver's product name with spaces as '-': each `gfd_products` value, read back that way, is
+    the SKU's nvidia-smi name above, so the Kubernetes node affinity asks for exactly the GPU the cell names."""
+    skus = catalog()
+    for key, name in SMI_NAMES.items():
+        assert skus[key].gfd_products == (name.replace(" ", "-"),), key
+        for product in skus[key].gfd_products:
+            assert [k for k, s in skus.items() if s.is_this_gpu(product.replace("-", " "))
+                    or s.is_this_gpu(product)] == [key], product
+    assert skus["cpu"].gfd_products == ()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.catalog import catalog
-from bench.images import recipes
+from bench.images import mpijob, recipes
 from bench.launch import LAUNCHERS
 from bench.matrix import load_matrix
 
@@ -20,17 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 HADOLINT = Path(sys.executable).parent / "hadolint"
 VARIANTS = recipes.variants()
 IDS = [v.id for v in VARIANTS]
+LAYERS = mpijob.layers()  # the MPIJob layer over each (tests/test_images_mpijob.py)
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("rendered")
-    paths = recipes.render_all(out)
+    paths = recipes.render_all(out) + mpijob.render_all(out)
     return {p.name: p.read_text() for p in paths}
 
 
 def test_every_variant_renders_one_file(rendered):
-    assert sorted(rendered) == sorted(v.dockerfile for v in VARIANTS)
+    assert sorted(rendered) == sorted([v.dockerfile for v in VARIANTS] + [la.dockerfile for la in LAYERS])
     assert len(VARIANTS) == len(recipes.FRAMEWORK_SETS) * len(recipes.image_flavours()) * len(recipes.GENERATIONS)
     for v in VARIANTS:
         text = rendered[v.dockerfile]
@@ -181,7 +182,8 @@ def test_cli_render_writes_every_file(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench.images", "render", str(tmp_path)], cwd=ROOT,
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v.dockerfile for v in VARIANTS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        sorted([v.dockerfile for v in VARIANTS] + [la.dockerfile for la in LAYERS])
 
 
 def test_only_the_package_main_imports_the_cli():

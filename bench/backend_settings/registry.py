@@ -21,6 +21,8 @@ BACKENDS: dict[str, BackendEntry] = {
     "slurm": BackendEntry("bench.backends.slurm:SlurmBackend", "bench.backend_settings.slurm:SlurmConfig"),
     "azureml": BackendEntry("bench.backends.azureml:AzureMLBackend", "bench.backend_settings.azureml:AzureMLConfig"),
     "hosts": BackendEntry("bench.backends.hosts:HostsBackend", "bench.backend_settings.hosts:HostsConfig"),
+    "kubernetes": BackendEntry("bench.backends.kubernetes:KubernetesBackend",
+                               "bench.backend_settings.kubernetes:KubernetesConfig"),
 }
 
 

@@ -111,25 +111,28 @@ def threads_for(planned: PlannedCell, cores: int | None, worker_threads: int | N
     return max(1, cores // planned.per_node) if cores else 1
 
 
-def worker_program(planned: PlannedCell, run_id: str, out: Path | str, threads: int, python: str = sys.executable,
-                   data_dir: Path | str | None = None, models_dir: Path | str = MODELS_DIR) -> tuple[str, ...]:
+def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, threads: int,
+                   python: str = sys.executable, data_dir: Path | str | None = None,
+                   models_dir: Path | str = MODELS_DIR) -> tuple[str, ...]:
     """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell.
-    `models_dir` is where the worker programs are on the workers (this repository's models/, or a job's snapshot)."""
+    `models_dir` is where the worker programs are on the workers (this repository's models/, or a job's snapshot).
+    `out` None: rank 0 prints its records on stdout (models/record.py's STDOUT_PREFIX), for jobs read from a log."""
     c = planned.cell
+    to = ("--out", str(out)) if out is not None else ()
     script = f"{models_dir}/{worker_script(c)}"
     engine = ("--engine", "native") if c["engine"] == "native" else ()
     if c["model"] in COLLECTIVES:
         sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
         return (python, script, "--op", c["model"], *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
                 "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
-                "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+                "--cell-id", planned.cell_id, "--run-id", run_id, *to)
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
             "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
     return (python, script, *engine, *data,
             "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
             "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
-            "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, "--out", str(out))
+            "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
 
 
 def worker_script(cell: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """`bench images build`: one rendered variant built by a container engine, the host's pip settings passed in as build
-secrets and read-only mounts (bench/images/pip_settings.py), then the image checked for what must not be in it.
+secrets and read-only mounts (bench/images/pip_settings.py), then the image checked for what must not be in it. An
+MPIJob layer (bench/images/mpijob.py) is built the same way FROM its default image, with nothing passed in.
 
 The checks after the build: no string that only the host's pip settings hold (its index URLs, find-links folders)
 appears in the image's history or in any text file of its file system, and no certificate of the host's CA bundle
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.images.engines import Engine
+from bench.images.mpijob import MpiJobLayer
 from bench.images.pip_settings import CA_TARGET, PipSettings, write_settings
 from bench.images.recipes import RENDERED_DIR, ROOT, Variant
 
@@ -34,7 +36,7 @@ def host_wheel_cache(environ: dict[str, str] | None = None) -> Path:
 
 @dataclass
 class Built:
-    variant: Variant
+    variant: Variant | MpiJobLayer
     image: str
     seconds: float
     size_bytes: int | None
@@ -65,22 +67,61 @@ def build_argv(engine: Engine, v: Variant, base: str | None, torch_index: str | 
     return engine.command("build", *args, str(ROOT))
 
 
+def layer_build_argv(engine: Engine, layer: MpiJobLayer, base: str | None = None, tag: str | None = None) -> list[str]:
+    """The engine's build command for an MPIJob layer: FROM `base` (default: its default image, by name), nothing
+    passed in (it installs Debian/Ubuntu packages only), the rendered folder as the context (it copies nothing)."""
+    args = ["-f", str(RENDERED_DIR / layer.dockerfile), "-t", tag or layer.image]
+    if base:
+        args += ["--build-arg", f"BASE={base}"]
+    return engine.command("build", *args, str(RENDERED_DIR))
+
+
+def _run_build(argv: list[str], image: str, log: Path) -> float:
+    """Runs a build command, its output into `log`; the seconds it took, or RuntimeError naming the log."""
+    start = time.monotonic()
+    with log.open("w") as out:
+        out.write("$ " + " ".join(argv) + "\n")
+        out.flush()
+        rc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+    if rc != 0:
+        raise RuntimeError(f"{image}: the build failed (exit {rc}); its output is in {log}")
+    return time.monotonic() - start
+
+
 def build(engine: Engine, v: Variant, base: str | None, torch_index: str | None, settings: PipSettings,
           log: Path, tag: str | None = None) -> Built:
     """Builds one variant (its output into `log`); raises RuntimeError naming the log when the build fails."""
     image = tag or v.image
     with tempfile.TemporaryDirectory(prefix="bench-pip-") as tmp:
         write_settings(settings, Path(tmp))
-        argv = build_argv(engine, v, base, torch_index, settings, Path(tmp), image)
-        start = time.monotonic()
-        with log.open("w") as out:
-            out.write("$ " + " ".join(argv) + "\n")
-            out.flush()
-            rc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
-        seconds = time.monotonic() - start
-    if rc != 0:
-        raise RuntimeError(f"{image}: the build failed (exit {rc}); its output is in {log}")
+        seconds = _run_build(build_argv(engine, v, base, torch_index, settings, Path(tmp), image), image, log)
     return Built(v, image, seconds, image_size(engine, image), find_leaks(engine, image, settings))
+
+
+def build_layer(engine: Engine, layer: MpiJobLayer, settings: PipSettings, log: Path) -> Built:
+    """Builds an MPIJob layer FROM its default image (which must exist here), then the same check for the host's pip
+    settings as its default image had (the layer passes none in; the check shows it stayed so)."""
+    seconds = _run_build(layer_build_argv(engine, layer), layer.image, log)
+    image = layer.image
+    return Built(layer, image, seconds, image_size(engine, image), find_leaks(engine, image, settings))
+
+
+def engine_problem(engine: Engine) -> str | None:
+    """None when the engine answers (`info`); else the last line it gave (docker's client with no daemon, podman
+    that cannot start here)."""
+    try:
+        done = subprocess.run(engine.command("info"), capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode == 0:
+        return None
+    return (done.stderr.strip().splitlines() or [f"{engine.name} info: exit {done.returncode}"])[-1]
+
+
+def image_exists(engine: Engine, image: str) -> bool:
+    """Whether the engine has this image locally (podman: `image exists`; docker: `image inspect`)."""
+    sub = ("image", "exists", image) if engine.name == "podman" else ("image", "inspect", image)
+    return subprocess.run(engine.command(*sub), capture_output=True, check=False).returncode == 0
 
 
 def image_size(engine: Engine, image: str) -> int | None:

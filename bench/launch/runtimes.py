@@ -57,9 +57,23 @@ def runtime_for(mpi: str, python: str = sys.executable) -> Runtime:
     flavour = flavour_named(mpi)
     if flavour.abi not in ABIS:
         raise ValueError(f"flavour {mpi}: abi {flavour.abi!r} has no environment (known: {', '.join(ABIS)})")
-    venv = venv_for(mpi, python)
     if flavour.abi == MAIN_ABI:
         return Runtime(python, (str(Path(python).parent),), {})
+    return _in_venv(mpi, venv_for(mpi, python), os.environ.get("LD_LIBRARY_PATH"))
+
+
+def image_runtime(mpi: str, python: str) -> Runtime:
+    """The runtime inside the cell's own bench image (bench.images.recipes): one environment, `python`'s, built for
+    the flavour's ABI (docker/Dockerfile.j2), its runtime wheels in it. For launch lines rendered here and run in a
+    pod (the Kubernetes backend), where neither this machine's environments nor its library path apply."""
+    flavour = flavour_named(mpi)
+    if flavour.abi == MAIN_ABI:
+        return Runtime(python, (str(Path(python).parent),), {})
+    return _in_venv(mpi, Path(python).parent.parent, None)
+
+
+def _in_venv(mpi: str, venv: Path, library_path: str | None) -> Runtime:
+    flavour = flavour_named(mpi)
     bins = (str(venv / "bin"),)
     # libmpi.so.12 by search path, not by the build's RUNPATH (a cached Horovod build may come from another checkout):
     # the environment's own, or the flavour's from its prefix.
@@ -68,6 +82,6 @@ def runtime_for(mpi: str, python: str = sys.executable) -> Runtime:
         prefix = venv / flavour.runtime_prefix
         bins = (str(prefix / "bin"),) + bins
         libs = [str(prefix / "lib")]
-    if os.environ.get("LD_LIBRARY_PATH"):
-        libs.append(os.environ["LD_LIBRARY_PATH"])
+    if library_path:
+        libs.append(library_path)
     return Runtime(str(venv / "bin" / "python"), bins, {"LD_LIBRARY_PATH": os.pathsep.join(libs)})
