@@ -42,7 +42,7 @@ def test_a_bare_backend_name_is_shorthand_for_its_section():
     full = load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: {name: slurm}\n").spec.backend
     assert short == full and short.name == "slurm"
     with pytest.raises(BenchInputError, match=r"<string>:3: backend.name: must be 'local'"):
-        load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: kubernetes\n")
+        load_matrix_text("name: t\naxes: {gpu: [cpu]}\nbackend: nomad\n")
 
 
 def _imports(path: Path):

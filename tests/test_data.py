@@ -99,6 +99,11 @@ def test_make_sample_cli_and_bad_arguments(tmp_path):
     assert ok.returncode == 0 and "6 images in 2 classes" in ok.stdout
     bad = bench_cli("data", "make-imagenet-sample", "e", "--classes", "0", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+    # A folder that cannot be made is the user's path, not a bug (the CLI fuzz drew /proc/none/x: exit 70 before).
+    unwritable = bench_cli("data", "make-imagenet-sample", "/proc/none/x", "--classes", "1", "--per-class", "1",
+                           cwd=tmp_path)
+    assert unwritable.returncode == 2 and unwritable.stderr == ("bench: error: /proc/none/x: cannot write the sample: "
+                                                                "No such file or directory\n")
 
 
 def test_input_bound_marks_real_data_well_below_its_synthetic_twin():

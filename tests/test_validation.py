@@ -41,8 +41,8 @@ CASES = [
                                   for k in ("gpus", "steps", "repeats", "batch_per_gpu", "warmup_steps"))
      + "  gpu: [cpu]\n", 2, ["product has", "limit"]),
     ("- just\n- a list\n", 1, ["must be a YAML mapping"]),
-    ("name: t\nbackend: {name: kubernetes}\naxes: {gpu: [cpu]}\n", 2, ["backend.name"]),
-    ("name: t\nbackend: kubernetes\naxes: {gpu: [cpu]}\n", 2, ["backend.name", "kubernetes"]),
+    ("name: t\nbackend: {name: nomad}\naxes: {gpu: [cpu]}\n", 2, ["backend.name"]),
+    ("name: t\nbackend: nomad\naxes: {gpu: [cpu]}\n", 2, ["backend.name", "nomad"]),
     # Issue 6: more shapes of bad input, each with the line it must name.
     ("name: t\naxes:\n\tgpu: [cpu]\n", 3, ["invalid YAML"]),
     ("name: t\nworkload:\n  batch_per_gpu: 0\naxes: {gpu: [cpu]}\n", 3, ["workload.batch_per_gpu", "greater than 0"]),

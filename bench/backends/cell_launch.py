@@ -15,7 +15,7 @@ from bench.backends.process import TOKEN_VAR
 from bench.cell import PlannedCell
 from bench.launch import LAUNCHERS, TORCHRUN, Flavour, LaunchSpec, Rendered, Ssh
 from bench.launch.cellenv import cell_env
-from bench.launch.runtimes import Runtime, runtime_for
+from bench.launch.runtimes import Runtime, image_runtime, runtime_for
 from models.registry import COLLECTIVES, WORKLOADS
 
 MODELS_DIR = Path(models.__file__).resolve().parent
@@ -88,6 +88,24 @@ def launch_for(planned: PlannedCell, run_id: str, job: int, *, where: Placement)
         spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1" if one else where.hosts[0],
                                   "MASTER_PORT": where.master_port or str(free_port())})
     return CellLaunch(planned, job_dir, threads, rt, flavour, spec)
+
+
+def launch_in_image(planned: PlannedCell, run_id: str, hosts: tuple[tuple[str, int], ...], *, python: str,
+                    models_dir: str, ssh: Ssh | None = None) -> tuple[LaunchSpec, Runtime, str]:
+    """A cell's launch where its workers run in the cell's own bench image on nodes bench does not reach itself (a
+    cluster's pods): the image's runtime and paths, the cell's env, the hosts as the launcher will reach them, and
+    rank 0's records printed on stdout (the backend reads them back from a log). Unprivileged, as the images run.
+    Also the launcher as the image has it: Open MPI's mpirun and horovodrun by name on the image's PATH, the
+    MPICH-ABI flavours' from the image's environment (Intel MPI's from its own prefix, first)."""
+    c = planned.cell
+    runtime = image_runtime(c["mpi"], python)
+    threads = threads_for(planned, None)
+    program = worker_program(planned, run_id, None, threads, runtime.python, models_dir=models_dir)
+    spec = LaunchSpec(workers=c["gpus"], hosts=hosts, program=program, env=cell_env(planned, threads, runtime),
+                      ib=c["ib"], as_root=False, sriov=planned.sku.sriov, ssh=ssh)
+    flavour = LAUNCHERS[c["mpi"]]
+    tool = f"{runtime.bin_dirs[0]}/{flavour.tool}" if runtime.env else flavour.tool
+    return spec, runtime, tool
 
 
 def runtime_of(planned: PlannedCell, python: str = sys.executable) -> Runtime:

@@ -16,14 +16,13 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 from bench.backend_settings.kubernetes import KubernetesConfig
-from bench.backends.cell_launch import threads_for, worker_program
+from bench.backends.cell_launch import launch_in_image
 from bench.cell import PlannedCell
-from bench.launch import LAUNCHERS, TORCHRUN, LaunchSpec, Rendered, Ssh
-from bench.launch.cellenv import cell_env
-from bench.launch.runtimes import MAIN_ABI, image_runtime
+from bench.launch import LAUNCHERS, TORCHRUN, Rendered, Ssh
 
 MPIJOB_API = "kubeflow.org/v2beta1"
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -71,26 +70,18 @@ class ManifestMaker:
         """The launcher's argv and env (MPIJob), or every pod's torchrun line (PyTorchJob)."""
         c = planned.cell
         flavour = LAUNCHERS[c["mpi"]]
-        runtime = image_runtime(c["mpi"], IMAGE_PYTHON)
-        threads = threads_for(planned, None)
-        env = cell_env(planned, threads, runtime)
-        program = worker_program(planned, run_id, None, threads, runtime.python, data_dir=None,
-                                 models_dir=IMAGE_MODELS)
         if is_pytorchjob(planned):
             hosts = ((f"{name}-master-0", planned.per_node),) + tuple(
                 (f"{name}-worker-{i}", planned.per_node) for i in range(planned.nodes - 1))
-            spec = LaunchSpec(workers=c["gpus"], hosts=hosts, program=program, env=env, ib=c["ib"])
+            spec, runtime, _ = launch_in_image(planned, run_id, hosts, python=IMAGE_PYTHON, models_dir=IMAGE_MODELS)
             if planned.nodes == 1:
                 return TORCHRUN.render(spec, runtime.python)
             return TORCHRUN.render_nodes(spec, runtime.python, rdzv_id=name)[0].rendered
         hosts = tuple((h, planned.per_node) for h in worker_hosts(name, self.config.namespace, planned.nodes))
+        spec, _, tool = launch_in_image(planned, run_id, hosts, python=IMAGE_PYTHON, models_dir=IMAGE_MODELS,
+                                        ssh=Ssh(port=self.ssh_port))
         if c["engine"] == "native":  # DDP under mpirun: rendezvous at the first worker
-            env = {**env, "MASTER_ADDR": hosts[0][0], "MASTER_PORT": MASTER_PORT}
-        spec = LaunchSpec(workers=c["gpus"], hosts=hosts, program=program, env=env, ib=c["ib"], as_root=False,
-                          sriov=planned.sku.sriov, ssh=Ssh(port=self.ssh_port))
-        # Open MPI's mpirun and horovodrun are on the image's PATH; the MPICH-ABI flavours' launchers sit in the
-        # image's environment (Intel MPI's in its own prefix, first).
-        tool = flavour.tool if flavour.abi == MAIN_ABI else f"{runtime.bin_dirs[0]}/{flavour.tool}"
+            spec = replace(spec, env={**spec.env, "MASTER_ADDR": hosts[0][0], "MASTER_PORT": MASTER_PORT})
         return flavour.render(spec, tool)
 
     # --- the pods --------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
+from bench.errors import BenchInputError
 
 HELP = "data sets for real-data cells"
 
@@ -18,7 +19,10 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from bench.datasets import make_imagenet_sample
 
-    made = make_imagenet_sample(args.dir, args.classes, args.per_class, seed=args.seed)
+    try:
+        made = make_imagenet_sample(args.dir, args.classes, args.per_class, seed=args.seed)
+    except OSError as e:  # a folder that cannot be made or written: the user's path, not a bug
+        raise BenchInputError(f"cannot write the sample: {e.strerror or e}", args.dir) from None
     print(f"{made['images']} images in {made['classes']} classes, layouts: {', '.join(made['layouts'])}: "
           f"{made['dir']}/train/<wnid>/*.JPEG and {made['dir']}/tfrecord/train-*")
     return EXIT_OK
