@@ -2,7 +2,10 @@
 on the same machines, the verdict, the slow rank, and where each cell's step time went (pure: frames in, rows out).
 
 Expected value. X(1) is the 1-worker (compute-only) rate of the same series (every setting equal but the worker
-count), measured in the same store; N workers each compute at X(1), and the step grows by the allreduce that the
+count), measured in the same store. Where the store has no such twin, a 1-worker cell that differs only in settings
+one worker's rate does not depend on (STAND_IN_KEYS: the MPI flavour, the engine, the fabric, how often the rate was
+measured) stands in for it, and the row names it (`stand_in`); with none either, the row says why (`why`: "no
+1-worker cell with real data", ...). N workers each compute at X(1), and the step grows by the allreduce that the
 backward pass does not hide — from the cell's own stack's measured α-β fit when the store has a usable one
 (bench/analysis/collectives.py), else from the data sheet (bench/analysis/whatif.py's LINKS), and the row says which
 (`links`). That is whatif.predict(), the same arithmetic as the what-if model:
@@ -44,6 +47,30 @@ TOLERANCE = 0.10
 STRAGGLER_BELOW = 0.80
 PARTS = ("input", "compute", "communication", "rest")
 
+# The settings in which a 1-worker cell may differ from a multi-worker cell and still give it X(1), because one
+# worker's compute does not depend on them; each value tuple is the order of preference when several 1-worker cells
+# qualify (the one differing in fewest settings wins first). Everything else must be equal: the GPU, framework,
+# precision, batch, image size, memory layout, threads, warm-up and steps per window change the step or what a window
+# measures, and so does the data (real data adds decoding and loading to every step: a synthetic 1-worker cell is no
+# X(1) for a real-data cell).
+STAND_IN_KEYS: dict[str, tuple] = {
+    # The MPI flavour (or Gloo) carries the allreduce between workers; one worker exchanges nothing, so the flavour
+    # never touches its step. MPI flavours first (a worker started by an MPI launcher, like the cell's own), Open MPI
+    # (Horovod's usual build) first of them.
+    "mpi": ("openmpi", "intelmpi", "mpich", "gloo"),
+    # Horovod or PyTorch's native DDP: the engine wraps the allreduce; one worker's forward, backward and update are
+    # the framework's own either way (an allreduce over one rank is no exchange).
+    "engine": ("horovod", "native"),
+    # The fabric carries traffic between nodes; one worker sends nothing over it.
+    "ib": (False, True),
+    # How many windows and separate launches measured the rate: more of them narrow X(1)'s interval (which is
+    # carried through), they do not move the rate. No preference.
+    "repeats": (),
+    "jobs": (),
+}
+# The settings of the input pipeline: a 1-worker cell differing only in these is "no 1-worker cell with real data".
+DATA_KEYS = ("data", "data_layout", "loader_workers")
+
 
 @dataclass(frozen=True)
 class Straggler:
@@ -72,6 +99,8 @@ class Expected:
     gap_high: float | None = None
     straggler: Straggler | None = None
     why: str = ""
+    baseline_id: str | None = None  # the 1-worker cell whose rate is X(1)
+    stand_in: str = ""  # when that cell is not this one's twin: which it is, e.g. "the openmpi 1-worker cell"
 
     @property
     def below(self) -> bool:
@@ -80,8 +109,9 @@ class Expected:
     def describe(self) -> str:
         if self.expected is None:
             return f"no expected value: {self.why}"
+        source = self.links + (f"; X(1) from {self.stand_in} {self.baseline_id}" if self.stand_in else "")
         text = (f"measured {self.measured:,.1f} img/s, expected {self.expected:,.1f} "
-                f"[{self.expected_low:,.1f}, {self.expected_high:,.1f}] ({self.links}): {self.verdict}")
+                f"[{self.expected_low:,.1f}, {self.expected_high:,.1f}] ({source}): {self.verdict}")
         return text + (f"; slow: {self.straggler.describe()}" if self.straggler else "")
 
 
@@ -147,16 +177,17 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
 
     out = []
     rows = table.to_dict("records")
-    base = {(_series(r), int(r["gpus"])): r for r in rows}
+    find = OneWorker(rows)
     for r in rows:
         if int(r["gpus"]) < 2:
             continue
         lead = Expected(r["cell_id"], int(r["gpus"]), float(r["images_per_sec"]), _low(r), _high(r),
                         None, straggler=straggler((ranks or {}).get(r["cell_id"], [])))
-        one = base.get((_series(r), 1))
+        one, differs = find.baseline(r)
         if one is None:
-            out.append(replace(lead, why="no 1-worker cell of the same series in this store"))
+            out.append(replace(lead, why=find.why_none(r)))
             continue
+        lead = replace(lead, baseline_id=one["cell_id"], stand_in=stand_in_words(one, differs))
         fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
         try:
             mid, links = expected_rate(r, float(one["images_per_sec"]), fit)
@@ -185,10 +216,91 @@ def windows_of(ranks: list[dict], ok) -> dict[str, list[list[dict]]]:
     return out
 
 
+class OneWorker:
+    """Finds the 1-worker cell whose rate is a multi-worker cell's X(1) among `rows` (cell_summary rows): its twin
+    (every setting equal but the worker count), else the best stand-in (STAND_IN_KEYS); and, when there is neither,
+    why not, in words a reader can act on."""
+
+    def __init__(self, rows: list[Mapping[str, Any]]):
+        from bench.analysis.scaling import SERIES_KEYS
+
+        self.keys = list(SERIES_KEYS)
+        self.ones = [r for r in rows if int(r["gpus"]) == 1]
+        self.twins = {_series(r): r for r in self.ones}
+        self.by_rest: dict[tuple, list[Mapping[str, Any]]] = {}
+        for r in self.ones:
+            self.by_rest.setdefault(_rest(r), []).append(r)
+
+    def baseline(self, row: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, tuple[str, ...]]:
+        """(the 1-worker cell, the STAND_IN_KEYS it differs in: () for the twin), or (None, ())."""
+        twin = self.twins.get(_series(row))
+        if twin is not None:
+            return twin, ()
+        best = None
+        for one in self.by_rest.get(_rest(row), ()):
+            differs = tuple(k for k in STAND_IN_KEYS if _value(one, k) != _value(row, k))
+            rank = (len(differs), tuple(_preference(k, _value(one, k)) for k in STAND_IN_KEYS), str(one["cell_id"]))
+            if best is None or rank < best[0]:
+                best = (rank, one, differs)
+        return (best[1], best[2]) if best else (None, ())
+
+    def why_none(self, row: Mapping[str, Any]) -> str:
+        """Why `row` has no X(1): no 1-worker cell at all, none with its data, or what the nearest one differs in."""
+        if not self.ones:
+            return "no 1-worker cell in this store"
+        import numpy as np
+
+        mine = np.array([_value(row, k) for k in self.keys], dtype=object)
+        theirs = np.array([[_value(r, k) for k in self.keys] for r in self.ones], dtype=object)
+        free = np.array([k in STAND_IN_KEYS for k in self.keys])
+        differ = (theirs != mine) & ~free
+        nearest = differ[int(np.argmin(differ.sum(axis=1)))]
+        keys = [k for k, d in zip(self.keys, nearest) if d]
+        if "data" in keys and set(keys) <= set(DATA_KEYS):
+            return f"no 1-worker cell with {'real' if row.get('data') == 'imagenet' else 'synthetic'} data"
+        if keys == ["gpu"]:
+            return f"no 1-worker cell on {row.get('gpu')}"
+        if set(keys) <= set(DATA_KEYS):
+            return f"no 1-worker cell with the same input pipeline (the nearest differs in {', '.join(keys)})"
+        return f"no 1-worker cell with the same compute settings (the nearest differs in {', '.join(keys)})"
+
+
+_STAND_IN_WORDS = {"engine": {"horovod": "Horovod", "native": "DDP"}, "ib": {True: "IB on", False: "IB off"}}
+_COUNT_WORDS = {"repeats": "repeat", "jobs": "job"}
+
+
+def stand_in_words(one: Mapping[str, Any], differs: tuple[str, ...]) -> str:
+    """"the openmpi 1-worker cell": the stand-in named by the settings it differs in; "" for a twin."""
+    if not differs:
+        return ""
+    words = [f"{_value(one, k)}-{_COUNT_WORDS[k]}" if k in _COUNT_WORDS else
+             str(_STAND_IN_WORDS.get(k, {}).get(_value(one, k), _value(one, k))) for k in differs]
+    return f"the {' · '.join(words)} 1-worker cell"
+
+
+def _value(row: Mapping[str, Any], key: str):
+    v = row.get(key)
+    if _missing(v):
+        return None
+    return bool(v) if key in ("ib", "channels_last") else v
+
+
+def _preference(key: str, value) -> int:
+    order = STAND_IN_KEYS[key]
+    return order.index(value) if value in order else len(order)
+
+
 def _series(row: Mapping[str, Any]) -> tuple:
     from bench.analysis.scaling import SERIES_KEYS
 
     return tuple(None if _missing(row.get(k)) else row.get(k) for k in SERIES_KEYS)
+
+
+def _rest(row: Mapping[str, Any]) -> tuple:
+    """The series less STAND_IN_KEYS: what a stand-in must share."""
+    from bench.analysis.scaling import SERIES_KEYS
+
+    return tuple(_value(row, k) for k in SERIES_KEYS if k not in STAND_IN_KEYS)
 
 
 def _missing(v) -> bool:
@@ -253,13 +365,13 @@ def breakdowns(table, ranks: Mapping[str, list[list[dict]]], fits: Mapping[tuple
     from bench.analysis.collectives import stack_of
 
     rows = table.to_dict("records")
-    base = {(_series(r), int(r["gpus"])): r for r in rows}
+    find = OneWorker(rows)
     out = []
     for r in rows:
         windows = ranks.get(r["cell_id"])
         if not windows:
             continue
-        one = base.get((_series(r), 1))
+        one = r if int(r["gpus"]) == 1 else find.baseline(r)[0]
         x1 = float(one["images_per_sec"]) if one is not None else None
         exposed = None
         if x1 and int(r["gpus"]) > 1:

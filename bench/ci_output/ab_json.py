@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
+
+from bench.analysis.missing import json_value
 
 AB_FORMAT, AB_FORMAT_VERSION = "bench-ab-result", 1
 
 
-def _num(x):
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+_num = json_value  # NaN/None/NA/±inf → null (bench/analysis/missing.py)
 
 
 def ab_document(results, diffs, settings, session_id: str, specs, statistic: str) -> dict:

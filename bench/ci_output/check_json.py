@@ -4,9 +4,9 @@ meaning bumps it)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
+from bench.analysis.missing import json_value, text
 from bench.cell_keys import CELL_KEYS
 
 CHECK_FORMAT, CHECK_FORMAT_VERSION = "bench-check-result", 1
@@ -14,20 +14,7 @@ _NUMBERS = ("baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate
             "candidate_ci_high", "ratio", "ci_low", "ci_high", "ci_coverage", "p_value")
 
 
-def _value(v):
-    """JSON-safe: NaN/None → null, numpy scalars → Python."""
-    if v is None:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    try:
-        if v != v:  # pandas NA and friends
-            return None
-    except TypeError:
-        return None
-    return v
+_value = json_value  # JSON-safe: NaN/None/NA → null, numpy scalars → Python (bench/analysis/missing.py)
 
 
 def check_document(result, *, baseline: str, candidate: str, settings, normalize: str, counts: dict,
@@ -38,7 +25,8 @@ def check_document(result, *, baseline: str, candidate: str, settings, normalize
                       "keys": {k: _value(row.get(k)) for k in CELL_KEYS},
                       "basis": row["basis"], "n_baseline": int(row["n_baseline"]),
                       "n_candidate": int(row["n_candidate"]),
-                      **{k: _value(row[k]) for k in _NUMBERS}, "verdict": row["verdict"], "note": row["note"] or ""})
+                      **{k: _value(row[k]) for k in _NUMBERS}, "verdict": row["verdict"],
+                      "note": text(row["note"], missing="")})
     return {"format": CHECK_FORMAT, "format_version": CHECK_FORMAT_VERSION,
             "baseline": baseline, "candidate": candidate,
             "settings": {"min_effect": settings.min_effect, "alpha": settings.alpha, "normalize": normalize},

@@ -4,10 +4,10 @@ incomparable one and for cells whose machines differ. Escaping per GitHub's work
 message; also : and , in properties)."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
+from bench.analysis import missing
 from bench.ci_output.junit import failure_message
 from bench.ci_output.outcome import CellOutcome, Heading
 
@@ -35,11 +35,11 @@ def annotations(outcomes: list[CellOutcome], heading: Heading) -> list[str]:
 
 
 def _num(x, digits=3) -> str:
-    return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+    return missing.text(x, f"{{:.{digits}f}}")
 
 
 def _p(x) -> str:
-    return "–" if x is None or not math.isfinite(x) else f"{x:.3g}"  # a tiny p stays readable (not 0.000)
+    return missing.text(x, "{:.3g}")  # a tiny p stays readable (not 0.000)
 
 
 def summary_markdown(outcomes: list[CellOutcome], heading: Heading, counts: dict[str, int], changes=()) -> str:
@@ -50,7 +50,7 @@ def summary_markdown(outcomes: list[CellOutcome], heading: Heading, counts: dict
     if shown:
         out += ["| cell | verdict | ratio | interval | p | note |", "|---|---|---|---|---|---|"]
         for o in shown:
-            interval = "–" if not math.isfinite(o.ci_low) else f"{o.ci_low:.3f}–{o.ci_high:.3f}"
+            interval = missing.MISSING if missing.is_missing(o.ci_low) else f"{o.ci_low:.3f}–{o.ci_high:.3f}"
             out.append(f"| {o.label} | **{o.verdict}** | {_num(o.ratio)} | {interval} | {_p(o.p_value)} | "
                        f"{o.note.replace('|', chr(92) + '|')} |")
         out.append("")

@@ -7,25 +7,25 @@ XML layout (testsuites/testsuite/testcase, as Jenkins, GitLab and GitHub test re
 """
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from bench.analysis import missing
 from bench.ci_output.outcome import CellOutcome, Heading
 
 SKIPPED = ("insufficient-data", "incomparable")
 
 
 def ratio_text(o: CellOutcome) -> str:
-    if not math.isfinite(o.ratio):
-        return "ratio -"
-    if not math.isfinite(o.ci_low):
+    if missing.is_missing(o.ratio):
+        return f"ratio {missing.MISSING}"
+    if missing.is_missing(o.ci_low):
         return f"ratio {o.ratio:.3f}"
     return f"ratio {o.ratio:.3f} ({o.ratio_of}), {o.level:.0%} interval {o.ci_low:.3f}–{o.ci_high:.3f}"
 
 
 def failure_message(o: CellOutcome) -> str:
-    return f"{o.who} regressed: {ratio_text(o)}, p = {o.p_value:.3g}"
+    return f"{o.who} regressed: {ratio_text(o)}, p = {missing.text(o.p_value, '{:.3g}')}"
 
 
 def junit_tree(outcomes: list[CellOutcome], heading: Heading, elapsed_s: float = 0.0) -> ET.ElementTree:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bench.analysis import missing
+
 
 @dataclass(frozen=True)
 class CellOutcome:
@@ -47,7 +49,8 @@ def _float(x) -> float:
 def from_check(result, labels: dict[str, str]) -> list[CellOutcome]:
     """`bench check`'s result frame (bench/analysis/regress.compare) → outcomes; labels: cell_id → label."""
     return [CellOutcome(labels[r["cell_id"]], r["cell_id"], r["verdict"], _float(r["ratio"]), _float(r["ci_low"]),
-                        _float(r["ci_high"]), _float(r["ci_coverage"]), _float(r["p_value"]), r["note"] or "")
+                        _float(r["ci_high"]), _float(r["ci_coverage"]), _float(r["p_value"]),
+                        missing.text(r["note"], missing=""))
             for r in result.to_dict("records")]
 
 

@@ -2,9 +2,9 @@
 bench/check_sides.py finds the two sides, bench/analysis/regress.py decides, this prints."""
 from __future__ import annotations
 
-import math
 import sys
 
+from bench.analysis import missing
 from bench.cell_label import cell_label
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
@@ -44,7 +44,7 @@ def parse_normalize(text: str | None):
 
 
 def _fmt(x: float, digits: int = 1) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+    return missing.text(x, f"{{:.{digits}f}}")
 
 
 _STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "inconclusive": "yellow",
@@ -90,13 +90,13 @@ def run(args) -> int:
         table.add_column(col, justify=justify, overflow="fold")
     digits = 3 if selector else 1
     for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
-        interval = "-" if not math.isfinite(row["ci_low"]) else \
+        interval = missing.MISSING if missing.is_missing(row["ci_low"]) or missing.is_missing(row["ci_high"]) else \
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
         table.add_row(cell_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
                       _fmt(row["baseline_median"], digits), _fmt(row["candidate_median"], digits),
                       _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
                       f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
-                      row["note"] or "")
+                      missing.text(row["note"], missing=""))
     console.print(table)
     hidden = len(result) - min(len(shown), _MAX_ROWS if not args.all else len(shown))
     if hidden:

@@ -19,6 +19,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from bench.analysis.missing import CSV_MISSING, csv_ready, json_lines
     from bench.errors import BenchInputError
     from bench.store import Store
 
@@ -32,10 +33,10 @@ def run(args) -> int:
             raise BenchInputError("--format parquet needs pyarrow: pip install '.[parquet]'") from None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        if args.format == "csv":
-            df.to_csv(out, index=False)
+        if args.format == "csv":  # a missing value is an empty field; in JSON, null (bench/analysis/missing.py)
+            csv_ready(df).to_csv(out, index=False, na_rep=CSV_MISSING)
         elif args.format == "json":
-            df.to_json(out, orient="records", lines=True)
+            out.write_text(json_lines(df), encoding="utf-8")
         else:
             df.to_parquet(out, index=False)
     except OSError as e:

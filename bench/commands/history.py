@@ -29,7 +29,9 @@ def sparkline(values) -> str:
 
 
 def _when(unix) -> str:
-    return "-" if unix is None or unix != unix else time.strftime("%Y-%m-%d %H:%M", time.gmtime(unix))
+    from bench.analysis.missing import is_missing
+
+    return "time not recorded" if is_missing(unix) else time.strftime("%Y-%m-%d %H:%M", time.gmtime(unix))
 
 
 def environment_change(store, cell_id: str, run_before: str, run_after: str, versions: dict[str, str]):

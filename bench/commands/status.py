@@ -13,6 +13,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from bench.analysis.missing import text
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
@@ -20,7 +21,8 @@ def run(args) -> int:
             rows = store.records(run_id=run_["run_id"])
             cells = {r["cell_id"] for r in rows}
             failed = {r["cell_id"] for r in rows if r["status"] != "ok"}
-            print(f"{run_['run_id']}  {run_['matrix_name']}  {run_['backend']}  cells run: {len(cells)}  "
+            print(f"{run_['run_id']}  {text(run_['matrix_name'], missing='(no matrix name)')}  "
+                  f"{text(run_['backend'], missing='(no backend recorded)')}  cells run: {len(cells)}  "
                   f"failed: {len(failed)}  {'finished' if run_['finished_unix'] else 'unfinished'}")
         print(f"{len(store.completed_cells())} cell(s) complete in {args.store}")
         lines = expected_lines(store.dataframe(record_json=False), store.collectives(), store.rank_windows())

@@ -6,17 +6,21 @@ import json
 
 import pandas as pd
 
+from bench.analysis.missing import is_missing, text
 from models.cpufeatures import cpu_line
 
 ENV_SAMPLE = 200  # record_json parsed for the environments table: a sample, never every record
+NOT_RECORDED = "not recorded"  # a record made without the environment probe (or before it recorded this)
 ENV_COLUMNS = ["host", "cpu", "framework", "horovod", "controller", "MPI library loaded", "gpu", "records"]
 
 
 def _cpu_cell(env: dict) -> str:
     """'N × <model name> (vendor family F model M stepping S, microcode …); AMX: yes, AVX-512 BF16: yes, …', and
     torch's kernel level where recorded; records made before the CPU probe show the model name alone."""
-    line = f"{env.get('cpu_count')} × " + (cpu_line(env.get("cpu") if isinstance(env.get("cpu"), dict) else None)
-                                            or str(env.get("cpu_model")))
+    model = cpu_line(env.get("cpu") if isinstance(env.get("cpu"), dict) else None) or env.get("cpu_model")
+    if is_missing(model) and is_missing(env.get("cpu_count")):
+        return NOT_RECORDED
+    line = f"{text(env.get('cpu_count'), missing='?')} × {text(model, missing='CPU model not recorded')}"
     if env.get("torch_cpu_capability"):
         line += f"; torch kernels: {env['torch_cpu_capability']}"
     return line
@@ -28,15 +32,18 @@ def environments(record_json: list[str]) -> list[dict[str, str]]:
         env = json.loads(raw).get("env_probe", {}) if raw else {}
         gpu = env.get("gpu") or {}
         row = {
-            "host": env.get("hostname", "?"), "cpu": _cpu_cell(env),
-            "framework": f"{env.get('framework')} {env.get('framework_version')}",
+            "host": text(env.get("hostname"), missing=NOT_RECORDED), "cpu": _cpu_cell(env),
+            "framework": NOT_RECORDED if is_missing(env.get("framework")) else
+                         f"{env['framework']} {text(env.get('framework_version'), missing='(version not recorded)')}",
             "horovod": f"{env.get('horovod_version')} ("
                        + ", ".join(k for k, v in (env.get("horovod_built") or {}).items() if v) + ")"
                        if env.get("horovod_version") else "not used",
             "controller": env.get("horovod_controller") or
                           (f"DDP ({env['torch_distributed_backend']})" if env.get("torch_distributed_backend")
                            else "none"), "MPI library loaded": env.get("mpi_library") or "—",
-            "gpu": f"{gpu.get('count')}× {gpu.get('model')} (driver {gpu.get('driver')})" if gpu else "none",
+            "gpu": f"{text(gpu.get('count'), missing='?')}× "
+                   f"{text(gpu.get('model'), missing='GPU model not recorded')} "
+                   f"(driver {text(gpu.get('driver'), missing='not recorded')})" if gpu else "none",
         }
         key = tuple(row.values())
         seen.setdefault(key, {**row, "records": 0})["records"] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.missing import MISSING, is_missing, text
 from bench.analysis.scaling import INPUT_BOUND_BELOW
 
 COLUMNS = ["gpu", "framework", "mpi", "IB", "transport", "workers", "nodes", "batch/worker", "image", "precision",
@@ -16,17 +17,24 @@ LEFT = {"gpu", "framework", "mpi", "IB", "transport", "precision", "data", "base
         "links", "slow rank"}
 
 
-def num(v, fmt="{:,.1f}", none="—") -> str:
-    return none if v is None or pd.isna(v) else fmt.format(v)
+def num(v, fmt="{:,.1f}", none=MISSING) -> str:
+    """A number for the page, or `none` (a dash, or the reason) when it is missing (bench/analysis/missing.py)."""
+    return text(v, fmt, none)
+
+
+def pct(v, digits: int = 0, none=MISSING) -> str:
+    """A fraction as a percentage, or `none` when it is missing."""
+    return none if is_missing(v) else f"{100 * v:.{digits}f}%"
 
 
 def ci(r) -> str:
     low, high = getattr(r, "boot_low", None), getattr(r, "boot_high", None)
-    if low is None or pd.isna(low):
+    if is_missing(low) or is_missing(high):
         low, high = r.ci_low, r.ci_high
-    text = f"{low:,.1f}–{high:,.1f} ({r.ci_over}"
     n = int(r.ci_over.split()[0]) if isinstance(r.ci_over, str) and r.ci_over.split()[0].isdigit() else 0
-    return text + (", too few to trust" if n < 3 else "") + ")"
+    if is_missing(low) or is_missing(high):
+        return f"{MISSING} (no interval: {text(r.ci_over, missing='no windows')})"
+    return f"{low:,.1f}–{high:,.1f} ({r.ci_over}" + (", too few to trust" if n < 3 else "") + ")"
 
 
 def transport(r) -> str:
@@ -100,11 +108,12 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "image": int(r.image_size), "precision": precision_label(r, layouts_differ), "data": data_label(r),
             "images/sec": f"{r.images_per_sec:,.1f}", "95% CI": ci(r),
             "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
-            "rank spread": "—" if pd.isna(r.rank_spread) or r.gpus == 1 else
-                           f"{100 * r.rank_spread:.1f}% (slowest: rank {r.slowest_rank})",
-            "speedup": "—" if alone else f"{r.speedup:.2f}×",
-            "efficiency": "—" if alone else f"{100 * r.efficiency:.0f}%",
-            "vs expected": getattr(r, "vs_expected", None) or "—",
+            "rank spread": MISSING if r.gpus == 1 else pct(r.rank_spread, 1, "not recorded")
+                           + ("" if is_missing(r.rank_spread) or is_missing(r.slowest_rank) else
+                              f" (slowest: rank {r.slowest_rank})"),
+            "speedup": MISSING if alone else num(r.speedup, "{:.2f}×"),
+            "efficiency": MISSING if alone else pct(r.efficiency),
+            "vs expected": text(getattr(r, "vs_expected", None)),
             "baseline": base, "cell_id": r.cell_id,
             "_bad": getattr(r, "transport_verdict", None) == "mismatch",
         })

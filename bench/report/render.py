@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader
+from jinja2 import Environment, PackageLoader, Undefined
 
 from bench.analysis.cost import Price
+from bench.analysis.missing import text
 from bench.errors import BenchInputError
 from bench.report.environments import ENV_SAMPLE
 from bench.report.format import LEFT
@@ -61,8 +62,21 @@ def _environment(markdown: bool) -> Environment:
     # every value: a failed cell's error is a worker's stderr, a --where filter is what the user typed, a host name
     # or an image tag comes from the matrix; any of them may hold <, > or &, and unescaped they broke the page (a
     # "<" opened a tag that swallowed the rest of the table). No section passes markup in a value.
-    return Environment(loader=PackageLoader("bench.report", "templates"), autoescape=not markdown,
-                       trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown)
+    # Every value the templates print goes through missing.text (`finalize`): a missing one (None, NaN, NA) reads as
+    # a dash, never as "None" or "nan"; sections that know why a value is missing put the reason in the cell.
+    env = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=not markdown,
+                      trim_blocks=markdown, lstrip_blocks=markdown, keep_trailing_newline=markdown,
+                      finalize=_shown)
+    env.filters["cell"] = _shown
+    return env
+
+
+def _shown(value):
+    """A template value as printed: missing → MISSING (bench/analysis/missing.py); Jinja's Undefined and markup
+    pass through as they are."""
+    if isinstance(value, (Undefined, str)):
+        return value
+    return text(value)
 
 
 def _check_out_dir(out_dir: Path) -> None:

@@ -9,6 +9,8 @@ from typing import ClassVar
 
 import pandas as pd
 
+from bench.analysis.missing import CSV_MISSING, csv_ready
+
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
 
 
@@ -77,5 +79,6 @@ def omitted(sid: str, title: str, why: str) -> Section:
 
 def write_csv(df: pd.DataFrame, out_dir: Path, name: str) -> Path:
     path = out_dir / name
-    df.drop(columns=[c for c in ("ci_values",) if c in df]).to_csv(path, index=False)
+    # A missing value is an empty field (bench/analysis/missing.py).
+    csv_ready(df.drop(columns=[c for c in ("ci_values",) if c in df])).to_csv(path, index=False, na_rep=CSV_MISSING)
     return path

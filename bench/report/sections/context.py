@@ -44,11 +44,12 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
     expected = tuple(expected_cells(table, fits, windows)) if not table.empty else ()
-    if expected:
+    if not table.empty:
         verdicts = {e.cell_id: e for e in expected}
         table = table.assign(expected_images_per_sec=[getattr(verdicts.get(c), "expected", None)
                                                       for c in table["cell_id"]],
-                             vs_expected=[_vs(verdicts.get(c)) for c in table["cell_id"]])
+                             vs_expected=[vs_expected(verdicts.get(c), int(n))
+                                          for c, n in zip(table["cell_id"], table["gpus"])])
     return Context(out_dir=out_dir, records=records, imported=imported, ok=ok, table=table, sweeps=sweeps,
                    references=reference_summary(imported), failures=latest_failures(measured),
                    prices=merge_prices(catalogue_prices(), prices),
@@ -57,10 +58,18 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    breakdowns=tuple(breakdowns(table, windows, fits)) if windows and not table.empty else ())
 
 
-def _vs(e: Expected | None) -> str | None:
+ONE_WORKER = "1 worker: the baseline"  # a 1-worker cell has no expected value: it is X(1) for the others
+
+
+def vs_expected(e: Expected | None, gpus: int) -> str:
+    """The main table's `vs expected`: the verdict, naming a stand-in 1-worker cell and the slow rank; else why
+    there is none."""
+    if gpus == 1:
+        return ONE_WORKER
     if e is None or e.expected is None:
-        return None
-    return e.verdict + (f" (slow: rank {e.straggler.rank})" if e.straggler else "")
+        return e.why if e is not None and e.why else "no expected value"
+    return (e.verdict + (f" vs {e.stand_in}" if e.stand_in else "")
+            + (f" (slow: rank {e.straggler.rank})" if e.straggler else ""))
 
 
 def latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.cost import cost_table
+from bench.analysis.missing import is_missing, text
 from bench.cell_label import cell_label
 from bench.report import charts as ch
 from bench.report.format import num
@@ -23,12 +24,14 @@ def build(ctx: Context) -> Section | None:
     rows = []
     for i, r in enumerate(costs.head(MAX_ROWS).itertuples(), 1):
         has = pd.notna(r.usd_per_million_images)
+        read = None if isinstance(r.price_read, str) and not r.price_read.strip() else r.price_read
         rows.append({"rank": str(i) if has else "—", "cell": cell_label(costs.iloc[i - 1]),
                      "nodes": int(r.nodes), "VM $/h": num(r.vm_usd_per_hour, "${:,.2f}", "no price"),
                      "$/h": num(r.usd_per_hour, "${:,.2f}", "no price"), "images/sec": f"{r.images_per_sec:,.1f}",
                      "$ per million images": num(r.usd_per_million_images, "${:,.2f}", "no price"),
                      "images per $": num(r.images_per_usd, "{:,.0f}", "no price"),
-                     "price read": r.price_read or "—", "price source": r.price_source, "cell_id": r.cell_id,
+                     "price read": text(read, missing="no price" if is_missing(r.vm_usd_per_hour) else "not recorded"),
+                     "price source": text(r.price_source, missing="no price"), "cell_id": r.cell_id,
                      "_bad": False})
     charts, files = [], [csv]
     if not priced.empty:

@@ -4,6 +4,7 @@ and the slow rank, and where each cell's step time went (a stacked bar per cell)
 from __future__ import annotations
 
 from bench.analysis.expected import PARTS, TOLERANCE
+from bench.analysis.missing import MISSING
 from bench.cell_label import cell_label
 from bench.report import charts as ch
 from bench.report.sections.blocks import Chart, Section, table
@@ -19,10 +20,13 @@ def build(ctx: Context) -> Section | None:
     rows = []
     for e in ctx.expected:
         cell = rows_by_id[e.cell_id]
+        one = rows_by_id.get(e.baseline_id)
         rows.append({"cell": cell_label(cell), "images/sec": f"{e.measured:,.1f}",
-                     "expected": "—" if e.expected is None else
+                     "expected": MISSING if e.expected is None else
                      f"{e.expected:,.1f} ({e.expected_low:,.1f}–{e.expected_high:,.1f})",
-                     "links": e.links or "—", "vs expected": e.verdict if e.expected is not None else e.why,
+                     "1-worker cell": MISSING if one is None else
+                     cell_label(one) + (" (stand-in)" if e.stand_in else ""),
+                     "links": e.links or MISSING, "vs expected": e.verdict if e.expected is not None else e.why,
                      "slow rank": e.straggler.describe() if e.straggler else "—", "cell_id": e.cell_id,
                      "_bad": e.below})
     charts, files = [], []
@@ -37,14 +41,17 @@ def build(ctx: Context) -> Section | None:
               "cell_id": b.cell_id, "_bad": False} for b in ctx.breakdowns]
     tables = []
     if rows:
-        tables.append(table("expected-table", ["cell", "images/sec", "expected", "links", "vs expected",
-                                               "slow rank", "cell_id"], rows))
+        tables.append(table("expected-table", ["cell", "images/sec", "expected", "1-worker cell", "links",
+                                               "vs expected", "slow rank", "cell_id"], rows))
     if parts:
         tables.append(table("breakdown-table", ["cell", "step s", *PARTS, "cell_id"], parts))
     return Section("expected", TITLE,
                    "Expected: the same series' 1-worker rate × workers, less the allreduce time the backward pass "
                    "does not hide (from this stack's measured allreduce fit, else the data sheet: `links`); "
-                   "interval from the 1-worker rate's 95% interval (and the fit's). A cell is below expected when its "
+                   "interval from the 1-worker rate's 95% interval (and the fit's). With no 1-worker twin, a 1-worker "
+                   "cell differing only in what one worker does not use (the MPI flavour, the engine, the fabric) or "
+                   "in how often it was measured stands in, marked (stand-in); with none, `vs expected` says why. "
+                   "A cell is below expected when its "
                    f"interval's top is more than {TOLERANCE:.0%} under the expected interval's bottom. Slow rank: the "
                    "rank whose compute per step is longest, named when its rate is under 0.8× the others'. "
                    "Breakdown: seconds per step, averaged over ranks (bench/analysis/expected.py).",

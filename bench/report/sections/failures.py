@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from bench.analysis.missing import text
 from bench.cell_label import cell_label
 from bench.report.sections.blocks import CustomSection
 from bench.report.sections.context import Context
@@ -23,5 +24,5 @@ def build(ctx: Context) -> Failures | None:
     if ctx.failures.empty:
         return None
     return Failures(tuple({"label": cell_label(r), "cell_id": r.cell_id,
-                           "status": r.status, "error": r.error, "run_id": r.run_id}
+                           "status": r.status, "error": text(r.error, missing="no reason recorded"), "run_id": r.run_id}
                           for _, r in ctx.failures.iterrows()))
