@@ -15,7 +15,8 @@
 #
 # Environment: BENCH_GPU_VENV (default .venv-gpu), PYTHON (the interpreter for a new venv, default python3),
 # CUDA_HOME (default: /usr/local/cuda, else the toolkit of the nvcc on PATH), BENCH_CUDA_CC_LIST (default 80,90),
-# BENCH_MPI (openmpi default, none for Gloo alone).
+# BENCH_MPI (openmpi default, none for Gloo alone), BENCH_GPU_TORCH (the torch release, default 2.13.0; the device kit
+# builds for the GPU machine's: scripts/device_kit.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -24,12 +25,12 @@ cc_list=${BENCH_CUDA_CC_LIST:-80,90}
 say() { printf '[gpu-build] %s\n' "$*" >&2; }
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
-# 1. The venv: torch exactly 2.13.0 (`===`: the +cpu build in a local wheel folder also satisfies `==`).
+# 1. The venv: torch exactly 2.13.0, or BENCH_GPU_TORCH (`===`: the +cpu build in a local wheel folder also satisfies `==`).
 if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv"
   "${PYTHON:-python3}" -m venv "$venv"
 fi
-want="torch===2.13.0 nvidia-nccl-cu13 setuptools==80.9.0 wheel==0.45.1 numpy==2.4.6 cloudpickle==3.1.2 psutil==7.2.2 PyYAML==6.0.3 packaging==26.3 cffi==2.1.1"
+want="torch===${BENCH_GPU_TORCH:-2.13.0} nvidia-nccl-cu13 setuptools==80.9.0 wheel==0.45.1 numpy==2.4.6 cloudpickle==3.1.2 psutil==7.2.2 PyYAML==6.0.3 packaging==26.3 cffi==2.1.1"
 stamp="$venv/.bench-gpu-deps"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing CUDA torch and NCCL into $venv (several GB on a first run)"
