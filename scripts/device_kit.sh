@@ -4,11 +4,17 @@
 #   wheels/               cp312 manylinux x86_64 wheels of scripts/device_kit_requirements.txt (pydantic and its
 #                         needs, Horovod's build and run-time needs, pip itself)
 #   requirements.txt      that list, as installed
-#   horovod-0.28.1.tar.gz Horovod's sdist (built there against that machine's torch, with NCCL)
-#   imagenet-sample/      a small ImageNet-style JPEG tree (bench/datasets.py; 10 classes x 64 images: one batch of
-#                         256 per rank fits in it), for matrix-gpu.yaml's real-data cell
+#   horovod-0.28.1.tar.gz Horovod's sdist (the fallback: built there against that machine's torch, with NCCL)
+#   gpu/                  built for the GPU machine's torch (BENCH_KIT_TORCH, 2.11.0+cu130 on the machines lent so
+#                         far: docs/gpu-results.md): torchvision's wheel (PyPI's 0.26.0 is the cu130 build, nvJPEG
+#                         inside, ~7.5 MB) and a Horovod wheel with NCCL compiled here (scripts/gpu_build.sh in
+#                         .venv-gpu-kit, a Python 3.12 venv with PyPI's torch 2.11.0: several GB of CUDA wheels and a
+#                         ~10 min compile the first time, cached after), and built-for.txt saying for what
+# The JPEG sample is not in the kit (no room within 64 MiB): the GPU session makes it there (its `data` phase).
 # Then it checks the kit as the GPU session's dry run does, measures the tree and the kit, and prints what to take.
-# Environment: BENCH_KIT_DIR (default device-kit), BENCH_KIT_PYTHON_VERSION (default 3.12).
+# Environment: BENCH_KIT_DIR (default device-kit), BENCH_KIT_PYTHON_VERSION (default 3.12), BENCH_KIT_TORCH (default
+# 2.11.0), BENCH_KIT_TORCHVISION (default 0.26.0, the release that pairs with it), BENCH_KIT_PYTHON (the 3.12
+# interpreter for .venv-gpu-kit; default: pyenv's, else python3.12 on PATH).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -35,13 +41,27 @@ if [ ! -f "$sdist" ]; then
   fi
 fi
 
-sample="$kit/imagenet-sample"
-if [ ! -d "$sample/train" ]; then
-  say "generating the JPEG sample in $sample"
-  PYTHONPATH="$here" "$py" -c 'import sys
-from bench.datasets import make_imagenet_sample
-made = make_imagenet_sample(sys.argv[1], classes=10, per_class=64, tfrecord=False)
-print("[device-kit]", made["images"], "images,", made["classes"], "classes", file=sys.stderr)' "$sample"
+torch_release=${BENCH_KIT_TORCH:-2.11.0}
+vision_release=${BENCH_KIT_TORCHVISION:-0.26.0}
+mkdir -p "$kit/gpu"
+if ! ls "$kit/gpu"/torchvision-"$vision_release"-*.whl >/dev/null 2>&1; then
+  say "torchvision $vision_release for Python $pyver (the build for torch $torch_release) into $kit/gpu"
+  quiet_pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp --abi "$abi" \
+    --platform manylinux_2_28_x86_64 "torchvision==$vision_release" -d "$kit/gpu"
+fi
+if ! ls "$kit/gpu"/horovod-0.28.1-"$abi"-*.whl >/dev/null 2>&1; then
+  py_kit=${BENCH_KIT_PYTHON:-$(ls /root/.pyenv/versions/"$pyver".*/bin/python"$pyver" 2>/dev/null | tail -1)}
+  py_kit=${py_kit:-$(command -v "python$pyver" || true)}
+  [ -n "$py_kit" ] || { say "no Python $pyver here to build the Horovod wheel for (set BENCH_KIT_PYTHON)"; exit 1; }
+  say "Horovod with NCCL for torch $torch_release on Python $pyver (.venv-gpu-kit; cached after the first build)"
+  gpu_venv=$here/.venv-gpu-kit
+  PYTHON="$py_kit" BENCH_GPU_VENV="$gpu_venv" BENCH_GPU_TORCH="$torch_release" scripts/gpu_build.sh
+  built=$(BENCH_HOROVOD_PRINT_KEY=1 PYTHON="$gpu_venv/bin/python" scripts/gpu_horovod.sh 2>/dev/null |
+          grep -m1 '/horovod-0.28.1-' || true)
+  ls "$built"/horovod-*.whl >/dev/null 2>&1 || { say "no Horovod wheel in the build cache ($built)"; exit 1; }
+  cp "$built"/horovod-*.whl "$kit/gpu/"
+  printf 'python=%s\ntorch=%s\n' "$pyver" "$("$gpu_venv/bin/python" -c 'import torch; print(torch.__version__)')" \
+    > "$kit/gpu/built-for.txt"
 fi
 
 # The same completeness check as the GPU session's dry run (it exits non-zero naming what is missing).

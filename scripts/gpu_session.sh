@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The whole GPU pipeline on one GPU machine with no package index, from the working tree plus `make device-kit`'s
 # kit, in phases that resume across commands (each well under 10 minutes):
-#   install  a venv over the machine's CUDA torch (a .pth line: its packages stay visible), the kit's wheels into it
-#   build    Horovod 0.28.1 with NCCL (+ Gloo; + MPI where an mpicxx exists) against that torch, from the kit's
-#            sdist (scripts/gpu_horovod.sh), the compiler's log kept; then nccl_built() and the ldd checks
+#   install  a venv over the machine's CUDA torch (a .pth line: its packages stay visible), the kit's wheels into it,
+#            and the kit's torchvision (nvJPEG) when it was built for the machine's torch
+#   build    Horovod 0.28.1 with NCCL: the kit's prebuilt wheel when it was built for the machine's torch and Python
+#            and passes nccl_built() and the ldd checks; else from the kit's sdist (scripts/gpu_horovod.sh, + MPI
+#            where an mpicxx exists), the compiler's log kept, and the same checks
 #   doctor   nvidia-smi, torch's view of the GPU, `bench doctor`, `bench plan` of the matrix
+#   data     the ImageNet-like JPEG sample the matrix's real-data cells read, made there by `bench data
+#            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it)
 #   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
 #            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check
 #   report   `bench report`
@@ -15,13 +19,19 @@
 #
 # Usage: scripts/gpu_session.sh [--phase install|build|doctor|cells|report|all] [--out DIR] [--work DIR] [--kit DIR]
 #          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--force] [--dry-run | --check-kit]
-# --dry-run checks the kit and prints every phase's commands, running nothing (works on any machine);
-# --check-kit only checks the kit. Both exit 1 naming what the kit lacks.
+# --dry-run checks the kit, prints every phase's commands and the loan's time plan (scripts/gpu_time_plan.py: each
+# phase's and cell's expected seconds, the machine's start included), running nothing (works on any machine);
+# --check-kit only checks the kit. Both exit 1 naming what the kit lacks (or, for --dry-run, a plan over 720 s).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-PHASES=(install build doctor cells report)
+PHASES=(install build doctor data cells report)
 HOROVOD_SDIST=horovod-0.28.1.tar.gz
+# The kit's GPU part (scripts/device_kit.sh): torchvision and a Horovod wheel built for the GPU machine's torch, and
+# what they were built for (one `key=value` a line: python, torch).
+GPU_DIR=gpu
+SAMPLE=.gpu-session/imagenet-sample  # matrix-gpu.yaml's backend.imagenet_dir
+SAMPLE_CLASSES=100 SAMPLE_PER_CLASS=64
 
 phase=all out=${OUT:-} work=$here/.gpu-session kit=$here/device-kit matrix=matrix-gpu.yaml arch=80,90
 python=$([ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || command -v python3)
@@ -68,10 +78,14 @@ kit_missing() {
     [ -n "$wheel" ] || echo "wheel $name==$version in $kit/wheels"
   done < scripts/device_kit_requirements.txt
   [ -s "$kit/$HOROVOD_SDIST" ] || echo "Horovod's sdist $kit/$HOROVOD_SDIST"
-  find "$kit/imagenet-sample/train" -name '*.JPEG' -print -quit 2>/dev/null | grep -q . ||
-    echo "the JPEG sample $kit/imagenet-sample/train/<wnid>/*.JPEG"
+  [ -s "$kit/$GPU_DIR/built-for.txt" ] || echo "what the GPU wheels were built for, $kit/$GPU_DIR/built-for.txt"
+  gpu_wheel torchvision >/dev/null || echo "torchvision's wheel in $kit/$GPU_DIR"
+  gpu_wheel horovod >/dev/null || echo "the prebuilt Horovod wheel in $kit/$GPU_DIR"
   [ -f "$matrix" ] || echo "the matrix $matrix"
 }
+
+gpu_wheel() { find "$kit/$GPU_DIR" -maxdepth 1 -name "$1-*.whl" -size +0 2>/dev/null | head -1 | grep .; }
+built_for() { sed -n "s/^$1=//p" "$kit/$GPU_DIR/built-for.txt" 2>/dev/null; }
 
 check_kit() {
   local missing
@@ -80,7 +94,7 @@ check_kit() {
     printf 'kit incomplete: missing %s\n' "$missing" | sed '2,$ s/^/kit incomplete: missing /' >&2
     return 1
   fi
-  echo "kit complete: $kit ($(ls "$kit/wheels" | wc -l) wheels, $HOROVOD_SDIST, $(find "$kit/imagenet-sample" -name '*.JPEG' | wc -l) sample images)"
+  echo "kit complete: $kit ($(ls "$kit/wheels" | wc -l) wheels, $HOROVOD_SDIST, torchvision and Horovod built for torch $(built_for torch) on Python $(built_for python))"
 }
 
 if [ "$check_only" = 1 ]; then check_kit; exit; fi
@@ -113,12 +127,34 @@ site.joinpath("_bench_base.pth").write_text("".join(f"import site; site.addsited
   pip_wheel=$(find "$kit/wheels" -maxdepth 1 -name 'pip-*.whl' 2>/dev/null | head -1 || true)
   step "$vpy" "${pip_wheel:-$kit/wheels/pip.whl}/pip" install --no-index --find-links "$kit/wheels" \
     -r "$kit/requirements.txt"
+  # torchvision (nvJPEG inside) only over the torch it was built for: another one would not import beside it.
+  if [ "$dry" = 1 ] || [ "$(machine_torch)" = "$(built_for torch)" ]; then
+    step "$vpy" -m pip install --no-index --no-deps "$(gpu_wheel torchvision || echo "$kit/$GPU_DIR/torchvision.whl")"
+  else
+    echo "the kit's torchvision is for torch $(built_for torch), this machine has $(machine_torch): not installed" | tee -a "$log"
+  fi
   step "$vpy" -c 'import pydantic, yaml, pandas, matplotlib, jinja2, rich, psutil, torch
 print("pydantic", pydantic.VERSION, "torch", torch.__version__, "CUDA", torch.version.cuda,
       "GPUs", torch.cuda.device_count())'
 }
 
+machine_torch() { "$python" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none; }
+machine_python() { "$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || echo none; }
+
 phase_build() {
+  # The kit's wheel when it was built for this torch and Python and passes the checks; the sdist otherwise.
+  if [ "$dry" = 1 ] || { [ "$(machine_torch)" = "$(built_for torch)" ] && [ "$(machine_python)" = "$(built_for python)" ]; }; then
+    step --may-fail "$vpy" -m pip install --no-index --no-deps --force-reinstall \
+      "$(gpu_wheel horovod || echo "$kit/$GPU_DIR/horovod.whl")"
+    if [ "$last_rc" = 0 ]; then
+      step --may-fail "$vpy" scripts/gpu_build_check.py
+      [ "$dry" = 1 ] || [ "$last_rc" != 0 ] || return 0
+    fi
+    [ "$dry" = 1 ] || echo "the kit's Horovod wheel did not pass: building from the sdist" | tee -a "$log"
+  else
+    echo "the kit's wheels are for torch $(built_for torch) on Python $(built_for python); this machine has" \
+      "$(machine_torch) on $(machine_python): building Horovod from the sdist" | tee -a "$log"
+  fi
   step env PYTHON="$vpy" BENCH_MPI="$(mpi_for_build)" BENCH_CUDA_CC_LIST="$arch" BENCH_CACHE_DIR="$work/cache" \
     BENCH_HOROVOD_SDIST="$kit/$HOROVOD_SDIST" BENCH_HOROVOD_BUILD_LOG="$work/logs/horovod-build.log" \
     scripts/gpu_horovod.sh
@@ -136,6 +172,14 @@ for i in range(torch.cuda.device_count()):
           torch.cuda.is_bf16_supported())'
   step --may-fail "$vpy" -m bench doctor
   step "$vpy" -m bench plan "$matrix" --all
+}
+
+phase_data() {
+  # Large enough that a window (50 steps x 256 images) reads thousands of files, not a handful again and again.
+  if [ "$dry" = 0 ] && find "$SAMPLE/train" -name '*.JPEG' -print -quit 2>/dev/null | grep -q .; then
+    echo "the sample is there: $SAMPLE" | tee -a "$log"; return 0
+  fi
+  step "$vpy" -m bench data make-imagenet-sample "$SAMPLE" --classes "$SAMPLE_CLASSES" --per-class "$SAMPLE_PER_CLASS"
 }
 
 phase_cells() {
@@ -174,6 +218,9 @@ if [ "$dry" = 1 ]; then
     echo "phase $p:"
     "phase_$p"
   done
+  plan_py=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo "$python")
+  prebuilt=$(gpu_wheel horovod >/dev/null && echo yes || echo no)
+  "$plan_py" scripts/gpu_time_plan.py --matrix "$matrix" --prebuilt "$prebuilt" || status=1
   exit "$status"
 fi
 

@@ -2,6 +2,7 @@
 and exits 0 having run and written nothing; a kit missing a wheel exits non-zero naming it; bad options are one
 line and exit 2."""
 import subprocess
+import sys
 
 import pytest
 
@@ -22,8 +23,10 @@ def kit(tmp_path):
         (kit / "wheels" / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"PK")
     (kit / "requirements.txt").write_text("\n".join(PINS))
     (kit / "horovod-0.28.1.tar.gz").write_bytes(b"\x1f\x8b")
-    (kit / "imagenet-sample" / "train" / "n09000000").mkdir(parents=True)
-    (kit / "imagenet-sample" / "train" / "n09000000" / "n09000000_0.JPEG").write_bytes(b"\xff\xd8")
+    (kit / "gpu").mkdir()
+    (kit / "gpu" / "torchvision-0.26.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"PK")
+    (kit / "gpu" / "horovod-0.28.1-cp312-cp312-linux_x86_64.whl").write_bytes(b"PK")
+    (kit / "gpu" / "built-for.txt").write_text("python=3.12\ntorch=2.11.0+cu130\n")
     return kit
 
 
@@ -39,9 +42,13 @@ def test_a_complete_kit_lists_every_phase_and_runs_nothing(tmp_path, kit):
     out = done.stdout
     assert "kit complete" in out
     phases = [line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("phase ")]
-    assert phases == ["install", "build", "doctor", "cells", "report"]
+    assert phases == ["install", "build", "doctor", "data", "cells", "report"]
     assert f"--find-links {kit}/wheels" in out
-    assert f"BENCH_HOROVOD_SDIST={kit}/horovod-0.28.1.tar.gz" in out and "scripts/gpu_horovod.sh" in out
+    assert f"{kit}/gpu/torchvision-0.26.0-cp312-cp312-manylinux_2_28_x86_64.whl" in out
+    # The kit's prebuilt Horovod first, then (the fallback) the sdist build.
+    assert out.index(f"{kit}/gpu/horovod-0.28.1-cp312-cp312-linux_x86_64.whl") < out.index("scripts/gpu_horovod.sh")
+    assert f"BENCH_HOROVOD_SDIST={kit}/horovod-0.28.1.tar.gz" in out and "scripts/gpu_build_check.py" in out
+    assert "-m bench data make-imagenet-sample .gpu-session/imagenet-sample" in out
     assert "-m bench doctor" in out
     assert "NCCL_DEBUG=INFO" in out and "-m bench run matrix-gpu.yaml --store" in out
     assert "-m bench report" in out
@@ -59,12 +66,39 @@ def test_a_kit_missing_a_wheel_fails_naming_it(tmp_path, kit, pin):
     assert "phase report:" in done.stdout  # the commands are still listed
 
 
-def test_a_kit_missing_the_sdist_or_the_sample_fails_naming_each(tmp_path, kit):
+def test_a_kit_missing_the_sdist_or_the_gpu_wheels_fails_naming_each(tmp_path, kit):
     (kit / "horovod-0.28.1.tar.gz").unlink()
-    (kit / "imagenet-sample" / "train" / "n09000000" / "n09000000_0.JPEG").unlink()
+    for wheel in (kit / "gpu").glob("*.whl"):
+        wheel.unlink()
     done = dry_run(tmp_path, kit)
     assert done.returncode == 1
-    assert "missing Horovod's sdist" in done.stderr and "missing the JPEG sample" in done.stderr
+    assert "missing Horovod's sdist" in done.stderr and "missing torchvision's wheel" in done.stderr
+    assert "missing the prebuilt Horovod wheel" in done.stderr
+
+
+def test_the_dry_run_prints_a_time_plan_that_fits_the_loan(tmp_path, kit):
+    """The loan is 900 s of device time, the machine's start included: the plan of every phase and cell of
+    matrix-gpu.yaml must fit 720 s, with the kit's prebuilt Horovod and, as the fallback, without it."""
+    import re
+
+    out = dry_run(tmp_path, kit).stdout
+    plan = out[out.index("time plan for one"):]
+    assert "machine start" in plan and "build (the kit's Horovod wheel)" in plan and "data" in plan
+    cells = [line for line in plan.splitlines() if line.strip().startswith("cell ")]
+    assert len(cells) >= 6
+    total = float(re.search(r"total\s+(\d+) s \(limit 720 s\)", plan).group(1))
+    assert total <= 720
+    parts = [float(m) for m in re.findall(r"\s(\d+) s$", plan, re.M)]
+    assert abs(sum(parts) - total) <= len(parts)  # the total is the sum of what is listed (each rounded)
+    fallback = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_time_plan.py"), "--prebuilt", "no"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert fallback.returncode == 0 and "Horovod from the sdist" in fallback.stdout
+
+
+def test_a_time_plan_over_its_limit_fails_saying_so():
+    over = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_time_plan.py"), "--limit", "100"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert over.returncode == 1 and "over the 100 s limit" in over.stderr
 
 
 @pytest.mark.parametrize("args,says", [(["--phase", "train"], "--phase must be one of"),
