@@ -7,7 +7,11 @@ import re
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+# The number formats a dense peak is given for (TFLOP/s per GPU, the data sheet's boost-clock figure, without 2:4
+# sparsity): plain fp32 (CUDA cores), and the tensor-core formats tf32, fp16 and bf16 where the GPU has them.
+PEAK_FORMATS = ("fp32", "tf32", "fp16", "bf16")
 
 
 class GpuSku(BaseModel):
@@ -32,6 +36,20 @@ class GpuSku(BaseModel):
     smi_name: str | None = None
     # NVIDIA GPU feature discovery's `nvidia.com/gpu.product` values for this GPU (Kubernetes node affinity).
     gfd_products: tuple[str, ...] = ()
+    # Dense peak throughput per number format (PEAK_FORMATS), TFLOP/s per GPU, and where the figures come from;
+    # empty for cpu. bench/analysis/mfu.py picks the one a cell's precision runs at.
+    peak_tflops: dict[str, float] = {}
+    peak_source: str | None = None
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        for fmt, tflops in v.items():
+            if fmt not in PEAK_FORMATS:
+                raise ValueError(f"peak_tflops: {fmt!r} is not one of {', '.join(PEAK_FORMATS)}")
+            if not tflops > 0:
+                raise ValueError(f"peak_tflops.{fmt}: {tflops} is not a positive TFLOP/s figure")
+        return v
 
     @property
     def is_cpu(self) -> bool:

@@ -168,6 +168,10 @@ def _convert(value: str, kind: str, column: str, where: str) -> Any:
 def _adapt_bench_csv(batch: ImportBatch, header: list[str], rows, store_columns: dict[str, str]) -> None:
     from bench.record import parse_record
 
+    from bench.analysis.mfu import EXPORT_COLUMNS
+
+    # What `bench export` derives from each record (MFU, power) is recomputed from the record, never imported.
+    header = [c for c in header if c not in EXPORT_COLUMNS]
     unknown = [c for c in header if c not in store_columns]
     if unknown:
         raise BenchInputError(f"column '{unknown[0]}' is not a column of this bench's store (exported by a newer "

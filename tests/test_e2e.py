@@ -180,7 +180,10 @@ def test_export_status_and_console_script(workdir):
     assert out.returncode == 0, out.stderr
     exported = pd.read_csv(d / "out" / "records.csv")
     stored = read_records(d)
-    assert len(exported) == len(stored) and list(exported.columns) == list(stored.columns)
+    # The store's columns, then what export derives from each record (MFU, power: bench/analysis/mfu.py).
+    from bench.analysis.mfu import EXPORT_COLUMNS
+
+    assert len(exported) == len(stored) and list(exported.columns) == [*stored.columns, *EXPORT_COLUMNS]
     assert sorted(exported.images_per_sec) == pytest.approx(sorted(stored.images_per_sec))
     status = bench_cli("status", cwd=d)
     assert status.returncode == 0 and "2 cell(s) complete" in status.stdout

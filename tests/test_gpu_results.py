@@ -17,7 +17,7 @@ PAGE = ROOT / "docs" / "gpu-results.md"
 
 
 def ok_records():
-    with sqlite3.connect(f"file:{STORE}?mode=ro", uri=True) as db:
+    with sqlite3.connect(f"file:{STORE}?mode=ro&immutable=1", uri=True) as db:
         return [json.loads(js) for (js,) in db.execute("select record_json from records where status = 'ok'")]
 
 

@@ -32,6 +32,7 @@ BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi",
         "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
         "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+        "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
         "nodes": 1}
 
 
@@ -490,7 +491,7 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
 
 
 # --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
-FULL_ORDER = ["scaling", "expected", "study", "gpus", "framework", "mpi", "ib", "data", "cost", "precision",
+FULL_ORDER = ["scaling", "expected", "study", "gpus", "mfu", "framework", "mpi", "ib", "data", "cost", "precision",
               "prediction", "collectives", "history", "references", "failures", "environment"]
 
 

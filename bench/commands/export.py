@@ -1,5 +1,7 @@
-"""`bench export -o FILE`: the store's records as CSV, JSON lines or Parquet; `--table collectives` the collective
-sweeps' rows instead (one per message size per repeat)."""
+"""`bench export -o FILE`: the store's records as CSV, JSON lines or Parquet, each followed by what is derived from
+it (bench/analysis/mfu.py's EXPORT_COLUMNS: FLOPs per image, the peak and its format, MFU, mean watts per GPU and
+joules per image; empty on a CPU record); `--table collectives` the collective sweeps' rows instead (one per message
+size per repeat)."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
@@ -19,12 +21,13 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from bench.analysis.mfu import export_columns
     from bench.analysis.missing import CSV_MISSING, csv_ready, json_lines
     from bench.errors import BenchInputError
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
-        df = store.dataframe() if args.table == "records" else store.collectives()
+        df = export_columns(store.dataframe()) if args.table == "records" else store.collectives()
     out = Path(args.output)
     if args.format == "parquet":
         try:

@@ -1,5 +1,6 @@
 """What several verbs share, in one place, so that no verb imports another: the --store option, the CI output
-options and their paths, what-changed printing, the backend a matrix and --backend name, the expected-value lines.
+options and their paths, what-changed printing, the backend a matrix and --backend name, the expected-value lines,
+the MFU and energy lines of GPU cells.
 Cells are named with bench.cell_label.cell_label everywhere. Light at the top, like the verbs (the parser is built
 from every verb module on every call)."""
 from __future__ import annotations
@@ -83,10 +84,23 @@ def backend_for(name: str | None, matrix, results_dir, timeout: float | None = N
     return make(name or matrix.spec.backend.name, matrix.spec.backend, Path(results_dir), timeout)
 
 
-def expected_lines(records, collectives, ranks) -> list[str]:
-    """One line per multi-worker cell (expected value, verdict, slow rank) and one per cell with a breakdown."""
+def probe_entries(store_path) -> list[dict]:
+    """The compute probes stored next to the store (bench/backends/compute_probe.py); [] when there are none."""
+    from pathlib import Path
+
+    from bench.backends.compute_probe import cache_path, load
+
+    return load(cache_path(Path(store_path).parent))
+
+
+def expected_lines(records, collectives, ranks, probes: list[dict] | None = None) -> list[str]:
+    """One line per multi-worker cell (expected value, verdict, slow rank), one per co-located cell's compute probe
+    (`probes`: probe_entries() of the store; None = not looked up) and one per cell with a breakdown."""
+    import time
+
     from bench.analysis.collectives import fit_stacks, training_only
-    from bench.analysis.expected import breakdowns, expected_cells, windows_of
+    from bench.analysis.expected import breakdowns, earlier_windows, expected_cells, windows_of
+    from bench.analysis.probe import probes_for
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.cell_label import cell_label
 
@@ -102,10 +116,49 @@ def expected_lines(records, collectives, ranks) -> list[str]:
         if collectives is not None and not collectives.empty else collectives
     fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
     windows = windows_of(ranks, ok)
+    found = probes_for(table, ok, windows, probes) if probes is not None else None
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
-    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}" for e in expected_cells(table, fits, windows)]
-    for b in breakdowns(table, windows, fits):
+    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}"
+           for e in expected_cells(table, fits, windows, found, earlier_windows(ranks, ok))]
+    by_probe: dict[tuple, list[str]] = {}
+    for cell_id, p in (found or {}).items():
+        by_probe.setdefault((p.measured_unix, p.describe(), p.seconds), []).append(cell_id)
+    for (measured_unix, text, seconds), cells in by_probe.items():  # one line per probe, naming the cells it serves
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
+        out.append(f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
+    for b in breakdowns(table, windows, fits, found):
         parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
                           for p, s in b.parts.items())
         out.append(f"  {b.cell_id}  {labels[b.cell_id]}: step {b.step_s:.3f} s: {parts}")
+    return out
+
+
+def mfu_lines(records) -> list[str]:
+    """One line per GPU cell of the latest complete runs: its rate per GPU, MFU (or why none) with the peak and the
+    FLOPs it rests on, and the mean watts per GPU and joules per image its workers sampled (bench/analysis/mfu.py).
+    `records`: the store's rows, with mean_watts_per_gpu and joules_per_image where they were read."""
+    from bench.analysis.collectives import training_only
+    from bench.analysis.mfu import with_cell_power, with_mfu
+    from bench.analysis.missing import is_missing, text
+    from bench.analysis.scaling import cell_summary, latest_complete, split_imported
+    from bench.cell_label import cell_label
+
+    measured = split_imported(records)[0]
+    if measured.empty:
+        return []
+    ok = training_only(latest_complete(measured))
+    ok = ok[ok["gpu"] != "cpu"]
+    if ok.empty:
+        return []
+    table = with_cell_power(with_mfu(cell_summary(ok)), ok)
+    out = []
+    for r in table.to_dict("records"):
+        if is_missing(r["mfu"]):
+            figure = f"no MFU ({text(r['mfu_why'])})"
+        else:
+            figure = (f"MFU {100 * r['mfu']:.1f}% ({r['peak_format']} peak {r['peak_tflops']:,.1f} TFLOP/s, "
+                      f"{r['flops_per_image'] / 1e9:.2f} GFLOP/img)")
+        out.append(f"  {r['cell_id']}  {cell_label(r)}: {r['images_per_sec_per_gpu']:,.1f} img/s per GPU, {figure}, "
+                   f"{text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
+                   f"{text(r['joules_per_image'], '{:.3f} J/img', 'energy not sampled')}")
     return out

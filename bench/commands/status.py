@@ -1,9 +1,10 @@
-"""`bench status`: the runs in the store and the state of their cells, and for each measured multi-worker cell its
-expected value, verdict and slow rank, and where its step time went (bench/analysis/expected.py)."""
+"""`bench status`: the runs in the store and the state of their cells, for each measured multi-worker cell its
+expected value, verdict and slow rank, and where its step time went (bench/analysis/expected.py), and for each GPU
+cell its MFU beside the power and energy per image its workers sampled (bench/analysis/mfu.py)."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
-from bench.commands.shared import add_store_argument, expected_lines
+from bench.commands.shared import add_store_argument, expected_lines, mfu_lines, probe_entries
 
 HELP = "runs in the store, the state of their cells, and whether each cell's figure is as expected"
 
@@ -13,7 +14,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from bench.analysis.mfu import with_power
     from bench.analysis.missing import text
+    from bench.report.power import power_records
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
@@ -25,8 +28,13 @@ def run(args) -> int:
                   f"{text(run_['backend'], missing='(no backend recorded)')}  cells run: {len(cells)}  "
                   f"failed: {len(failed)}  {'finished' if run_['finished_unix'] else 'unfinished'}")
         print(f"{len(store.completed_cells())} cell(s) complete in {args.store}")
-        lines = expected_lines(store.dataframe(record_json=False), store.collectives(), store.rank_windows())
+        records = store.dataframe(record_json=False)
+        lines = expected_lines(records, store.collectives(), store.rank_windows(), probe_entries(args.store))
+        gpu_lines = mfu_lines(with_power(records, power_records(store, records)))
     if lines:
         print("\nexpected vs measured (latest complete run of each cell):")
         print("\n".join(lines))
+    if gpu_lines:
+        print("\nMFU (model FLOPs ÷ dense peak), power and energy (latest complete run of each GPU cell):")
+        print("\n".join(gpu_lines))
     return EXIT_OK

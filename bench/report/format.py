@@ -10,11 +10,15 @@ from bench.analysis.scaling import INPUT_BOUND_BELOW
 COLUMNS = ["gpu", "framework", "mpi", "IB", "transport", "workers", "nodes", "batch/worker", "image", "precision",
            "data", "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "vs expected",
            "baseline", "cell_id"]
+# A GPU's block of the main table adds, after the rate per worker, its MFU with the power and energy the workers
+# sampled, side by side (bench/analysis/mfu.py); a CPU has no peak and samples no power.
+GPU_FIGURES = ["MFU", "W/GPU", "J/img"]
+GPU_COLUMNS = [*COLUMNS[:COLUMNS.index("per worker") + 1], *GPU_FIGURES, *COLUMNS[COLUMNS.index("per worker") + 1:]]
 # Columns set flush left in HTML (words, not numbers).
 LEFT = {"gpu", "framework", "mpi", "IB", "transport", "precision", "data", "baseline", "cell_id", "95% CI",
         "rank spread", "cell", "value", "vs", "verdict", "setting", "price read", "price source", "vm",
         "transport (a)", "transport (b)", "source", "reason", "status", "run", "label", "vs expected", "expected",
-        "links", "slow rank"}
+        "links", "slow rank", "peak (dense)"}
 
 
 def num(v, fmt="{:,.1f}", none=MISSING) -> str:
@@ -93,6 +97,13 @@ def precision_label(r, layouts_differ: bool) -> str:
     return f"{r.precision}, {'channels-last' if r.channels_last else 'NCHW'}"
 
 
+def gpu_figures(r) -> dict[str, str]:
+    """MFU (or why there is none), mean watts per GPU and joules per image of one cell row: the GPU_FIGURES."""
+    return {"MFU": pct(getattr(r, "mfu", None), 1, text(getattr(r, "mfu_why", None))),
+            "W/GPU": num(getattr(r, "mean_watts_per_gpu", None), "{:,.0f}", "not sampled"),
+            "J/img": num(getattr(r, "joules_per_image", None), "{:.3f}", "not sampled")}
+
+
 def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     """One row per cell of the scaling table, in COLUMNS."""
     rows = []
@@ -107,7 +118,7 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
             "image": int(r.image_size), "precision": precision_label(r, layouts_differ), "data": data_label(r),
             "images/sec": f"{r.images_per_sec:,.1f}", "95% CI": ci(r),
-            "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
+            "per worker": f"{r.images_per_sec_per_gpu:,.1f}", **gpu_figures(r),
             "rank spread": MISSING if r.gpus == 1 else pct(r.rank_spread, 1, "not recorded")
                            + ("" if is_missing(r.rank_spread) or is_missing(r.slowest_rank) else
                               f" (slowest: rank {r.slowest_rank})"),

@@ -24,9 +24,14 @@ from bench.report.sections.context import build_context
 
 
 def read_store(store) -> tuple[pd.DataFrame, list[str]]:
-    """Every record without its JSON (the columns hold what the report needs), plus a sample of record JSON for
-    the environments table: parsing 100,000 JSON documents would be most of the report's time."""
-    return store.dataframe(record_json=False), store.environment_sample(ENV_SAMPLE)
+    """Every record without its JSON (the columns hold what the report needs) with the power and energy GPU workers
+    sampled (read from the JSON of GPU records only: bench/report/power.py), plus a sample of record JSON for the
+    environments table: parsing 100,000 JSON documents would be most of the report's time."""
+    from bench.analysis.mfu import with_power
+    from bench.report.power import power_records
+
+    records = store.dataframe(record_json=False)
+    return with_power(records, power_records(store, records)), store.environment_sample(ENV_SAMPLE)
 
 
 def report_from_store(store_path: str, out_dir: Path, *, where: str | None = None,

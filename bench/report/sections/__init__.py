@@ -4,12 +4,12 @@ when it has nothing to show; templates/<template>.html.j2 and .md.j2 render it. 
 one entry in SECTIONS, and its two templates unless the common `figures` ones fit."""
 from __future__ import annotations
 
-from bench.report.sections import collectives, cost, data, expected, failures, framework, gpus, history, ib, mpi, \
-    precision, prediction, references, scaling, study, what_ran
+from bench.report.sections import collectives, cost, data, expected, failures, framework, gpus, history, ib, mfu, \
+    mpi, precision, prediction, references, scaling, study, what_ran
 from bench.report.sections.context import Context
 
-SECTIONS = (scaling, expected, study, gpus, framework, mpi, ib, data, cost, precision, prediction, collectives, history,
-            references, failures, what_ran)
+SECTIONS = (scaling, expected, study, gpus, mfu, framework, mpi, ib, data, cost, precision, prediction, collectives,
+            history, references, failures, what_ran)
 
 
 def build_sections(ctx: Context) -> list:

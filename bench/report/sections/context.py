@@ -2,17 +2,24 @@
 per report. Sections only pick from these, format and draw."""
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bench.analysis.collectives import fit_stacks, training_only
-from bench.analysis.expected import Breakdown, Expected, breakdowns, expected_cells, windows_of
+from bench.analysis.expected import Breakdown, Expected, breakdowns, earlier_windows, expected_cells, windows_of
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
+from bench.analysis.probe import probes_for
+from bench.analysis.mfu import with_cell_power, with_mfu
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
     split_imported
 from bench.report.environments import sample_record_json
+
+# The compute probes stored next to the store (bench/backends/compute_probe.py), for co-located cells' expected
+# values: set by `bench report` around the rendering (bench/commands/report.py) when build_context is not given them.
+PROBES: ContextVar[list[dict] | None] = ContextVar("bench_report_probes", default=None)
 
 
 @dataclass(frozen=True)
@@ -21,7 +28,7 @@ class Context:
     records: pd.DataFrame  # every selected record, measured and imported
     imported: pd.DataFrame  # published references (imported records): overlays only
     ok: pd.DataFrame  # the latest complete run of each training cell
-    table: pd.DataFrame  # one row per training cell: throughput, interval, speedup, efficiency
+    table: pd.DataFrame  # one row per training cell: throughput, interval, speedup, efficiency, MFU, W, J/img
     sweeps: pd.DataFrame  # the collective rows of each collective cell's latest complete run
     references: pd.DataFrame  # reference_summary(imported)
     failures: pd.DataFrame  # the latest attempt of each cell that failed
@@ -34,16 +41,23 @@ class Context:
 
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
                   env_json: list[str] | None = None, collectives: pd.DataFrame | None = None,
-                  run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None) -> Context:
-    """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns."""
+                  run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None,
+                  probes: list[dict] | None = None) -> Context:
+    """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns;
+    `probes`: the stored compute probes (else PROBES), for co-located cells' expected values."""
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
     ok = training_only(all_ok)  # collective cells have no image rates: their own section
-    table = input_bound(scaling(cell_summary(ok)))
+    # MFU per cell from its median rate, and the median power and energy of its windows (records carry
+    # mean_watts_per_gpu and joules_per_image when the caller read them: render.read_store does).
+    table = with_cell_power(with_mfu(input_bound(scaling(cell_summary(ok)))), ok)
     sweeps = latest_sweeps(collectives, all_ok)
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
-    expected = tuple(expected_cells(table, fits, windows)) if not table.empty else ()
+    entries = PROBES.get() if probes is None else probes
+    found = probes_for(table, ok, windows, entries) if entries is not None else None
+    expected = tuple(expected_cells(table, fits, windows, found, earlier_windows(ranks or [], ok))) \
+        if not table.empty else ()
     if not table.empty:
         verdicts = {e.cell_id: e for e in expected}
         table = table.assign(expected_images_per_sec=[getattr(verdicts.get(c), "expected", None)
@@ -55,7 +69,7 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    prices=merge_prices(catalogue_prices(), prices),
                    env_json=sample_record_json(ok) if env_json is None else env_json, expected=expected,
                    run_env_json=run_env_json or {},
-                   breakdowns=tuple(breakdowns(table, windows, fits)) if windows and not table.empty else ())
+                   breakdowns=tuple(breakdowns(table, windows, fits, found)) if windows and not table.empty else ())
 
 
 ONE_WORKER = "1 worker: the baseline"  # a 1-worker cell has no expected value: it is X(1) for the others

@@ -26,7 +26,7 @@ def build(ctx: Context) -> Section | None:
                      f"{e.expected:,.1f} ({e.expected_low:,.1f}–{e.expected_high:,.1f})",
                      "1-worker cell": MISSING if one is None else
                      cell_label(one) + (" (stand-in)" if e.stand_in else ""),
-                     "links": e.links or MISSING, "vs expected": e.verdict if e.expected is not None else e.why,
+                     "links": e.links or MISSING, "vs expected": vs_expected_text(e),
                      "slow rank": e.straggler.describe() if e.straggler else "—", "cell_id": e.cell_id,
                      "_bad": e.below})
     charts, files = [], []
@@ -54,5 +54,18 @@ def build(ctx: Context) -> Section | None:
                    "A cell is below expected when its "
                    f"interval's top is more than {TOLERANCE:.0%} under the expected interval's bottom. Slow rank: the "
                    "rank whose compute per step is longest, named when its rate is under 0.8× the others'. "
+                   "Co-located CPU cells with a compute probe (links: compute probe): expected is N × the rate of "
+                   "one of N plain processes computing at once on the node, no communication library; the gap is "
+                   "split into measured parts (the engine's threads on shared cores, unequal ranks, exposed "
+                   "communication), and such a cell is below expected only for the part no measurement accounts for "
+                   "(docs/diagnose.md). "
                    "Breakdown: seconds per step, averaged over ranks (bench/analysis/expected.py).",
                    charts=tuple(charts), tables=tuple(tables), files=tuple(files))
+
+
+def vs_expected_text(e) -> str:
+    """The verdict with the measured parts that make a co-located cell's gap (or why there is no expected value)."""
+    if e.expected is None:
+        return e.why
+    named = e.split.named() if e.split is not None and not e.below else ""
+    return e.verdict + (f": {named}" if named else "") + (f" ({e.note})" if e.note else "")
