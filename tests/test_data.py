@@ -99,6 +99,13 @@ def test_make_sample_cli_and_bad_arguments(tmp_path):
     assert ok.returncode == 0 and "6 images in 2 classes" in ok.stdout
     bad = bench_cli("data", "make-imagenet-sample", "e", "--classes", "0", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
+    # The GPU session's sample: ImageNet-like files, the JPEG tree alone.
+    gpu = bench_cli("data", "make-imagenet-sample", "g", "--classes", "2", "--per-class", "4", "--profile", "imagenet",
+                    "--layouts", "jpeg", "--workers", "2", cwd=tmp_path)
+    assert gpu.returncode == 0 and "8 images in 2 classes, layouts: jpeg:" in gpu.stdout, gpu.stderr
+    jpegs = list((tmp_path / "g" / "train").rglob("*.JPEG"))
+    assert len(jpegs) == 8 and not (tmp_path / "g" / "tfrecord").exists()
+    assert sum(p.stat().st_size for p in jpegs) / len(jpegs) > 50_000  # ImageNet's are ~110 KB; the small ones ~4 KB
     # A folder that cannot be made is the user's path, not a bug (the CLI fuzz drew /proc/none/x: exit 70 before).
     unwritable = bench_cli("data", "make-imagenet-sample", "/proc/none/x", "--classes", "1", "--per-class", "1",
                            cwd=tmp_path)
@@ -111,6 +118,7 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
             "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
             "batch_per_gpu": 16, "image_size": 64, "precision": "fp32", "warmup_steps": 1, "steps": 2, "repeats": 2,
             "jobs": 1, "channels_last": False, "threads": 1, "workers_per_node": None, "max_message_bytes": None,
+            "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
             "images_per_sec": 100.0}
     df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "images_per_sec": 50.0},
                        {**base, "cell_id": "r2", "data": "imagenet", "data_layout": "tfrecord", "loader_workers": 2,

@@ -48,7 +48,7 @@ def test_a_complete_kit_lists_every_phase_and_runs_nothing(tmp_path, kit):
     # The kit's prebuilt Horovod first, then (the fallback) the sdist build.
     assert out.index(f"{kit}/gpu/horovod-0.28.1-cp312-cp312-linux_x86_64.whl") < out.index("scripts/gpu_horovod.sh")
     assert f"BENCH_HOROVOD_SDIST={kit}/horovod-0.28.1.tar.gz" in out and "scripts/gpu_build_check.py" in out
-    assert "-m bench data make-imagenet-sample .gpu-session/imagenet-sample" in out
+    assert "-m bench data make-imagenet-sample .gpu-session/imagenet-sample" in out and "--profile imagenet" in out
     assert "-m bench doctor" in out
     assert "NCCL_DEBUG=INFO" in out and "-m bench run matrix-gpu.yaml --store" in out
     assert "-m bench report" in out

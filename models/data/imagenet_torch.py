@@ -49,6 +49,8 @@ def _collate(batch):
 class Batches:
     """Endless batches from this rank's shard; `next()` returns (images, labels) on the device."""
 
+    kind = "pil"  # models/data/loaders.py: the loader's name beside nvjpeg and dali
+
     def __init__(self, root: str, image_size: int, batch_size: int, rank: int, size: int, workers: int,
                  device: torch.device, channels_last: bool):
         files, _ = list_jpeg_tree(root)
@@ -80,6 +82,14 @@ class Batches:
             memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
             images = images.to(self.device, non_blocking=True).contiguous(memory_format=memory_format)
             return images, labels.to(self.device, non_blocking=True)
+
+    def __iter__(self):
+        return self
+
+    @property
+    def workers(self) -> int:
+        """DataLoader worker processes (0: decoded in the worker's own process)."""
+        return self.loader.num_workers
 
 
 def default_workers(local_size: int) -> int:
