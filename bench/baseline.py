@@ -53,7 +53,7 @@ def _plain(value: Any) -> Any:
 
 def _cell_settings(row: pd.Series) -> dict[str, Any]:
     cell = {k: _plain(row[k]) for k in CELL_KEYS}
-    for key in ("ib", "channels_last"):
+    for key in ("ib", "channels_last", "cuda_graphs"):
         if cell.get(key) is not None:
             cell[key] = bool(cell[key])
     return cell

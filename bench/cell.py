@@ -41,6 +41,13 @@ ID_SCHEME_1_KEYS = frozenset({
 ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
     "workers_per_node": None,  # unset: nodes from the catalogue (one node for cpu cells), as before the key
     "max_message_bytes": None,  # unset: a training cell (ignores it), or a collective sweep's default largest size
+    # The step settings (issue 33), each at the value that keeps every earlier cell's id:
+    # Resolved by the worker and recorded: Pillow on a CPU, as before; on a GPU the GPU decoder now (DALI or nvJPEG),
+    # so a GPU real-data cell keeps its id and decodes faster; the record's `loader` says which ran.
+    "loader": "auto",
+    "compile": "off",  # eager, as before
+    "optimizer_impl": "default",  # the workload's own update: PyTorch's fused SGD, as before
+    "cuda_graphs": False,  # no capture, as before
 }
 
 

@@ -10,7 +10,7 @@ AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 # The workload settings (bench.matrix.Workload's fields, in declaration order); any may also be an axis.
 WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "batch_per_gpu", "image_size",
                  "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node",
-                 "max_message_bytes")
+                 "max_message_bytes", "loader", "compile", "optimizer_impl", "cuda_graphs")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS
 # The workload settings' defaults (bench.matrix.Workload's), for labels that name only what differs from them
 # (bench/cell_label.py); bench/matrix.py checks at import time that they are equal.
@@ -18,4 +18,5 @@ WORKLOAD_DEFAULTS = {
     "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg", "loader_workers": 0,
     "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
     "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+    "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
 }

@@ -3,6 +3,7 @@ lines, `plan`, `check`, `ab`, `history`, JUnit test names, JSON, GitHub summarie
 
     cpu/pytorch/gloo/ib=off/2w fp32 b16 64px nchw t1 3+8x5
     H100/pytorch+ddp/openmpi/ib=on/16w/2n/imagenet-jpeg bf16 b256 lw8
+    H200/pytorch/gloo/ib=off/1w/imagenet-jpeg fp16 b256 nvjpeg compile=reduce-overhead sgd-foreach
 
 The path part is what a cell is (GPU, framework and engine, MPI flavour, fabric, workers, nodes when more than
 one, the data when not synthetic; a collective sweep puts its name before the framework); then the precision,
@@ -39,6 +40,10 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "jobs": lambda v: f"j{int(v)}",
     "workers_per_node": lambda v: f"{int(v)}/node",
     "max_message_bytes": lambda v: f"max{int(v)}B",
+    "loader": lambda v: str(v),  # pil, nvjpeg, dali (auto is the default)
+    "compile": lambda v: f"compile={v}",
+    "optimizer_impl": lambda v: f"sgd-{v}",
+    "cuda_graphs": lambda v: "cudagraphs" if _on(v) else "no-cudagraphs",
 }
 # Warm-up, steps and repeats read together as one token, `warmup+steps x repeats`, when any differs.
 PROTOCOL_KEYS = ("warmup_steps", "steps", "repeats")

@@ -20,7 +20,7 @@ from bench.errors import BenchInputError
 from bench.launch import LAUNCHERS
 from bench.redact import redact_text
 from bench.yamlsrc import Located, load_yaml_file, load_yaml_text
-from models.registry import COLLECTIVES, WORKLOADS
+from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS, WORKLOADS
 
 MAX_CELLS = 1_000_000
 
@@ -63,6 +63,16 @@ class Workload(BaseModel):
     # Collective cells: the largest message of the sweep in bytes (float32 elements, so a multiple of 4); the sweep
     # is 4 KiB x 4^k below it, then it. null = ResNet-50's fp32 gradients. Training cells ignore it.
     max_message_bytes: int | None = Field(None, ge=4096, le=1 << 34, multiple_of=4)
+    # The training step's settings (docs/gpu.md, "Step settings"; vocabularies from models/registry.py). Real-data
+    # cells only: who decodes the JPEGs (auto: the fastest there is, resolved and recorded by the worker: DALI or
+    # nvJPEG on a GPU, Pillow on a CPU; synthetic cells ignore it).
+    loader: Literal[LOADERS] = "auto"
+    # torch.compile of the model, in this mode (off: eager, as before the key).
+    compile: Literal[COMPILE_MODES] = "off"
+    # torch.optim.SGD's kernel for the update (default: the workload's own, the fused kernel for PyTorch).
+    optimizer_impl: Literal[OPTIMIZER_IMPLS] = "default"
+    # Capture the training step in CUDA graphs (GPU cells; how much of the step depends on the engine: docs/gpu.md).
+    cuda_graphs: bool = False
 
 
 class MatrixFile(BaseModel):

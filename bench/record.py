@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bench.errors import BenchInputError
 from models.phases import PHASES
-from models.registry import COLLECTIVES
+from models.registry import COLLECTIVES, COMPILE_MODES, CUDA_GRAPH_SCOPES, LOADERS, OPTIMIZER_IMPLS
 
 SCHEMA_VERSION = 1
 MAX_IMAGES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
@@ -202,6 +202,13 @@ class Record(BaseModel):
     data: str | None = None
     data_layout: str | None = None
     loader_workers: int | None = None
+    # What ran of the step settings (the cell holds what was asked; null from other frameworks and older workers):
+    # the JPEG loader `loader: auto` resolved to (real data only), torch.compile's mode (off: eager), the SGD kernel
+    # the update ran, and what CUDA graphs captured (null: none).
+    loader: Literal[LOADERS[1:]] | None = None
+    compile: Literal[COMPILE_MODES] | None = None
+    optimizer_impl: Literal[OPTIMIZER_IMPLS[1:]] | None = None
+    cuda_graphs: Literal[CUDA_GRAPH_SCOPES] | None = None
     env_probe: dict[str, Any] = {}
     command: list[str] = []
     launch_env: dict[str, str] = {}

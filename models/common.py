@@ -21,6 +21,7 @@ from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
 from models.phases import PhaseClock
 from models.record import write_record
+from models.registry import COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS
 
 
 def parse_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,6 +42,15 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
     p.add_argument("--data-dir", default=None, help="ImageNet root (train/<wnid>/*.JPEG and/or tfrecord/train-*)")
     p.add_argument("--data-layout", choices=("jpeg", "tfrecord"), default="jpeg")
     p.add_argument("--loader-workers", type=int, default=0, help="input pipeline workers; 0 = automatic")
+    # The step settings (models/step_settings.py; vocabularies in models/registry.py). A workload refuses the values it
+    # does not implement (WORKLOAD_RULES), with the plan's text.
+    p.add_argument("--loader", choices=LOADERS, default="auto",
+                   help="who decodes real data's JPEGs: auto (the fastest there is), pil, nvjpeg, dali")
+    p.add_argument("--compile", choices=COMPILE_MODES, default="off", help="torch.compile mode, or off")
+    p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="default",
+                   help="torch.optim.SGD's kernel (default: the workload's own, fused)")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=False,
+                   help="capture the training step in CUDA graphs (GPU)")
     p.add_argument("--hold-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                    help="keep freed memory in the process (glibc mallopt) rather than page-faulting it in every step")
     p.add_argument("--cell-id", default=None)

@@ -7,6 +7,19 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+# The step settings (docs/gpu.md, "Step settings"), by their matrix values; the matrix's schema takes its vocabulary
+# from here. `loader`: who decodes a real-data cell's JPEGs (auto: the fastest there is, resolved by the worker and
+# recorded; pil: Pillow in DataLoader workers, what bench did before the key; nvjpeg, dali: on the GPU). `compile`:
+# torch.compile's mode, or off. `optimizer_impl`: which torch.optim.SGD kernel runs the update (default: the
+# workload's own choice, which for PyTorch is the fused kernel bench has always used).
+LOADERS = ("auto", "pil", "nvjpeg", "dali")
+GPU_LOADERS = ("nvjpeg", "dali")  # decode on the device: a GPU cell only
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+# What a worker's CUDA graphs captured, as its record says (docs/gpu.md, "CUDA graphs"): the model's forward and
+# backward (make_graphed_callables), or the whole step with the update (and DDP's allreduce).
+CUDA_GRAPH_SCOPES = ("fwd+bwd", "step")
+
 WORKLOADS = {
     # framework: script in this folder, version, what it can do
     "pytorch": {
@@ -20,6 +33,11 @@ WORKLOADS = {
         "engines": ("horovod", "native"),
         "precision": ("fp32", "fp16", "bf16"),
         "channels_first_on_cpu": True,
+        # The step settings it implements (each a matrix key; a workload without one takes its first value only).
+        "loaders": LOADERS,
+        "compile": COMPILE_MODES,
+        "optimizer_impl": OPTIMIZER_IMPLS,
+        "cuda_graphs": True,
     },
     "tensorflow": {
         "script": "resnet50_tensorflow.py",
@@ -31,6 +49,10 @@ WORKLOADS = {
         "engines": ("horovod",),
         "precision": ("fp32", "fp16", "bf16"),
         "channels_first_on_cpu": False,  # TensorFlow's CPU convolutions are NHWC only
+        "loaders": ("auto",),  # tf.data decodes
+        "compile": ("off",),
+        "optimizer_impl": ("default",),
+        "cuda_graphs": False,
     },
     "keras": {
         "script": "resnet50_keras.py",
@@ -46,15 +68,20 @@ WORKLOADS = {
         "precision": ("fp32", "fp16", "bf16"),
         "min_warmup_steps": 1,  # Horovod's Keras callback broadcasts the weights after the first batch
         "channels_first_on_cpu": False,
+        "loaders": ("auto",),  # tf.data decodes
+        "compile": ("off",),
+        "optimizer_impl": ("default",),
+        "cuda_graphs": False,
     },
 }
 
 
 # What a workload refuses about its settings, once. Each rule reads a workload's capabilities (above), the settings by
 # their matrix names, which are also the worker's flags (data, data_layout, precision, engine, warmup_steps,
-# channels_last), and the device ("cpu" or "gpu"); it returns why they cannot run together, or None. The worker
-# refuses such settings when it starts (exit 2, this text) and the plan skips such a cell with the same text, so it
-# is never launched. Checked in this order: the first broken rule is the reason.
+# channels_last, loader, compile, optimizer_impl, cuda_graphs), and the device ("cpu" or "gpu"); it returns why they
+# cannot run together, or None. The worker refuses such settings when it starts (exit 2, this text) and the plan
+# skips such a cell with the same text, so it is never launched. Checked in this order: the first broken rule is the
+# reason.
 def _data(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
     if s["data"] not in w["data"]:
         return f"data={s['data']}: the {name} workload reads only {', '.join(w['data'])} data so far"
@@ -94,6 +121,65 @@ def _channels_first_on_cpu(name: str, w: Mapping[str, Any], s: Mapping[str, Any]
     return None
 
 
+def _able(capability: str, value: Any) -> str:
+    """The workloads whose `capability` holds `value`, as a reason's words: "framework pytorch"."""
+    able = [name for name, w in WORKLOADS.items()
+            if (value in w[capability] if isinstance(w[capability], tuple) else w[capability])]
+    return f"framework {' or '.join(able)}" if able else "a workload that implements it"
+
+
+def _loader(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    # Synthetic cells read no input: the loader is ignored there, as loader_workers and data_layout are.
+    loader = s.get("loader", LOADERS[0])
+    if s["data"] == "imagenet" and loader not in w["loaders"]:
+        return (f"loader={loader} needs {_able('loaders', loader)} (the {name} workload decodes ImageNet its own "
+                f"way: loader=auto)")
+    return None
+
+
+def _loader_on_gpu(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    loader = s.get("loader", LOADERS[0])
+    if s["data"] == "imagenet" and loader in GPU_LOADERS and device == "cpu":
+        return f"loader={loader} needs a GPU (it decodes the JPEGs on the device)"
+    return None
+
+
+def _compile(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    mode = s.get("compile", COMPILE_MODES[0])
+    if mode not in w["compile"]:
+        return (f"compile={mode} needs {_able('compile', mode)} (torch.compile; the {name} workload compiles its own "
+                f"way)")
+    return None
+
+
+def _optimizer_impl(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    impl = s.get("optimizer_impl", OPTIMIZER_IMPLS[0])
+    if impl not in w["optimizer_impl"]:
+        return (f"optimizer_impl={impl} needs {_able('optimizer_impl', impl)} (torch.optim.SGD's kernels; the {name} "
+                f"workload has its own optimizer)")
+    return None
+
+
+def _cuda_graphs(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s.get("cuda_graphs") and not w["cuda_graphs"]:
+        return f"cuda_graphs=true needs {_able('cuda_graphs', True)} (the {name} workload captures no CUDA graphs)"
+    return None
+
+
+def _cuda_graphs_on_gpu(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s.get("cuda_graphs") and device == "cpu":
+        return "cuda_graphs needs a GPU"
+    return None
+
+
+def _cuda_graphs_with_compile(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    mode = s.get("compile", COMPILE_MODES[0])
+    if s.get("cuda_graphs") and mode != COMPILE_MODES[0]:
+        return (f"cuda_graphs=true with compile={mode}: torch.compile makes its own CUDA graphs "
+                f"(compile=reduce-overhead); set one or the other")
+    return None
+
+
 Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any], str], str | None]
 WORKLOAD_RULES: dict[str, Rule] = {
     "data": _data,
@@ -102,6 +188,13 @@ WORKLOAD_RULES: dict[str, Rule] = {
     "engine": _engine,
     "min_warmup_steps": _min_warmup_steps,
     "channels_first_on_cpu": _channels_first_on_cpu,
+    "loader": _loader,
+    "loader_on_gpu": _loader_on_gpu,
+    "compile": _compile,
+    "optimizer_impl": _optimizer_impl,
+    "cuda_graphs": _cuda_graphs,
+    "cuda_graphs_with_compile": _cuda_graphs_with_compile,
+    "cuda_graphs_on_gpu": _cuda_graphs_on_gpu,
 }
 
 

@@ -21,6 +21,9 @@ from models.fail import fail  # noqa: E402
 from models.gpu_plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
 from models.phases import PhaseClock  # noqa: E402
 from models.registry import WORKLOADS, workload_refusal  # noqa: E402
+from models.step_settings import (LoaderError, StaticBatch, compiled, gpu_loaders,  # noqa: E402
+                                   graph_forward_backward, graph_scope, graph_warmup, graph_whole_step,
+                                   on_side_stream, resolve_loader, sgd_kernel, sgd_options, whole_step)
 
 VERSION = WORKLOADS["pytorch"]["version"]
 
@@ -52,6 +55,11 @@ class Worker:
     def cuda(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def engine(self) -> str:
+        """Who averages the gradients: horovod, native (DDP) or none (one process without Horovod)."""
+        return "native" if self.native is not None else "horovod" if self.hvd is not None else "none"
+
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
 def start_engine(args, torch) -> tuple[Comm, Any, Any, str | None, int]:
@@ -59,6 +67,10 @@ def start_engine(args, torch) -> tuple[Comm, Any, Any, str | None, int]:
     if args.engine == "native":
         from models import torch_native as native
 
+        if getattr(args, "cuda_graphs", False):
+            # A capture that holds DDP's allreduce needs NCCL's async error handling off before the process group
+            # starts (PyTorch's CUDA-graphs notes); set only where graphs are asked for, so other cells run as before.
+            os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
         comm, local_rank, native_backend = native.init(torch)
         return comm, None, native, native_backend, local_rank
     try:
@@ -108,12 +120,17 @@ def build_model(args, torch, w: Worker):
     model = ResNet50(num_classes=args.num_classes).to(w.device)
     global_batch = args.batch_size * w.comm.size
     if w.native is not None:
-        # DDP broadcasts rank 0's parameters when it wraps the model, and averages gradients in backward().
-        model = torch.nn.parallel.DistributedDataParallel(model.to(memory_format=w.param_format),
-                                                          device_ids=[w.local_rank] if w.cuda else None)
-    # The fused SGD kernel: momentum and weight decay in one pass (measured here: 13 vs 30 ms a step on 2 cores).
+        # DDP broadcasts rank 0's parameters when it wraps the model, and averages gradients in backward(). A
+        # whole-step CUDA graph holding its allreduce needs it built on a side stream (PyTorch's CUDA-graphs notes).
+        def wrap():
+            return torch.nn.parallel.DistributedDataParallel(model.to(memory_format=w.param_format),
+                                                             device_ids=[w.local_rank] if w.cuda else None)
+
+        model = on_side_stream(torch, wrap) if graphs_for(args, w) == "step" else wrap()
+    # SGD with momentum; the kernel by optimizer_impl (models/step_settings.py). The default is the fused kernel:
+    # momentum and weight decay in one pass (measured here: 13 vs 30 ms a step on 2 cores).
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * global_batch / 256, momentum=0.9, weight_decay=5e-5,
-                                fused=True)
+                                **sgd_options(getattr(args, "optimizer_impl", "default")))
     if w.hvd is not None:
         from models.torch_layout import LayoutPreservingCompression
 
@@ -126,7 +143,16 @@ def build_model(args, torch, w: Worker):
         # then refuses the step (check_fast_path_restrictions: params, grads and buffers must share strides), as
         # seen on an H200. The CPU kernel does not check, so tests/test_channels_last_horovod.py checks the strides.
     model = model.to(memory_format=w.param_format)
-    return model, optimizer
+    # Compiled last: DDP's own graph breaks at its buckets (torch.compile of the DDP module, as PyTorch advises), and
+    # Horovod's hooks stay on the parameters' gradient accumulators, which the compiled backward still feeds.
+    return compiled(torch, model, getattr(args, "compile", "off")), optimizer
+
+
+def graphs_for(args, w: Worker) -> str | None:
+    """What CUDA graphs capture in this worker (models/step_settings.py): None, "fwd+bwd" or "step"."""
+    if not getattr(args, "cuda_graphs", False):
+        return None
+    return graph_scope(True, w.cuda, w.engine, w.compute.grad_scaler)
 
 
 # --- data -----------------------------------------------------------------------------------------------------------
@@ -140,13 +166,24 @@ def synthetic_batch(args, torch, w: Worker):
 
 
 def imagenet_batches(args, w: Worker):
-    """This rank's share of the ImageNet JPEG tree, decoded by loader workers; a DataError ends the worker."""
+    """(the loader that runs, this rank's share of the ImageNet JPEG tree as batches on the device). `loader: auto`
+    is resolved here (models/step_settings.py, models/data/loaders.py): Pillow in DataLoader workers, nvJPEG or DALI
+    on a GPU. A DataError ends the worker, as does a loader that cannot run here."""
     from models.data.imagenet_torch import Batches, default_workers
     from models.data.layout import DataError
 
+    loaders = gpu_loaders()
     try:
-        return Batches(args.data_dir, args.image_size, args.batch_size, w.comm.rank, w.comm.size,
-                       args.loader_workers or default_workers(w.comm.local_size), w.device, args.channels_last)
+        kind = resolve_loader(args.loader, w.device.type, loaders)
+    except (LoaderError, ValueError) as e:  # ValueError: models/data/loaders.py's (no DALI, no torchvision)
+        fail(str(e))
+    workers = args.loader_workers or default_workers(w.comm.local_size)
+    try:
+        if loaders is None:
+            return kind, Batches(args.data_dir, args.image_size, args.batch_size, w.comm.rank, w.comm.size, workers,
+                                 w.device, args.channels_last)
+        return kind, loaders.build_loader(kind, args.data_dir, args.batch_size, args.image_size, args.channels_last,
+                                          w.device, workers, w.comm.rank, w.comm.size, 1234, args.precision)
     except DataError as e:
         fail(str(e))
 
@@ -172,13 +209,21 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
     backward: compute and update only."""
     phases = phases or PhaseClock()
     loss_fn = torch.nn.CrossEntropyLoss()
+    scope = graphs_for(args, w)
     amp_dtype = getattr(torch, w.compute.autocast_dtype) if w.compute.autocast_dtype else None
-    autocast = (lambda: torch.autocast(w.device.type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
+    # CUDA graphs replay autocast's casts only if it caches none (make_graphed_callables refuses a caching autocast).
+    cache = {"cache_enabled": False} if scope else {}
+    autocast = ((lambda: torch.autocast(w.device.type, dtype=amp_dtype, **cache)) if amp_dtype
+                else contextlib.nullcontext)
     scaler = torch.amp.GradScaler(w.device.type) if w.compute.grad_scaler else None
 
     def train_step(batch=None) -> torch.Tensor:
-        x, y = batch if batch is not None else default_batch
         optimizer.zero_grad()  # torch 2 default: set_to_none (Horovod's wrapper takes no argument)
+        return body(batch)
+
+    def body(batch=None) -> torch.Tensor:
+        """The step after zero_grad: forward, loss, backward, the allreduce's wait and the update."""
+        x, y = batch if batch is not None else default_batch
         with autocast():
             loss = loss_fn(model(x), y)
         if scaler:
@@ -206,16 +251,31 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
         phases.mark("update", sync=True)
         return loss.detach()
 
+    train_step.cuda_graphs = scope  # what the record says was captured
+    if scope == "fwd+bwd":
+        # The model's forward and backward as graphs, replayed inside autograd; the rest of the step stays eager.
+        inner = model.module if w.native is not None else model
+        graph_forward_backward(torch, inner, default_batch[0], autocast)
+    elif scope == "step":
+        static = StaticBatch(default_batch)
+        replay = graph_whole_step(torch, body, optimizer.zero_grad, static, graph_warmup(w.engine))
+        graphed = whole_step(replay, train_step, static)
+        graphed.cuda_graphs = scope
+        return graphed
     return train_step
 
 
-def base_record(args, torch, w: Worker, batches) -> dict[str, Any]:
+def base_record(args, torch, w: Worker, batches, loader: str | None = None,
+                cuda_graphs: str | None = None) -> dict[str, Any]:
+    """The fields every record of this worker starts with. `loader`: the JPEG loader that runs (real data);
+    `cuda_graphs`: what CUDA graphs captured (None: none)."""
     from models.envprobe import probe_torch
 
     base = record_base(args, "pytorch", VERSION, threads_per_worker=torch.get_num_threads(), device=w.device.type,
-                       engine="native" if w.native else "horovod" if w.hvd else "none", data=args.data)
+                       engine=w.engine, data=args.data, loader=loader, compile=args.compile,
+                       optimizer_impl=sgd_kernel(args.optimizer_impl), cuda_graphs=cuda_graphs)
     if batches is not None:
-        base.update(data_layout=args.data_layout, loader_workers=batches.loader.num_workers)
+        base.update(data_layout=args.data_layout, loader_workers=batches.workers)
     base["env_probe"] = probe_torch(w.hvd)
     if w.native is not None:
         base["env_probe"]["torch_distributed_backend"] = w.native_backend
@@ -249,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     w = start(args, torch)
     model, optimizer = build_model(args, torch, w)
     synthetic = synthetic_batch(args, torch, w)
-    batches = imagenet_batches(args, w) if args.data == "imagenet" else None
+    loader, batches = imagenet_batches(args, w) if args.data == "imagenet" else (None, None)
 
     def sync() -> None:
         if w.cuda:
@@ -259,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     train_step = make_train_step(args, torch, w, model, optimizer, synthetic, phases)
 
     model.train()
-    base = base_record(args, torch, w, batches)
+    base = base_record(args, torch, w, batches, loader, train_step.cuda_graphs)
     instruments = instruments_for(torch, w)
     try:
         code = measure_windows(args, w.comm, train_step, lambda loss: float(loss), sync, base,

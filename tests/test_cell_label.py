@@ -18,7 +18,8 @@ BASE = {"gpu": "cpu", "framework": "pytorch", "mpi": "gloo", "ib": False, "gpus"
 OTHER = {"model": "allreduce", "engine": "native", "data": "imagenet", "data_layout": "tfrecord",
          "loader_workers": 4, "batch_per_gpu": 32, "image_size": 128, "precision": "bf16", "warmup_steps": 3,
          "steps": 8, "repeats": 5, "jobs": 2, "channels_last": False, "threads": 1, "workers_per_node": 1,
-         "max_message_bytes": 1 << 20}
+         "max_message_bytes": 1 << 20, "loader": "pil", "compile": "max-autotune", "optimizer_impl": "foreach",
+         "cuda_graphs": True}
 
 
 def test_every_cell_key_has_its_place_in_the_label():

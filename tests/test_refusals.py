@@ -102,6 +102,26 @@ REFUSALS = {
     "f\"the native engine needs one of {', '.join(names)} from its launcher (torchrun, mpirun)\"":
         _no_setting("the launcher's environment, which bench renders"),
     "'the native engine needs MASTER_PORT from its launcher'": _no_setting("the launcher's environment"),
+    "f'loader={requested}: this worker has no GPU JPEG decoders (models/data/loaders.py is missing)'":
+        _no_setting("what the worker's tree holds (models/step_settings.py: a tree without models/data/loaders.py)"),
+    # The loaders (models/data/loaders.py): the `loader` key's values are the matrix's, a GPU loader on a CPU cell is
+    # a workload rule (models/registry.py, "loader=... needs a GPU"); what is installed is the node's.
+    'f"unknown loader {requested!r} (one of: {\', \'.join(LOADERS)})"': _matrix_rejects("loader: fast"),
+    'f"loader {requested} decodes on a GPU; this worker\'s device is {device_type}"':
+        _plan_skips("{gpu: [cpu], data: [imagenet], loader: [nvjpeg]}", "loader=nvjpeg needs a GPU"),
+    "'loader dali: NVIDIA DALI is not installed (pip install nvidia-dali-cuda130, or loader nvjpeg / auto)'":
+        _no_setting("what the node has installed (auto picks what is there)"),
+    "'loader nvjpeg: torchvision does not import here (it decodes with torchvision.io.decode_jpeg)'":
+        _no_setting("what the node has installed (auto picks what is there)"),
+    "f'DALI pipeline failed: {str(e).strip().splitlines()[0]}'": _no_setting("the data set's contents"),
+    "f'{n} items cannot fill a batch of {batch_size}'":
+        _no_setting("the data set's size against the batch: known only where the data set is"),
+    "f'{len(images)} images but {len(params)} crop/flip draws'": _no_setting("an internal check of the loader"),
+    "f'{self.thread.name} stopped'": _no_setting("an internal check of the loader's threads"),
+    # models/flops.py is run by hand and by the tests to write bench/data/model_flops.yaml; no cell runs it.
+    'f"no model {model_name!r} (known: {\', \'.join(MODELS)})"': _no_setting("models/flops.py's own command line"),
+    "f'{total} FLOPs do not split evenly over {BATCH} images'": _no_setting("an internal check of the FLOP count"),
+    "'; '.join(problems)": _no_setting("models/flops.py --check: the table against a fresh count"),
 }
 
 
@@ -200,6 +220,21 @@ BREAKERS = {
                          "warmup_steps=0: the keras workload needs at least 1", None),
     "channels_first_on_cpu": ("{gpu: [cpu], framework: [tensorflow, keras], channels_last: [false]}",
                               "TensorFlow runs channels_first (NCHW) convolutions only on a GPU", None),
+    # The step settings (models/step_settings.py).
+    "loader": ("{gpu: [cpu], framework: [tensorflow, keras], data: [imagenet], loader: [pil, nvjpeg, dali]}",
+               "needs framework pytorch (the", None),
+    "loader_on_gpu": ("{gpu: [cpu], framework: [pytorch], data: [imagenet], loader: [nvjpeg, dali]}",
+                      "needs a GPU (it decodes the JPEGs on the device)", None),
+    "compile": ("{gpu: [cpu], framework: [tensorflow, keras], compile: [default, reduce-overhead, max-autotune]}",
+                "needs framework pytorch (torch.compile;", None),
+    "optimizer_impl": ("{gpu: [cpu], framework: [tensorflow, keras], optimizer_impl: [foreach, fused]}",
+                       "needs framework pytorch (torch.optim.SGD's kernels;", None),
+    "cuda_graphs": ("{gpu: [cpu], framework: [tensorflow, keras], cuda_graphs: [true]}",
+                    "cuda_graphs=true needs framework pytorch", None),
+    "cuda_graphs_with_compile": ("{gpu: [cpu], framework: [pytorch], cuda_graphs: [true], compile: [default]}",
+                                 "torch.compile makes its own CUDA graphs", None),
+    "cuda_graphs_on_gpu": ("{gpu: [cpu], framework: [pytorch], cuda_graphs: [true]}", "cuda_graphs needs a GPU",
+                           None),
 }
 
 
@@ -260,6 +295,8 @@ def test_channels_first_is_refused_on_cpu_only():
     "{gpu: [cpu], framework: [tensorflow], channels_last: [false]}",
     "{gpu: [cpu], framework: [keras], warmup_steps: [0]}",
     "{gpu: [cpu], framework: [pytorch], data: [imagenet], data_layout: [tfrecord]}",
+    "{gpu: [cpu], framework: [pytorch], cuda_graphs: [true]}",
+    "{gpu: [cpu], framework: [pytorch], data: [imagenet], loader: [nvjpeg]}",
 ])
 def test_the_worker_refuses_a_skipped_cell_with_the_same_reason(axes, tmp_path):
     (tmp_path / "inet").mkdir()

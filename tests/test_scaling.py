@@ -18,6 +18,7 @@ def summary_of(rates: dict[int, list[float]], **cell):
                          "loader_workers": 0, "batch_per_gpu": 64,
                          "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
                          "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+                         "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
                          "nodes": 1,
                          "images_per_sec": v,
                          "job": 0, "slowest_rank": 0, "rank_spread": 0.0, **cell})

@@ -102,6 +102,11 @@ def flatten_record(rec: dict) -> dict[str, str]:
     put("CPU affinity", probe.get("cpu_affinity"))
     put("cores (cpu_count)", probe.get("cpu_count"))
     put("threads per worker", rec.get("threads_per_worker"))
+    # What the step settings resolved to (the cell holds the request: `loader: auto` decodes where the fastest
+    # decoder is, so the same cell can run Pillow on one machine and nvJPEG on another).
+    put("workload loader (resolved)", rec.get("loader"))
+    put("workload SGD kernel", rec.get("optimizer_impl"))
+    put("workload CUDA graphs captured", rec.get("cuda_graphs"))
     put("torch threads", probe.get("torch_threads"))
     platform = probe.get("platform")
     if platform:

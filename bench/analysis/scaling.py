@@ -179,7 +179,7 @@ def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
 
 
 # Shown through the label's own words (framework, engine, data) or not worth a legend entry.
-_UNLABELLED = {"gpu", "framework", "mpi", "ib", "engine", "data", "data_layout", "loader_workers"}
+_UNLABELLED = {"gpu", "framework", "mpi", "ib", "engine", "data", "data_layout", "loader_workers", "loader"}
 
 
 def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
@@ -201,7 +201,7 @@ def input_bound(summary: pd.DataFrame) -> pd.DataFrame:
         out["real_vs_synthetic"] = []
         out["input_bound"] = []
         return out
-    twin_keys = [k for k in CELL_KEYS if k not in ("data", "data_layout", "loader_workers")]
+    twin_keys = [k for k in CELL_KEYS if k not in ("data", "data_layout", "loader_workers", "loader")]
     synthetic = out[out["data"] == "synthetic"].set_index(twin_keys)["images_per_sec"]
     synthetic = synthetic[~synthetic.index.duplicated()]
     real = out["data"] == "imagenet"

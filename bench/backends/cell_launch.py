@@ -145,11 +145,13 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
                 "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
                 "--cell-id", planned.cell_id, "--run-id", run_id, *to)
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
-            "--loader-workers", str(c["loader_workers"])) if c["data"] == "imagenet" else ()
+            "--loader-workers", str(c["loader_workers"]), "--loader", c["loader"]) if c["data"] == "imagenet" else ()
+    step = ("--compile", c["compile"], "--optimizer-impl", c["optimizer_impl"],
+            "--cuda-graphs" if c["cuda_graphs"] else "--no-cuda-graphs")
     return (python, script, *engine, *data,
             "--batch-size", str(c["batch_per_gpu"]), "--image-size", str(c["image_size"]),
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
-            "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last",
+            "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last", *step,
             "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
 
 

@@ -94,12 +94,11 @@ def _print_every_cell(console, name: str, planned) -> None:
     from rich.table import Table
 
     table = Table(title=f"{name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
-    for col in ("cell_id", "gpu", "framework", "mpi", "ib", "gpus", "nodes", "status", "reason"):
+    # The cell by its one label (bench/cell_label.py): what it is and every setting that differs from the defaults.
+    for col in ("cell_id", "cell", "status", "reason"):
         table.add_column(col, overflow="fold")
     for p in planned:
-        c = p.cell
-        table.add_row(p.cell_id, c["gpu"], c["framework"], c["mpi"], "on" if c["ib"] else "off", str(c["gpus"]),
-                      str(p.nodes), p.status, p.reason or "")
+        table.add_row(p.cell_id, p.label(), p.status, p.reason or "")
     console.print(table)
 
 

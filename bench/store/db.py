@@ -238,7 +238,7 @@ class Store:
 
         cols = [r[1] for r in self.conn.execute("PRAGMA table_info(records)") if record_json or r[1] != "record_json"]
         df = pd.read_sql(f"SELECT {', '.join(cols)} FROM records", self.conn)
-        for col in ("ib", "channels_last"):
+        for col in ("ib", "channels_last", "cuda_graphs"):
             df[col] = df[col].astype("boolean")
         return df
 

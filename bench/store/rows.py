@@ -33,6 +33,9 @@ def record_row(record: Record) -> dict[str, Any]:
         "workload_version": record.workload_version,
         "rank_spread": (max(rates) - min(rates)) / max(rates) if rates else None,
         "input_wait_s": record.input_wait_s,
+        # What ran of the step settings (the cell's columns above hold what was asked).
+        "effective_loader": record.loader, "effective_optimizer_impl": record.optimizer_impl,
+        "effective_cuda_graphs": record.cuda_graphs,
         "record_json": record.to_json(), "written_unix": time.time(),
     })
     return row

@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 9
+STORE_SCHEMA_VERSION = 10
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -132,6 +132,19 @@ MIGRATIONS: dict[int, str] = {
     # which drift between the sweep's timing and the contention measurement cannot move.
     9: """
     ALTER TABLE collectives ADD COLUMN contended_stretch REAL;
+    """,
+    # 10: the training step's settings (cell keys: the JPEG loader asked for, torch.compile's mode, SGD's kernel, CUDA
+    # graphs), each defaulting to the value rows written before the keys ran with; and what ran of them, from the
+    # record (null where the worker did not say: rows before this migration, other frameworks): the loader `auto`
+    # resolved to, the SGD kernel the update ran, what the CUDA graphs captured (fwd+bwd | step).
+    10: """
+    ALTER TABLE records ADD COLUMN loader TEXT DEFAULT 'auto';
+    ALTER TABLE records ADD COLUMN compile TEXT DEFAULT 'off';
+    ALTER TABLE records ADD COLUMN optimizer_impl TEXT DEFAULT 'default';
+    ALTER TABLE records ADD COLUMN cuda_graphs INTEGER DEFAULT 0;
+    ALTER TABLE records ADD COLUMN effective_loader TEXT;
+    ALTER TABLE records ADD COLUMN effective_optimizer_impl TEXT;
+    ALTER TABLE records ADD COLUMN effective_cuda_graphs TEXT;
     """,
 }
 
