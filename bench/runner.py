@@ -40,6 +40,11 @@ class RunSummary:
     failed: list[tuple[PlannedCell, str]] = field(default_factory=list)
     resumed: int = 0
     skipped: int = 0
+    cells_s: float = 0.0  # wall time of the cells run (their jobs, from submit to the last record stored)
+    probe_s: float = 0.0  # wall time of the compute probes measured before them (bench/backends/compute_probe.py)
+    probes_measured: int = 0
+    probes_reused: int = 0
+    probes_failed: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -158,6 +163,7 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
                     console.print(f"swept {swept} leftover process(es) of a dead run's claim on {cell.cell_id}")
             progress.update(task, description=f"cell {len(todo) - len(queue)}/{len(todo)} {cell.label()}")
             try:
+                _probe(cell, backend, summary, console, width)
                 _run_cell(cell, backend, store, run_id, summary, console, width)
             finally:
                 try:
@@ -166,6 +172,35 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
                     pass  # the claim's owner is this process: once it exits, the claim is free anyway
             progress.advance(task)
     return summary
+
+
+def _probe(cell: PlannedCell, backend: Backend, summary: RunSummary, console: Console, width: int = 0) -> None:
+    """The backend's preparation of one cell, when it has one (the local backend's compute probe), counted apart
+    from the cells' time."""
+    before = getattr(backend, "before_cell", None)
+    outcome = before(cell) if before is not None else None
+    if outcome is None:
+        return
+    summary.probe_s += outcome.seconds
+    if outcome.reused:
+        summary.probes_reused += 1
+    elif outcome.result is None:
+        summary.probes_failed += 1
+    else:
+        summary.probes_measured += 1
+    console.print(f"probe  {cell.label():<{width}} {escape(outcome.note)}", highlight=False)
+
+
+def _after(cell: PlannedCell, backend: Backend, run_id: str, records: list[Record], console: Console) -> None:
+    """The backend's bookkeeping after a measured cell, when it has some (the local backend keeps what a co-located
+    cell measured beyond its compute probe). Never fails the run: the records are stored already."""
+    after = getattr(backend, "after_cell", None)
+    if after is None:
+        return
+    try:
+        after(cell, run_id, [r.model_dump(mode="json") for r in records if r.status == "ok"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        console.print(f"[yellow]  not kept beside the compute probe[/]: {escape(str(e))}", highlight=False)
 
 
 def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, summary: RunSummary,
@@ -203,8 +238,10 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
             break  # the cell has failed; its remaining jobs would not change that
     summary.ran += 1
     elapsed = time.monotonic() - started
+    summary.cells_s += elapsed
     if outcome.status == "ok":
         summary.ok += 1
+        _after(cell, backend, run_id, records, console)
         console.print(f"[green]ok[/]     {cell.label():<{width}} {_headline(records)}  (median of {len(records)}, "
                       f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
         if any(r.transport_verdict == "mismatch" for r in records):

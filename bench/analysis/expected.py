@@ -29,9 +29,36 @@ rates are alike; what differs is how long each rank computed before it had to wa
 (models/phases.py); the rank whose compute per step is longest, with a compute rate under STRAGGLER_BELOW × the median
 of the other ranks', is named (rank, host, ratio).
 
+Co-located cells (workers sharing one CPU node) with a compute probe (bench/analysis/probe.py: the cell's own
+workload as N plain processes at once on that node, no communication library). N workers on one node share more
+than their cores (memory bandwidth, caches, hyperthreads), so the compute rate to expect is the probe's, not X(1)'s:
+
+    expected X(N) = N · (the probe's per-process rate beside N − 1 others)       interval: its slowest, fastest window
+
+The measured step is then split into parts (`Split`), each with what was measured for it (seconds per step):
+    node sharing     the probe's step − batch / X(1) (compute alone vs beside N − 1 others: the probe)
+    engine           the least-slowed rank's compute − the probe's compute: the engine's own threads on shared cores
+                     (Horovod's background loop, the MPI library's progress and polling), measured by the cell
+    imbalance        the slowest rank's compute − the least-slowed rank's; what was measured for it is the probe's
+                     spread between N plain processes (at least TOLERANCE of its compute)
+    communication    the slowest-computing rank's wait for the allreduce (the others' longer wait is the imbalance)
+    rest             the step less the probe's step and the parts above (update, bookkeeping); TOLERANCE of the step
+Where the worker does not time compute and communication apart (TensorFlow and Keras: one graph call; DDP: the wait
+is inside backward) the step less the probe's step is one part, the engine and its communication together, and the
+text says it is not measured apart. A part with earlier runs of the same cell (`history`: in the store; `stored`: kept
+beside the probe by earlier runs, bench/backends/compute_probe.py) was measured before: it is explained up to the least
+of those figures plus TOLERANCE of the step; growth beyond is unexplained. The verdict:
+    below expected   the cell's interval top is more than TOLERANCE under the rate it would reach without the
+                     unexplained seconds (`verdict` with that rate): "below expected by U% (…), unexplained: …"
+    as expected      otherwise, naming the measured parts ("Intel MPI's threads cost 38% of compute on shared cores
+                     (measured)")
+    not measured apart   a one-part split with no earlier run to compare: neither verdict, and the text says why
+Cells with no probe (not co-located, a GPU cell, `--no-probe`, none within its age) keep the rule above.
+
 Breakdown. Per step, averaged over ranks, median over windows: input (measured by every worker), compute and exposed
 communication (measured where the worker waits for the allreduce apart from backward: PyTorch under Horovod; modelled
-elsewhere: compute = batch / X(1), exposed communication from the model above), and the rest (the step's measured time
+elsewhere: compute = batch / X(1) — the probe's per-process rate for a co-located cell with one —, exposed
+communication from the model above), and the rest (the step's measured time
 less those). `sources` names which parts were measured.
 """
 from __future__ import annotations
@@ -101,6 +128,8 @@ class Expected:
     why: str = ""
     baseline_id: str | None = None  # the 1-worker cell whose rate is X(1)
     stand_in: str = ""  # when that cell is not this one's twin: which it is, e.g. "the openmpi 1-worker cell"
+    split: "Split | None" = None  # co-located cells with a compute probe: the step's parts (then links = "compute probe")
+    note: str = ""  # why a co-located cell has no probe-based value (e.g. "no compute probe for these settings")
 
     @property
     def below(self) -> bool:
@@ -109,9 +138,17 @@ class Expected:
     def describe(self) -> str:
         if self.expected is None:
             return f"no expected value: {self.why}"
-        source = self.links + (f"; X(1) from {self.stand_in} {self.baseline_id}" if self.stand_in else "")
+        if self.split is not None:
+            sp = self.split
+            source = f"compute probe: {self.workers} × {sp.probe_rate:,.1f} img/s, {self.workers} plain processes at once"
+        else:
+            source = self.links + (f"; X(1) from {self.stand_in} {self.baseline_id}" if self.stand_in else "") \
+                + (f"; {self.note}" if self.note else "")
         text = (f"measured {self.measured:,.1f} img/s, expected {self.expected:,.1f} "
                 f"[{self.expected_low:,.1f}, {self.expected_high:,.1f}] ({source}): {self.verdict}")
+        if self.split is not None and not self.below:
+            named = self.split.named()
+            text += f": {named}" if named else ""
         return text + (f"; slow: {self.straggler.describe()}" if self.straggler else "")
 
 
@@ -170,10 +207,16 @@ def straggler(ranks_by_window: Iterable[list[Mapping[str, Any]]], below: float =
 
 
 def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
-                   ranks: Mapping[str, list[list[dict]]] | None = None) -> list[Expected]:
+                   ranks: Mapping[str, list[list[dict]]] | None = None, probes: Mapping[str, Any] | None = None,
+                   history: Mapping[str, list[list[list[dict]]]] | None = None,
+                   stored: Mapping[str, list[Mapping[str, float]]] | None = None) -> list[Expected]:
     """One Expected per multi-worker cell of `table` (analysis.scaling.scaling() rows, with boot_low/boot_high);
-    `fits`: collectives.fit_stacks() of the same store; `ranks`: cell_id → its windows' per_rank lists."""
+    `fits`: collectives.fit_stacks() of the same store; `ranks`: cell_id → its windows' per_rank lists;
+    `probes`: cell_id → the probe.ProbeResult that stands for it (probe.probes_for); `history`: cell_id → the
+    windows of each earlier run of the cell (earlier_windows); `stored`: cell_id → the parts earlier runs of its
+    stack measured with the same probe, from the probe cache (probe.costs_for), for runs the store does not hold."""
     from bench.analysis.collectives import stack_of
+    from bench.analysis.probe import colocated
 
     out = []
     rows = table.to_dict("records")
@@ -184,6 +227,16 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
         lead = Expected(r["cell_id"], int(r["gpus"]), float(r["images_per_sec"]), _low(r), _high(r),
                         None, straggler=straggler((ranks or {}).get(r["cell_id"], [])))
         one, differs = find.baseline(r)
+        probe = (probes or {}).get(r["cell_id"])
+        if probe is not None:
+            x1 = float(one["images_per_sec"]) if one is not None else None
+            lead = replace(lead, baseline_id=one["cell_id"] if one is not None else None,
+                           stand_in=stand_in_words(one, differs) if one is not None else "")
+            out.append(probed(lead, r, probe, (ranks or {}).get(r["cell_id"], []),
+                              (history or {}).get(r["cell_id"], []), x1, stored=(stored or {}).get(r["cell_id"], ())))
+            continue
+        if colocated({**r, "nodes": r.get("nodes") or 1}) and probes is not None:
+            lead = replace(lead, note="no compute probe for these settings on this machine: N × X(1)")
         if one is None:
             out.append(replace(lead, why=find.why_none(r)))
             continue
@@ -202,6 +255,257 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
         out.append(replace(lead, expected=e, expected_low=e_lo, expected_high=e_hi, links=links, verdict=text,
                            gap=gap, gap_low=g_lo, gap_high=g_hi))
     return out
+
+
+# --- co-located cells: the compute probe and the step's parts ---------------------------------------------------
+
+# Who runs the allreduce beside the compute, as the split names it: Horovod's background loop over the flavour (the MPI
+# library's progress and polling threads, or Gloo's), or DDP's Gloo process group.
+ENGINE_WORDS = {"gloo": "Horovod's Gloo threads", "openmpi": "Open MPI's threads", "intelmpi": "Intel MPI's threads",
+                "mpich": "MPICH's threads"}
+FRAMEWORK_WORDS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras"}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a co-located cell's step: its seconds per step, what measured it, how much of it what was
+    measured for it accounts for (`explained`), and that earlier figure (`reference`, when there is one)."""
+
+    name: str  # "node sharing", "engine", "imbalance", "communication", "rest", "engine and communication"
+    seconds: float
+    source: str  # "probe", "measured", "not measured apart"
+    explained: float
+    reference: float | None = None
+    words: str = ""  # how it reads when named
+    grown: str = ""  # how it reads when it grew beyond what was measured for it
+
+    @property
+    def unexplained(self) -> float:
+        return max(0.0, self.seconds - self.explained)
+
+
+@dataclass(frozen=True)
+class Split:
+    step_s: float  # the cell's step: N · batch / its median rate
+    probe_step_s: float  # batch / the probe's per-process rate
+    probe_rate: float
+    alone_step_s: float | None  # batch / X(1), when the store has a 1-worker cell
+    parts: tuple[Part, ...]
+    modelled: bool  # compute and communication not timed apart (TensorFlow, Keras, DDP)
+
+    @property
+    def unexplained_s(self) -> float:
+        return sum(p.unexplained for p in self.parts)
+
+    def part(self, name: str) -> Part | None:
+        return next((p for p in self.parts if p.name == name), None)
+
+    def named(self) -> str:
+        """The measured parts that make the gap, most first (parts under 1% of the step are left out)."""
+        shown = sorted((p for p in self.parts if p.words and p.seconds > 0.01 * self.step_s),
+                       key=lambda p: -p.seconds)
+        return "; ".join(p.words + (f" ({p.unexplained:.3f} s of it beyond what was measured for it)"
+                                    if p.unexplained > 0.005 else "") for p in shown)
+
+    def unexplained_words(self) -> str:
+        grown = sorted((p for p in self.parts if p.unexplained > 0.025 * self.step_s and p.grown),
+                       key=lambda p: -p.unexplained)
+        return "; ".join(p.grown for p in grown)
+
+
+def rank_phases(windows: list[list[Mapping[str, Any]]]) -> dict[int, dict[str, float]]:
+    """rank → phase → seconds per step (median over windows), for ranks that timed their phases."""
+    per: dict[int, dict[str, list[float]]] = {}
+    for window in windows:
+        for r in window:
+            phases, steps = r.get("phases_s") or {}, r.get("steps") or 0
+            if not phases or steps <= 0:
+                continue
+            d = per.setdefault(int(r["rank"]), {})
+            for p in ("input", "compute", "comm_wait", "update", "other"):
+                if p in phases:
+                    d.setdefault(p, []).append(phases[p] / steps)
+    return {rank: {p: statistics.median(v) for p, v in d.items()} for rank, d in per.items()}
+
+
+def window_step(windows: list[list[Mapping[str, Any]]]) -> float | None:
+    """A run's step from its windows: median over windows of the longest rank window over its steps."""
+    steps = []
+    for window in windows:
+        timed = [r for r in window if r.get("window_s") and r.get("steps")]
+        if timed:
+            steps.append(max(r["window_s"] / r["steps"] for r in timed))
+    return statistics.median(steps) if steps else None
+
+
+def _engine_name(row: Mapping[str, Any]) -> str:
+    if row.get("engine") == "native":
+        return "DDP's Gloo threads"
+    return ENGINE_WORDS.get(str(row.get("mpi")), f"{row.get('mpi')}'s threads")
+
+
+def _timed_apart(row: Mapping[str, Any], phases: Mapping[int, Mapping[str, float]]) -> bool:
+    """Compute and the allreduce's wait timed apart on every rank (PyTorch under Horovod)."""
+    return row.get("engine") != "native" and len(phases) >= 2 and \
+        all("compute" in p and "comm_wait" in p for p in phases.values())
+
+
+def measured_parts(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]], step: float
+                   ) -> dict[str, float] | None:
+    """Seconds per step of each measured part of one run (engine, imbalance, communication, rest; or the engine and
+    communication together where they are not timed apart), or None with no phases."""
+    phases = rank_phases(windows)
+    if _timed_apart(row, phases) and probe.compute_s:
+        compute = {rank: p["compute"] for rank, p in phases.items()}
+        slow = max(compute, key=compute.get)
+        fast = min(compute.values())
+        engine = fast - probe.compute_s
+        imbalance = compute[slow] - fast
+        comm = phases[slow]["comm_wait"]
+        rest = step - probe.step_s - engine - imbalance - comm
+        return {"engine": engine, "imbalance": imbalance, "communication": comm, "rest": rest,
+                "slow_rank": slow, "slow_compute": compute[slow], "fast_compute": fast}
+    return {"engine and communication": step - probe.step_s}
+
+
+def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],
+           earlier: list[list[list[Mapping[str, Any]]]], x1: float | None, tolerance: float = TOLERANCE,
+           stored: Iterable[Mapping[str, float]] = ()) -> Expected:
+    """A co-located cell's expected value from its compute probe, the split of its step, and the verdict on the part
+    no measurement accounts for."""
+    n, batch = lead.workers, int(row["batch_per_gpu"])
+    e, e_lo, e_hi = n * probe.rate, n * probe.rate_low, n * probe.rate_high
+    step = n * batch / lead.measured
+    split = split_step(row, probe, windows, earlier, step, x1, tolerance, stored)
+    gap = 1 - lead.measured / e
+    base = replace(lead, expected=e, expected_low=min(e_lo, e), expected_high=max(e_hi, e), links="compute probe",
+                   split=split, gap=gap, gap_low=1 - lead.measured_high / max(e_lo, 1e-12),
+                   gap_high=1 - lead.measured_low / max(e_hi, 1e-12))
+    text, *_ = verdict(lead.measured, lead.measured_low, lead.measured_high, e, base.expected_low, base.expected_high,
+                       tolerance)
+    if not text.startswith("below"):
+        return replace(base, verdict=text)
+    u = split.unexplained_s
+    reach = n * batch / max(step - u, 1e-12)  # the rate without the unexplained seconds
+    text, g, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, reach, reach, reach, tolerance)
+    if text.startswith("below"):
+        why = split.unexplained_words() or f"{u:.3f} s a step no measured part accounts for"
+        return replace(base, verdict=f"{text}, unexplained: {why}", gap=g, gap_low=g_lo, gap_high=g_hi)
+    if not split.modelled:
+        return replace(base, verdict=f"as expected ({100 * gap:.0f}% under the probe's rate, all of it measured)")
+    whole = split.parts[-1]
+    if whole.reference is None:  # one part, and nothing measured for it before: not judged either way
+        return replace(base, verdict=f"not measured apart ({100 * gap:.0f}% under the probe's rate; no earlier run "
+                                     f"of this cell to compare)")
+    return replace(base, verdict=f"as expected ({100 * gap:.0f}% under the probe's rate, as in earlier runs)")
+
+
+def split_step(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],
+               earlier: list[list[list[Mapping[str, Any]]]], step: float, x1: float | None,
+               tolerance: float = TOLERANCE, stored: Iterable[Mapping[str, float]] = ()) -> Split:
+    """The parts of a co-located cell's step (see the module's docstring), each with what was measured for it."""
+    n, batch = int(row["gpus"]), int(row["batch_per_gpu"])
+    alone = batch / x1 if x1 else None
+    parts: list[Part] = []
+    if alone is not None:
+        node = probe.step_s - alone
+        parts.append(Part("node sharing", node, "probe", node,
+                          words=f"node sharing: {n} plain processes compute at {probe.rate:,.1f} img/s each, "
+                                f"{x1:,.1f} alone ({probe.rate / x1:.2f}×, compute probe)"))
+    now = measured_parts(row, probe, windows, step)
+    before = [m for w in earlier if (s := window_step(w)) is not None
+              and (m := measured_parts(row, probe, w, s)) is not None] + [dict(m) for m in stored]
+    slack = tolerance * step
+
+    def reference(name: str) -> float | None:
+        # The least earlier figure: other load on the machine only ever adds to a part, so one slowed earlier run
+        # does not make the next slowdown look normal (the median of a healthy and a slowed run would).
+        xs = [m[name] for m in before if name in m]
+        return min(xs) if xs else None
+
+    engine = _engine_name(row)
+    if "engine" in now:
+        c = probe.compute_s
+        ref = reference("engine")
+        eng = now["engine"]
+        allowed = eng if ref is None else min(eng, max(ref, 0.0) + slack)
+        parts.append(Part("engine", eng, "measured", allowed, ref,
+                          words="" if eng <= 0 else
+                          f"{engine} cost {100 * eng / c:.0f}% of compute on shared cores (measured)",
+                          grown=f"the ranks' compute on shared cores grew to {100 * eng / c:.0f}% over the compute "
+                                f"probe's, where {_runs(before)} of this cell measured {100 * (ref or 0) / c:.0f}% "
+                                f"({engine}): {eng - (ref or 0):.3f} s a step more, on every rank"))
+        imb, spread = now["imbalance"], max(probe.spread, tolerance) * c
+        slow = now["slow_rank"]
+        parts.append(Part("imbalance", imb, "measured", min(imb, spread), spread,
+                          words="" if imb <= 0 else f"ranks' compute differs by {imb:.3f} s a step (the probe measured up to "
+                                f"{spread:.3f} s between {n} plain processes)",
+                          grown=f"rank {slow} computed {now['slow_compute']:.3f} s a step, {imb:.3f} s more than the "
+                                f"fastest rank, where {n} plain processes differed by {probe.spread * c:.3f} s "
+                                f"(compute probe): something beside rank {slow} on its cores"))
+        comm, ref = now["communication"], reference("communication")
+        parts.append(Part("communication", comm, "measured", comm if ref is None else min(comm, max(ref, 0) + slack),
+                          ref, words="" if comm <= 0 else f"exposed communication {comm:.3f} s a step (measured)",
+                          grown=f"exposed communication grew to {comm:.3f} s a step, where {_runs(before)} of this "
+                                f"cell measured {ref or 0:.3f} s"))
+        rest = now["rest"]
+        parts.append(Part("rest", rest, "measured", min(rest, slack),
+                          words="" if rest < slack else f"the rest of the step (update, bookkeeping) {rest:.3f} s",
+                          grown=f"{rest:.3f} s a step beyond compute and communication (update, bookkeeping, waits)"))
+        modelled = False
+    else:
+        both, ref = now["engine and communication"], reference("engine and communication")
+        how = ("DDP waits for the allreduce inside backward" if row.get("engine") == "native" else
+               f"{FRAMEWORK_WORDS.get(str(row.get('framework')), row.get('framework'))} runs its step as one call")
+        pct = 100 * both / step
+        parts.append(Part("engine and communication", both, "not measured apart",
+                          both if ref is None else min(both, max(ref, 0) + slack), ref,
+                          words="" if both <= 0 else
+                          f"{engine} and exposed communication together {pct:.0f}% of the step "
+                          f"(modelled, not measured apart: {how})",
+                          grown=f"{engine} and exposed communication together grew to {both:.3f} s a step, where "
+                                f"{_runs(before)} of this cell measured {ref or 0:.3f} s (modelled, not measured "
+                                f"apart: {how})"))
+        modelled = True
+    return Split(step, probe.step_s, probe.rate, alone, tuple(parts), modelled)
+
+
+def cost_entry(cell: Mapping[str, Any], probe, records: list[Mapping[str, Any]], run_id: str,
+               identity: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One measured cell's parts beyond its probe (measured_parts), as the cache keeps
+    them: for later runs of the same stack with the same probe to compare with. None with no phases."""
+    from bench.analysis.probe import compute_key, stack_of
+
+    rates = [float(r["images_per_sec"]) for r in records if r.get("images_per_sec")]
+    windows = [list(r.get("per_rank") or []) for r in records]
+    if not rates or not any(windows):
+        return None
+    step = int(cell["gpus"]) * int(cell["batch_per_gpu"]) / statistics.median(rates)
+    parts = measured_parts(cell, probe, windows, step)
+    if parts is None:
+        return None
+    keep = {k: float(v) for k, v in parts.items() if k in ("engine", "communication", "engine and communication")}
+    return {"key": compute_key(cell), "stack": stack_of(cell), "identity": dict(identity), "run_id": run_id,
+            "measured_unix": max(float(r.get("end_unix") or 0.0) for r in records),
+            "probe_measured_unix": probe.measured_unix, "parts": keep}
+
+
+def _runs(before: list) -> str:
+    return "1 earlier run" if len(before) == 1 else f"the least of {len(before)} earlier runs"
+
+
+def earlier_windows(ranks: list[dict], ok) -> dict[str, list[list[list[dict]]]]:
+    """cell_id → the windows of each run of the cell before the one the table shows (run ids start with their UTC
+    start time, so they sort in time): what was measured for its parts before."""
+    if ok.empty or not ranks:
+        return {}
+    shown = dict(zip(ok["cell_id"], ok["run_id"]))
+    runs: dict[str, dict[str, list[list[dict]]]] = {}
+    for r in ranks:
+        current = shown.get(r["cell_id"])
+        if current is not None and str(r["run_id"]) < str(current):
+            runs.setdefault(r["cell_id"], {}).setdefault(r["run_id"], []).append(r["per_rank"])
+    return {cell: [w for _, w in sorted(by_run.items())] for cell, by_run in runs.items()}
 
 
 def windows_of(ranks: list[dict], ok) -> dict[str, list[list[dict]]]:
@@ -359,9 +663,10 @@ def breakdown(row: Mapping[str, Any], windows: list[list[Mapping[str, Any]]], x1
     return Breakdown(row["cell_id"], step, {p: parts[p] for p in PARTS}, sources)
 
 
-def breakdowns(table, ranks: Mapping[str, list[list[dict]]], fits: Mapping[tuple, Any] | None = None
-               ) -> list[Breakdown]:
-    """A Breakdown per cell of `table` that has per-rank phases."""
+def breakdowns(table, ranks: Mapping[str, list[list[dict]]], fits: Mapping[tuple, Any] | None = None,
+               probes: Mapping[str, Any] | None = None) -> list[Breakdown]:
+    """A Breakdown per cell of `table` that has per-rank phases; where compute is modelled, a co-located cell's
+    compute is its probe's (`probes`: cell_id → probe.ProbeResult), not the 1-worker rate's."""
     from bench.analysis.collectives import stack_of
 
     rows = table.to_dict("records")
@@ -380,7 +685,8 @@ def breakdowns(table, ranks: Mapping[str, list[list[dict]]], fits: Mapping[tuple
                 exposed = expected_rate(r, x1, fit)[0].exposed_s
             except (AnalysisError, KeyError, ValueError):
                 exposed = None
-        b = breakdown(r, windows, x1, exposed)
+        probe = (probes or {}).get(r["cell_id"])
+        b = breakdown(r, windows, probe.rate if probe is not None else x1, exposed)
         if b is not None:
             out.append(b)
     return out

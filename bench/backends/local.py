@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.backends import launcher_job
 from bench.backends.outcome import Outcome
-from bench.backends.cell_launch import CellLaunch, Placement, launch_for
+from bench.backends.cell_launch import CellLaunch, Placement, launch_for, threads_for
 from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
 from bench.backends.launcher_job import Handle
 from bench.backends.outcome import classify
@@ -35,6 +35,9 @@ def local_gpus() -> tuple[str, ...]:
 
 class LocalBackend:
     name = "local"
+    # Before a co-located multi-worker CPU cell, the compute probe for its settings (bench/backends/compute_probe.py);
+    # `bench run --no-probe` turns it off (the cells' expected values then fall back to N × the 1-worker rate).
+    probe_compute = True
 
     def __init__(self, results_dir: Path, timeout_s: float, python: str = sys.executable,
                  imagenet_dir: str | None = None, imagenet_sample=None):
@@ -88,6 +91,25 @@ class LocalBackend:
         return {"argv": list(r.argv), "env": r.env}
 
     # --- running ------------------------------------------------------------------------------------------------
+    def before_cell(self, planned: PlannedCell):
+        """The compute probe a co-located multi-worker CPU cell's expected value needs: the stored one while it
+        stands (same settings, same machine, under 7 days old), else measured now. None for every other cell."""
+        from bench.analysis.probe import colocated
+        from bench.backends.compute_probe import ensure
+
+        if not self.probe_compute or not colocated({**planned.cell, "nodes": planned.nodes}):
+            return None
+        threads = threads_for(planned, os.cpu_count() or 1)
+        return ensure(planned, self.results_dir, self.python, threads, self.imagenet_dir)
+
+    def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
+        """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs."""
+        from bench.analysis.probe import colocated
+        from bench.backends.compute_probe import record_costs
+
+        if self.probe_compute and colocated({**planned.cell, "nodes": planned.nodes}):
+            record_costs(planned, self.results_dir, run_id, records)
+
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
         launch = self.launch(planned, run_id, job)
         return launcher_job.start(planned, launch.render(), launch.dir, self.timeout_s, launch.runtime.bin_dirs)

@@ -64,7 +64,7 @@ def cell_hosts(store_path: str, selection: str) -> list[str]:
     """The hosts of the cell's ranks in its newest ok record; prints its expected value and slow rank first.
     `selection`: bench/cell_selection.py's syntax, naming one cell."""
     from bench.cell_selection import describe, matches, parse_selection
-    from bench.commands.shared import expected_lines
+    from bench.commands.shared import expected_lines, probe_entries
     from bench.store import Store
 
     chosen = parse_selection(selection, "--cell")
@@ -78,7 +78,7 @@ def cell_hosts(store_path: str, selection: str) -> list[str]:
         windows = [w for w in store.rank_windows() if w["cell_id"] == cell_id]
         if not windows:
             raise BenchInputError(f"--cell: no successful record of cell {cell_id} in the store", store_path)
-        lines = expected_lines(records, store.collectives(), store.rank_windows())
+        lines = expected_lines(records, store.collectives(), store.rank_windows(), probe_entries(store_path))
     for line in lines:
         if line.strip().startswith(cell_id):
             print(line.strip())

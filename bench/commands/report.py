@@ -19,8 +19,15 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from bench.commands.shared import probe_entries
     from bench.report.render import report_from_store
+    from bench.report.sections.context import PROBES
 
-    for path in report_from_store(args.store, Path(args.out), where=args.where, prices_file=args.prices):
+    token = PROBES.set(probe_entries(args.store))  # co-located cells' expected values (bench/analysis/probe.py)
+    try:
+        paths = report_from_store(args.store, Path(args.out), where=args.where, prices_file=args.prices)
+    finally:
+        PROBES.reset(token)
+    for path in paths:
         print(path)
     return EXIT_OK

@@ -19,6 +19,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
     parser.add_argument("--timeout", type=float, default=None,
                         help="per-cell timeout in seconds (overrides the matrix)")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="local backend: no compute probe before co-located multi-worker CPU cells (their "
+                             "expected values then fall back to N x the 1-worker rate)")
 
 
 def run(args) -> int:
@@ -32,6 +35,8 @@ def run(args) -> int:
     matrix = load_matrix(args.matrix)  # all input is checked before anything is written
     store_path = Path(args.store)
     backend = backend_for(args.backend, matrix, store_path.parent, args.timeout)
+    if getattr(args, "no_probe", False) and hasattr(backend, "probe_compute"):
+        backend.probe_compute = False
     planned = plan_cells(matrix.cells(), backend)
     # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
     # one from a newer bench is one line and exit 2 before anything is printed, made or run.
@@ -78,6 +83,11 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
     except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
         raise RunFailed(f"{store_path}: the store refused a write ({e.reason}); cells already recorded are kept") \
             from None
+    if summary.probes_measured or summary.probes_reused or summary.probes_failed:
+        share = f"{100 * summary.probe_s / summary.cells_s:.1f}% of" if summary.cells_s else "beside"
+        console.print(f"compute probes: {summary.probes_measured} measured, {summary.probes_reused} reused, "
+                      f"{summary.probes_failed} failed; {summary.probe_s:.0f} s, {share} the cells' "
+                      f"{summary.cells_s:.0f} s ({store_path.parent / 'probes' / 'compute.json'})", highlight=False)
     console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
                   f"store, {summary.skipped} skipped; store: {store_path}")
     return summary.exit_code

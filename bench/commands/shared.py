@@ -84,23 +84,24 @@ def backend_for(name: str | None, matrix, results_dir, timeout: float | None = N
     return make(name or matrix.spec.backend.name, matrix.spec.backend, Path(results_dir), timeout)
 
 
-def probe_entries(store_path) -> list[dict]:
-    """The compute probes stored next to the store (bench/backends/compute_probe.py); [] when there are none."""
+def probe_entries(store_path) -> dict[str, list[dict]]:
+    """The compute probes stored next to the store and what co-located cells measured beyond them
+    (bench/backends/compute_probe.py): {"entries": [...], "costs": [...]}, empty lists when there are none."""
     from pathlib import Path
 
-    from bench.backends.compute_probe import cache_path, load
+    from bench.backends.compute_probe import cache_path, read
 
-    return load(cache_path(Path(store_path).parent))
+    return read(cache_path(Path(store_path).parent))
 
 
-def expected_lines(records, collectives, ranks, probes: list[dict] | None = None) -> list[str]:
-    """One line per multi-worker cell (expected value, verdict, slow rank), one per co-located cell's compute probe
-    (`probes`: probe_entries() of the store; None = not looked up) and one per cell with a breakdown."""
+def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | None = None) -> list[str]:
+    """One line per multi-worker cell (expected value, verdict, slow rank), one per compute probe that co-located
+    cells rest on (`probes`: probe_entries() of the store; None = not looked up) and one per cell with a breakdown."""
     import time
 
     from bench.analysis.collectives import fit_stacks, training_only
     from bench.analysis.expected import breakdowns, earlier_windows, expected_cells, windows_of
-    from bench.analysis.probe import probes_for
+    from bench.analysis.probe import cell_sites, costs_for, probes_for
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.cell_label import cell_label
 
@@ -116,10 +117,11 @@ def expected_lines(records, collectives, ranks, probes: list[dict] | None = None
         if collectives is not None and not collectives.empty else collectives
     fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
     windows = windows_of(ranks, ok)
-    found = probes_for(table, ok, windows, probes) if probes is not None else None
+    found = probes_for(table, ok, windows, probes["entries"]) if probes is not None else None
+    stored = costs_for(table, windows, ranks, found, probes["costs"], cell_sites(ok, windows)) if found else {}
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
     out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}"
-           for e in expected_cells(table, fits, windows, found, earlier_windows(ranks, ok))]
+           for e in expected_cells(table, fits, windows, found, earlier_windows(ranks, ok), stored)]
     by_probe: dict[tuple, list[str]] = {}
     for cell_id, p in (found or {}).items():
         by_probe.setdefault((p.measured_unix, p.describe(), p.seconds), []).append(cell_id)

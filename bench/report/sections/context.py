@@ -11,7 +11,7 @@ import pandas as pd
 from bench.analysis.collectives import fit_stacks, training_only
 from bench.analysis.expected import Breakdown, Expected, breakdowns, earlier_windows, expected_cells, windows_of
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
-from bench.analysis.probe import probes_for
+from bench.analysis.probe import cell_sites, costs_for, probes_for
 from bench.analysis.mfu import with_cell_power, with_mfu
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
     split_imported
@@ -19,7 +19,7 @@ from bench.report.environments import sample_record_json
 
 # The compute probes stored next to the store (bench/backends/compute_probe.py), for co-located cells' expected
 # values: set by `bench report` around the rendering (bench/commands/report.py) when build_context is not given them.
-PROBES: ContextVar[list[dict] | None] = ContextVar("bench_report_probes", default=None)
+PROBES: ContextVar[dict[str, list[dict]] | None] = ContextVar("bench_report_probes", default=None)
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,10 @@ class Context:
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
                   env_json: list[str] | None = None, collectives: pd.DataFrame | None = None,
                   run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None,
-                  probes: list[dict] | None = None) -> Context:
+                  probes: dict[str, list[dict]] | None = None) -> Context:
     """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns;
-    `probes`: the stored compute probes (else PROBES), for co-located cells' expected values."""
+    `probes`: the stored compute probes and costs (else PROBES: bench.commands.shared.probe_entries), for co-located
+    cells' expected values."""
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
     ok = training_only(all_ok)  # collective cells have no image rates: their own section
@@ -55,8 +56,10 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
     entries = PROBES.get() if probes is None else probes
-    found = probes_for(table, ok, windows, entries) if entries is not None else None
-    expected = tuple(expected_cells(table, fits, windows, found, earlier_windows(ranks or [], ok))) \
+    found = probes_for(table, ok, windows, entries["entries"]) if entries is not None else None
+    stored = costs_for(table, windows, ranks or [], found, entries["costs"], cell_sites(ok, windows)) \
+        if found else {}
+    expected = tuple(expected_cells(table, fits, windows, found, earlier_windows(ranks or [], ok), stored)) \
         if not table.empty else ()
     if not table.empty:
         verdicts = {e.cell_id: e for e in expected}
