@@ -282,8 +282,10 @@ axes:
         assert rec["env_probe"]["malloc"].startswith("glibc mallopt")  # every framework holds freed memory
     assert all(len(s) == 1 for s in shapes.values())
     core = {fw: {k for k in next(iter(s))[0]} for fw, s in shapes.items()}
-    # TensorFlow paths also record their data_format; everything else is common to all three.
-    assert core["tensorflow"] == core["keras"] == core["pytorch"] | {"data_format"}
+    # TensorFlow paths also record their data_format; the PyTorch worker also records its step settings (what ran:
+    # loader, compile, optimizer kernel, CUDA graphs; TF and Keras have none); everything else is common to all three.
+    step_settings = {"loader", "compile", "optimizer_impl", "cuda_graphs"}
+    assert core["tensorflow"] == core["keras"] == (core["pytorch"] - step_settings) | {"data_format"}
     report = bench_cli("report", cwd=tmp_path)
     assert report.returncode == 0 and "2 jobs" in (tmp_path / "reports" / "index.html").read_text()
 
