@@ -53,7 +53,9 @@ def main() -> None:
         env = {**os.environ, **command["env"], "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         harness, direct = [], []
         for r in range(a.rounds):
-            harness.append(timed([sys.executable, "-m", "bench", "run", "m.yaml", "--rerun"], d))
+            # --no-probe: the compute probe before a co-located cell is its own cost, reported by `bench run` and
+            # measured in docs/measurements.md ("Compute probe"); this measures the harness around one cell.
+            harness.append(timed([sys.executable, "-m", "bench", "run", "m.yaml", "--rerun", "--no-probe"], d))
             out.unlink(missing_ok=True)
             direct.append(timed(argv, d, env))
             print(f"round {r + 1}: bench run {harness[-1]:.2f} s, launcher alone {direct[-1]:.2f} s", flush=True)

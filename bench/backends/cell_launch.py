@@ -155,6 +155,18 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
             "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
 
 
+def probe_program(planned: PlannedCell, out: Path, threads: int, python: str, data_dir: Path | str | None,
+                  no_comm_dir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
+    """One copy of a cell's compute probe (bench/backends/compute_probe.py): the cell's own worker program (argv and
+    threads as the cell's) with no launcher and no communication library: `no_comm_dir` goes first on PYTHONPATH and
+    holds a `horovod` package that fails to import, so the workload runs as a single process. Returns (argv, the
+    environment to add; rank variables a launcher would set are for the caller to drop)."""
+    argv = worker_program(planned, "probe", out, threads, python, data_dir)
+    env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(no_comm_dir), os.environ.get("PYTHONPATH")) if p)}
+    return argv, env
+
+
 def worker_script(cell: dict[str, Any]) -> str:
     """The program under models/ that measures the cell: a collective sweep, or the framework's ResNet-50."""
     spec = COLLECTIVES.get(cell["model"]) or WORKLOADS[cell["framework"]]

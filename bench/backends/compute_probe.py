@@ -36,6 +36,11 @@ PROBE_WARMUP, PROBE_STEPS, PROBE_REPEATS = 2, 2, 3
 PROBE_TIMEOUT_S = 240.0
 KEEP_PER_KEY = 20  # entries kept per key (older runs in the store still find the probe they ran with)
 NO_HOROVOD = 'raise ImportError("bench compute probe: no communication library in this process")\n'
+# What a launcher tells a worker about its job: none of it may reach a probe's copies (each is a world of one).
+LAUNCHER_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                 "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+                 "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE")
 
 
 def identity() -> dict[str, Any]:
@@ -112,17 +117,17 @@ def _index(entry: dict[str, Any]) -> str:
     return key_text(entry["key"]) + "|" + str(entry.get("stack", ""))
 
 
-def record_costs(planned: PlannedCell, results_dir: Path, run_id: str, records: list[dict[str, Any]]) -> None:
+def record_costs(planned: PlannedCell, results_dir: Path, run_id: str, records: list[dict[str, Any]],
+                 probe: ProbeResult) -> None:
     """After a co-located cell: what it measured beyond the probe it ran with (the engine's cost on shared cores,
     exposed communication; or the two together), stored for later runs of the same stack on this machine, so a later
-    run can tell a part that grew (bench/analysis/probe.py cost_entry)."""
+    run can tell a part that grew (bench/analysis/expected.py cost_entry). `probe`: the one the cell ran with."""
     from bench.analysis.expected import cost_entry
 
     path = cache_path(results_dir)
-    hit = fresh(load(path), compute_key(planned.cell), identity(), time.time())
-    if hit is None or not records:
+    if not records:
         return
-    entry = cost_entry({**planned.cell, "nodes": planned.nodes}, from_entry(hit), records, run_id, identity())
+    entry = cost_entry({**planned.cell, "nodes": planned.nodes}, probe, records, run_id, identity())
     if entry is not None:
         store(path, entry, "costs")
 
@@ -179,7 +184,7 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
             me: dict[str, Any], repeats: int = PROBE_REPEATS) -> tuple[ProbeResult | None, list[list[dict]], str]:
     """Starts N copies of the cell's worker program at once, waits for all (or kills all at the deadline), and
     summarises their records."""
-    from bench.backends.cell_launch import worker_program
+    from bench.backends.cell_launch import probe_program
 
     workers = int(planned.cell["gpus"])
     probe = probe_cell(planned, repeats)
@@ -187,17 +192,15 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
         shim = Path(scratch) / "shim" / "horovod"
         shim.mkdir(parents=True)
         (shim / "__init__.py").write_text(NO_HOROVOD)
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(shim.parent), os.environ.get("PYTHONPATH")) if p)}
-        for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT"):
-            env.pop(var, None)
+        base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
         procs, outs, logs = [], [], []
         measured_at = time.time()
         busy0, mine0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
         try:
             for i in range(workers):
                 out = Path(scratch) / f"p{i}.jsonl"
-                argv = worker_program(probe, "probe", out, threads, python, data_dir)
+                argv, extra = probe_program(probe, out, threads, python, data_dir, shim.parent)
+                env = {**base, **extra}
                 log = open(Path(scratch) / f"p{i}.log", "wb")
                 logs.append(log)
                 outs.append(out)

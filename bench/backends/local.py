@@ -46,6 +46,7 @@ class LocalBackend:
         self.python = python
         self.imagenet_dir = Path(imagenet_dir).resolve() if imagenet_dir else None
         self.imagenet_sample = imagenet_sample
+        self._probed: dict = {}  # cell_id → the compute probe its run rests on (before_cell → after_cell)
 
     @classmethod
     def from_settings(cls, settings, results_dir: Path, timeout_s: float | None = None) -> "LocalBackend":
@@ -100,15 +101,18 @@ class LocalBackend:
         if not self.probe_compute or not colocated({**planned.cell, "nodes": planned.nodes}):
             return None
         threads = threads_for(planned, os.cpu_count() or 1)
-        return ensure(planned, self.results_dir, self.python, threads, self.imagenet_dir)
+        outcome = ensure(planned, self.results_dir, self.python, threads, self.imagenet_dir)
+        self._probed[planned.cell_id] = outcome.result  # what after_cell compares the cell with
+        return outcome
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs."""
         from bench.analysis.probe import colocated
         from bench.backends.compute_probe import record_costs
 
-        if self.probe_compute and colocated({**planned.cell, "nodes": planned.nodes}):
-            record_costs(planned, self.results_dir, run_id, records)
+        probe = self._probed.pop(planned.cell_id, None)
+        if self.probe_compute and probe is not None and colocated({**planned.cell, "nodes": planned.nodes}):
+            record_costs(planned, self.results_dir, run_id, records, probe)
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
         launch = self.launch(planned, run_id, job)
