@@ -100,6 +100,7 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
             jobs.append(entry)
         cells.append({"cell_id": cell_id, "cell": _cell_settings(g.iloc[0]), "jobs": jobs})
     from bench.analysis.envdiff import environment_of
+    from bench.source_revision import source_text
 
     now = time.time()
     return {
@@ -112,7 +113,8 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
         "cells": cells,
         # Flattened rather than the raw records: one entry per fact, whatever the number of cells (files stay small
         # and a reviewer reads a changed library version in the file's diff).
-        "environment": environment_of(ok, [run.get("bench_version") or "" for run in runs]),
+        "environment": environment_of(ok, [run.get("bench_version") or "" for run in runs],
+                                      [source_text(run) for run in runs]),
     }
 
 

@@ -80,14 +80,15 @@ def _baseline_side(path: Path) -> CheckSide:
 
 def _run_side(store_path: str | Path, spec: str) -> CheckSide:
     from bench.analysis.envdiff import environment_of
+    from bench.source_revision import source_text
 
     store = open_store_with_runs(store_path)
     try:
         run_id = resolve_run(store, spec)
         windows = run_windows(store, run_id)
-        version = next((r.get("bench_version") or "" for r in store.runs() if r["run_id"] == run_id), "")
+        run = next((r for r in store.runs() if r["run_id"] == run_id), {})
     finally:
         store.close()
     ok = windows[windows["status"] == "ok"] if "status" in windows else windows
     label = f"run {run_id}" + (" (latest)" if spec == "latest" else "")
-    return CheckSide(label, windows, environment_of(ok, [version]))
+    return CheckSide(label, windows, environment_of(ok, [run.get("bench_version") or ""], [source_text(run)]))

@@ -172,6 +172,6 @@ def test_an_image_sides_quota_is_named_from_its_spec():
     df = pd.DataFrame({"run_id": ["a0", "b0"], "record_json": [json.dumps({"status": "ok", "env_probe": probe})] * 2})
     run_side = {"a0": (0, "A"), "b0": (0, "B")}
     specs = [parse_side("A", "current"), parse_side("B", f"image={IMAGE},cpus=0.5")]
-    changes = side_differences(df, run_side, {}, specs)
+    changes = side_differences(df, run_side, [], specs)
     assert [(c.what, c.before, c.after) for c in changes] == [("CPU quota", "none", "0.5 CPUs")]
-    assert side_differences(df, run_side, {}, [specs[0], parse_side("B", f"image={IMAGE}")]) == []
+    assert side_differences(df, run_side, [], [specs[0], parse_side("B", f"image={IMAGE}")]) == []

@@ -21,6 +21,7 @@ from bench.ab.sides import (SOURCE_ROOT, ReadySide, check_git_ref, make_worktree
                             run_side_once)
 from bench.ab.spec import SideSpec
 from bench.analysis.paired import interleave
+from bench.source_revision import SourceRevision, of_checkout
 
 
 @dataclass
@@ -72,6 +73,8 @@ class Session:
                 if spec.git:
                     side.worktree = make_worktree(check_git_ref(spec.git), self.workdir / f"tree-{spec.name}")
                     side.source = side.worktree
+                if not spec.image:  # a git ref's bench may be too old to record its own source
+                    side.revision = of_checkout(side.source)
                 if in_groups:  # both sides in a group of their own (cpuquota.py says why)
                     side.group = make_group(f"bench-ab-{self.id}-{spec.name}", spec.cpus, self.cpu_weight or 1.0)
                 self.sides[spec.name] = side
@@ -114,7 +117,7 @@ class Session:
             code = run_side_once(side, matrix.resolve(), scratch, log, timeout, limit_s)
             run_id = copy_labelled(scratch, store, {"session": self.id, "side": name, "pair": pair,
                                                     "spec": side.spec.text,
-                                                    "cpu_weight": self.cpu_weight})
+                                                    "cpu_weight": self.cpu_weight}, side.revision)
             took = time.monotonic() - started
             done.append(SideRun(pair, name, code, run_id, took, log))
             say(f"ab {i}/{len(order)}: pair {pair + 1} side {name}: "
@@ -123,8 +126,9 @@ class Session:
         return done
 
 
-def copy_labelled(scratch: Path, store, label: dict) -> str | None:
-    """The scratch store's run and records into `store`, the run's plan_json carrying `ab` = label."""
+def copy_labelled(scratch: Path, store, label: dict, revision: SourceRevision | None = None) -> str | None:
+    """The scratch store's run and records into `store`, the run's plan_json carrying `ab` = label, and its
+    source_json the side's `revision` where the side's bench did not record one (a git ref before schema 11)."""
     from bench.store import Store, StoreError
 
     if not scratch.exists():
@@ -139,6 +143,8 @@ def copy_labelled(scratch: Path, store, label: dict) -> str | None:
     for run in runs:
         plan = json.loads(run["plan_json"] or "{}")
         run["plan_json"] = json.dumps({**plan, "ab": label})
+        if revision is not None and not run.get("source_json"):
+            run["source_json"] = revision.to_json()
     store.import_rows(runs, records)
     return runs[-1]["run_id"] if records else None
 

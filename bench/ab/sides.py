@@ -16,6 +16,7 @@ from bench.ab import image_side
 from bench.ab.spec import SideSpec
 from bench.errors import BenchInputError
 from bench.images.engines import Engine
+from bench.source_revision import SourceRevision
 
 # This checkout: the source a side runs when it names no git ref (PYTHONPATH points here, so this bench and its
 # models/ run, whatever the Python's site-packages hold).
@@ -32,6 +33,7 @@ class ReadySide:
     engine: Engine | None = None  # image sides: the engine that runs the container
     folder: Path | None = None    # image sides: the folder mounted at /work (matrix, scratch stores)
     label: str = "bench-ab"       # names the side's containers: <label>-<scratch store>
+    revision: SourceRevision | None = None  # the source a host side runs (None: an image side's, not known here)
 
 
 def resolve_python(text: str) -> str:

@@ -2,7 +2,8 @@
 
 `environment_of` flattens a side's records (record_json: env_probe, launch_env, workload settings) into
 "what" → value, the value every record of the side agrees on, or "a | b" when its records differ. `diff_environments`
-keeps the entries whose values differ and orders them by RELEVANCE: framework and library versions, then MPI,
+keeps the entries whose values differ and orders them by RELEVANCE: the source revision and the files under bench/
+and models/ that differ (a change of code is the first thing to look at), framework and library versions, then MPI,
 NCCL/CUDA, the CPU, cores/affinity/quota, the kernel, tuning environment variables, bench and workload versions,
 workload settings. An entry one side did not record (an older bench) is left out rather than shown as a change, and
 so is a variable whose value every run draws afresh (PER_RUN_ENV, TEMPORARY_PATH).
@@ -16,6 +17,7 @@ from typing import Any, Iterable
 
 # (prefix of a "what", rank): the first prefix that matches decides; lower ranks are shown first.
 RELEVANCE: tuple[tuple[str, int], ...] = (
+    ("source revision", -2), ("source", -1),
     ("package torch", 0), ("package horovod", 0), ("package tensorflow", 0), ("package numpy", 0),
     ("package mpi4py", 0), ("package", 1), ("framework", 0), ("horovod", 0),
     ("MPI library", 2), ("horovod controller", 2), ("transport", 2),
@@ -44,6 +46,11 @@ class Change:
     before: str   # side A / the baseline
     after: str    # side B / the candidate
     rank: int
+
+    def line(self) -> str:
+        """One line of text: "what: before → after", or "what: after" for an entry that is a list of its own
+        (the files that differ between two sources)."""
+        return f"{self.what}: {self.after}" if self.before == "" else f"{self.what}: {self.before} → {self.after}"
 
 
 def rank_of(what: str) -> int:
@@ -127,9 +134,11 @@ def flatten_record(rec: dict) -> dict[str, str]:
     return out
 
 
-def environment_of(records: Iterable[dict], bench_versions: Iterable[str] = ()) -> dict[str, str]:
+def environment_of(records: Iterable[dict], bench_versions: Iterable[str] = (),
+                   sources: Iterable[str] = ()) -> dict[str, str]:
     """A side's records (parsed record_json dicts, or a DataFrame with a record_json column) → "what" → value; a
-    value the records disagree on is "a | b" (sorted)."""
+    value the records disagree on is "a | b" (sorted). `bench_versions` and `sources` (SourceRevision.text() of
+    each run, bench/source_revision.py) come from the runs table."""
     if hasattr(records, "columns"):
         records = [json.loads(t) for t in records["record_json"].dropna()] if "record_json" in records else []
     seen: dict[str, set[str]] = {}
@@ -141,6 +150,9 @@ def environment_of(records: Iterable[dict], bench_versions: Iterable[str] = ()) 
     versions = {v for v in bench_versions if v}
     if versions:
         seen["bench version"] = versions
+    revisions = {s for s in sources if s}
+    if revisions:
+        seen["source revision"] = revisions
     return {what: " | ".join(sorted(values)) for what, values in seen.items()}
 
 
@@ -153,10 +165,23 @@ def _absent(side: dict[str, str], what: str) -> str | None:
     return None
 
 
-def diff_environments(a: dict[str, str], b: dict[str, str]) -> list[Change]:
-    """The entries whose values differ, most relevant first (then by name). An entry one side lacks counts only
-    where that side recorded its kind (packages, tuning variables); otherwise it was not recorded there."""
-    changes = []
+SOURCE_FILES = "source files that differ (bench/, models/)"
+
+
+def files_change(files: list[str] | None, shown: int = 12) -> list[Change]:
+    """The files that differ between two sources (bench/source_revision.differing_files) as one entry, first in
+    what changed; nothing when there are none or they are unknown."""
+    if not files:
+        return []
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return [Change(SOURCE_FILES, "", ", ".join(files[:shown]) + more, rank_of(SOURCE_FILES))]
+
+
+def diff_environments(a: dict[str, str], b: dict[str, str], files: list[str] | None = None) -> list[Change]:
+    """The entries whose values differ, most relevant first (then by name); `files`, the source files that differ
+    between the two sides, right after the source revision. An entry one side lacks counts only where that side
+    recorded its kind (packages, tuning variables); otherwise it was not recorded there."""
+    changes = files_change(files)
     for what in sorted(a.keys() | b.keys()):
         if what.startswith("_"):
             continue

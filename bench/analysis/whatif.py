@@ -278,6 +278,17 @@ def reference_efficiencies(reference: Iterable[Mapping[str, Any]], gpus: int = 3
 
 FIT_SERIES = (("V100", "ib"),)  # the series the host path's staging rate is fitted on; the others are held out
 
+# Published series the model does not explain, with why: no mechanism with a source of its own brings them within
+# ±10 points without fitting on the series itself, so they are shown with their miss and this reason beside the curve
+# (the report's study chart and table, `bench model --validate`), never tuned away. Keyed by (catalogue GPU, fabric).
+UNEXPLAINED: dict[tuple[str, str], str] = {
+    ("K80", "tcp"): (
+        "not explained by the model: the loss appears inside one VM, at 4 GPUs (74% of the 1-GPU rate per GPU, where "
+        "3 GPUs reach 98% and Intel MPI's host path 99% on the same VM), so it is not the network; a cross-board hop "
+        "through host memory (no peer-to-peer between the NC24r's two K80 boards) would already cost at 3 GPUs, and "
+        "no published figure for NCCL 2.2 on Kepler says what does"),
+}
+
 
 def fit_vm_stage(reference: Iterable[Mapping[str, Any]], series: tuple[str, str] = FIT_SERIES[0], gpus: int = 32,
                  overlap: float = DEFAULT_OVERLAP, links: dict[str, Link] | None = None) -> float:
@@ -326,6 +337,7 @@ def validate(reference: Iterable[Mapping[str, Any]], gpus: int = 32, overlap: fl
                          "error_points": 100 * (p.efficiency - ref[fabric]), "comm_s": p.comm_s,
                          "exposed_s": p.exposed_s, "compute_s": p.compute_s,
                          "fitted": fit and (gpu, fabric) in FIT_SERIES,
+                         "unexplained": UNEXPLAINED.get((gpu, fabric)),
                          "stage_GBps": links["host-stage-vm"].beta_Bps / GB})
     return rows
 

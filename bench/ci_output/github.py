@@ -56,7 +56,8 @@ def summary_markdown(outcomes: list[CellOutcome], heading: Heading, counts: dict
         out.append("")
     if changes:
         out += ["**What changed** (most relevant first):", ""]
-        out += [f"- {c.what}: `{c.before}` → `{c.after}`" for c in changes]
+        out += [f"- {c.what}: `{c.after}`" if c.before == "" else f"- {c.what}: `{c.before}` → `{c.after}`"
+                for c in changes]
         out.append("")
     return "\n".join(out) + "\n"
 

@@ -130,24 +130,32 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=()):
                         "p_slower": res.p_slower, "sd_log": res.sd_log,
                         "detectable": max(res.detectable, settings.min_effect) if math.isfinite(res.detectable)
                         else math.nan, "verdict": res.verdict})
-    versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
-    diffs = side_differences(df, run_side, versions, specs)
+    diffs = side_differences(df, run_side, store.runs(), specs)
     return results, diffs
 
 
-def side_differences(df, run_side, bench_versions: dict[str, str], specs=()):
-    """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py)."""
+def side_differences(df, run_side, run_rows, specs=()):
+    """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py), the source
+    first: each side's revision (runs.source_json) and, where each side ran one revision, the files under bench/ and
+    models/ that differ between them (bench/source_revision.py)."""
     from bench.analysis.envdiff import diff_environments, environment_of
+    from bench.source_revision import SourceRevision, differing_files, source_text
 
-    runs = {side: [r for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
-    envs = {side: environment_of(df[df["run_id"].isin(runs[side])], [bench_versions.get(r, "") for r in runs[side]])
+    by_id = {r["run_id"]: r for r in run_rows}
+    runs = {side: [by_id.get(r, {"run_id": r}) for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
+    envs = {side: environment_of(df[df["run_id"].isin([r["run_id"] for r in runs[side]])],
+                                 [r.get("bench_version") or "" for r in runs[side]],
+                                 [source_text(r) for r in runs[side]])
             for side in ("A", "B")}
+    revisions = {side: {r.get("source_json") for r in runs[side]} for side in ("A", "B")}
+    one = {side: SourceRevision.from_json(next(iter(texts))) if len(texts) == 1 else None
+           for side, texts in revisions.items()}
     for spec in specs:
         # In a container the worker's probe sees only the container's own cgroup, not the side's quota above it
         # (bench/ab/image_side.py): the side's spec says what it was.
         if spec.image and spec.cpus and spec.name in envs:
             envs[spec.name]["CPU quota"] = f"{spec.cpus:g} CPUs"
-    return diff_environments(envs["A"], envs["B"])
+    return diff_environments(envs["A"], envs["B"], differing_files(one["A"], one["B"]))
 
 
 def _plain(v):

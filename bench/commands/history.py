@@ -34,15 +34,16 @@ def _when(unix) -> str:
     return "time not recorded" if is_missing(unix) else time.strftime("%Y-%m-%d %H:%M", time.gmtime(unix))
 
 
-def environment_change(store, cell_id: str, run_before: str, run_after: str, versions: dict[str, str]):
-    """What differs between the cell's records in the two runs."""
+def environment_change(store, cell_id: str, run_before: str, run_after: str, versions: dict[str, str],
+                       sources: dict[str, str]):
+    """What differs between the cell's records in the two runs (and their runs' bench versions and sources)."""
     import json
 
     from bench.analysis.envdiff import diff_environments, environment_of
 
     def env(run_id):
         recs = [json.loads(r["record_json"]) for r in store.records(run_id) if r["cell_id"] == cell_id]
-        return environment_of(recs, [versions.get(run_id, "")])
+        return environment_of(recs, [versions.get(run_id, "")], [sources.get(run_id, "")])
 
     return diff_environments(env(run_before), env(run_after))
 
@@ -53,6 +54,7 @@ def run(args) -> int:
     from bench.cell_label import cell_label
     from bench.cell_selection import matches, parse_selection
     from bench.check_sides import open_store_with_runs
+    from bench.source_revision import source_text
 
     if not 0 < args.min_shift < 1:
         raise BenchInputError(f"--min-shift must be between 0 and 1, got {args.min_shift:g}")
@@ -66,7 +68,9 @@ def run(args) -> int:
             raise BenchInputError("no training records" + (f" match '{args.cell}'" if selector else ""), args.store)
         series = run_series(df)
         changes = cell_histories(series, min_shift=args.min_shift)
-        versions = {r["run_id"]: r["bench_version"] for r in store.runs()}
+        runs = store.runs()
+        versions = {r["run_id"]: r["bench_version"] for r in runs}
+        sources = {r["run_id"]: source_text(r) for r in runs}
         labels = {r["cell_id"]: cell_label(r) for r in df.drop_duplicates("cell_id").to_dict("records")}
         for cell_id, points in series.groupby("cell_id", sort=False):
             values = points["images_per_sec"].tolist()
@@ -81,11 +85,11 @@ def run(args) -> int:
                 print(f"  change point at run {cp.index + 1} of {len(values)} ({cp.run_after}, "
                       f"{_when(points['start_unix'].iloc[cp.index])}): {cp.before:.1f} → {cp.after:.1f} img/s "
                       f"({cp.ratio:.2f}×), after run {cp.run_before}")
-                diffs = environment_change(store, cell_id, cp.run_before, cp.run_after, versions)
+                diffs = environment_change(store, cell_id, cp.run_before, cp.run_after, versions, sources)
                 if not diffs:
                     print("    what changed: nothing recorded differs between these two runs")
                 for d in diffs[:12]:
-                    print(f"    what changed: {d.what}: {d.before} → {d.after}")
+                    print(f"    what changed: {d.line()}")
         n_changes = sum(len(v) for v in changes.values())
         print(f"history: {series['cell_id'].nunique()} cells over {series['run_id'].nunique()} runs; "
               f"{n_changes} change points (PELT on log throughput, min shift {args.min_shift:.0%})")

@@ -37,8 +37,16 @@ def run(args) -> int:
     print(markdown(rows))
     held = [r for r in rows if not r["fitted"]]
     worst = max(abs(r["error_points"]) for r in held)
+    explained = [r for r in held if not r["unexplained"]]
     print(f"\nheld out: largest error {worst:.1f} points; within ±10: "
           f"{sum(abs(r['error_points']) <= 10 for r in held)}/{len(held)}")
+    if len(explained) < len(held):
+        print(f"held out, series the model explains: largest error "
+              f"{max(abs(r['error_points']) for r in explained):.1f} points; within ±10: "
+              f"{sum(abs(r['error_points']) <= 10 for r in explained)}/{len(explained)}")
+        for r in held:
+            if r["unexplained"]:
+                print(f"{r['gpu']} {r['fabric'].upper()} ({r['error_points']:+.1f}): {r['unexplained']}")
     if args.all_points:
         print("\nerror at every published worker count (points; efficiency against the series' own 1-GPU bar):")
         print("\n".join(all_points()))
@@ -72,5 +80,6 @@ def markdown(rows: list[dict]) -> str:
         run_ = "IB (Intel MPI, host path)" if r["fabric"] == "ib" else "TCP (Open MPI + NCCL 2.2 ring)"
         lines.append(f"| {r['gpu']} | {run_} | {r['single_gpu']:.2f} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | "
                      f"{r['exposed_s']:.3f} | {100 * r['predicted']:.1f}% | {100 * r['published']:.1f}% | "
-                     f"{r['error_points']:+.1f} | {'FITTED' if r.get('fitted') else 'held out'} |")
+                     f"{r['error_points']:+.1f} | {'FITTED' if r.get('fitted') else 'held out'}"
+                     f"{', not explained (below)' if r.get('unexplained') else ''} |")
     return "\n".join(lines)

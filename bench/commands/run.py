@@ -57,6 +57,7 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
     import bench
     from bench.redact import redact_text
     from bench.runner import new_run_id, run_plan
+    from bench.source_revision import of_checkout
     from bench.store import StoreError
 
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
@@ -77,6 +78,7 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
     try:
         store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
                         host=socket.gethostname(), bench_version=bench.__version__,
+                        source_json=of_checkout().to_json(),
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
         store.finish_run(run_id)

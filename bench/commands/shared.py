@@ -70,7 +70,7 @@ def print_changes(changes, before: str, after: str) -> None:
         return
     print(f"what changed from {before} to {after} (most likely to move throughput first):")
     for c in changes[:40]:
-        print(f"  {c.what}: {c.before} → {c.after}")
+        print(f"  {c.line()}")
     if len(changes) > 40:
         print(f"  ... {len(changes) - 40} more")
 

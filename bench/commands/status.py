@@ -17,6 +17,7 @@ def run(args) -> int:
     from bench.analysis.mfu import with_power
     from bench.analysis.missing import text
     from bench.report.power import power_records
+    from bench.source_revision import source_text
     from bench.store import Store
 
     with Store(args.store, create=False) as store:
@@ -26,7 +27,8 @@ def run(args) -> int:
             failed = {r["cell_id"] for r in rows if r["status"] != "ok"}
             print(f"{run_['run_id']}  {text(run_['matrix_name'], missing='(no matrix name)')}  "
                   f"{text(run_['backend'], missing='(no backend recorded)')}  cells run: {len(cells)}  "
-                  f"failed: {len(failed)}  {'finished' if run_['finished_unix'] else 'unfinished'}")
+                  f"failed: {len(failed)}  {'finished' if run_['finished_unix'] else 'unfinished'}"
+                  + (f"  source {source}" if (source := source_text(run_)) else ""))
         print(f"{len(store.completed_cells())} cell(s) complete in {args.store}")
         records = store.dataframe(record_json=False)
         lines = expected_lines(records, store.collectives(), store.rank_windows(), probe_entries(args.store))

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.images.recipes import DOCKER_DIR, RENDERED_DIR, Variant, image_for_cell, variant, variants
+from bench.images.recipes import (DOCKER_DIR, RENDERED_DIR, Variant, image_for_cell, variant, variants,
+                                  write_rendered)
 
 SUFFIX = "-mpijob"
 TEMPLATE = "Dockerfile.mpijob.j2"
@@ -144,11 +145,4 @@ def render(layer: MpiJobLayer | str) -> str:
 
 def render_all(out_dir: str | Path = RENDERED_DIR) -> list[Path]:
     """Writes Dockerfile.<variant>-mpijob for every layer into out_dir; returns the paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for layer in layers():
-        path = out / layer.dockerfile
-        path.write_text(render(layer))
-        written.append(path)
-    return written
+    return write_rendered(out_dir, ((layer.dockerfile, render(layer)) for layer in layers()))

@@ -251,12 +251,17 @@ def render(v: Variant | str) -> str:
 
 def render_all(out_dir: str | Path = RENDERED_DIR) -> list[Path]:
     """Writes Dockerfile.<variant> for every variant into out_dir; returns the paths written."""
+    return write_rendered(out_dir, ((v.dockerfile, render(v)) for v in variants()))
+
+
+def write_rendered(out_dir: str | Path, files) -> list[Path]:
+    """Writes each (file name, text) of `files` into out_dir (made if missing); returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for v in variants():
-        path = out / v.dockerfile
-        path.write_text(render(v))
+    for name, text in files:
+        path = out / name
+        path.write_text(text)
         written.append(path)
     return written
 

@@ -247,9 +247,10 @@ def _study_job(job: tuple) -> Path:
 
 
 def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, measured: pd.DataFrame,
-                 path: Path, published_label: str) -> Path:
+                 path: Path, published_label: str, unexplained: dict[str, str] | None = None) -> Path:
     """The study's chart for one GPU series: images/sec and efficiency vs GPUs. Published bars: dotted, hollow
-    diamonds; the what-if model: dashed, same colour; measured cells of this GPU here: solid, filled circles."""
+    diamonds; the what-if model: dashed, same colour; measured cells of this GPU here: solid, filled circles.
+    `unexplained`: series → a short text written beside that series' model curve (whatif.UNEXPLAINED)."""
     entries = 2 * published["series"].nunique() + (measured["label"].nunique() if not measured.empty else 0)
     height = 4.2 + 0.17 * entries
     fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, height))
@@ -272,6 +273,11 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
                 if res is not None and pd.notna(res):  # the model's miss at this bar, in points
                     ax_e.annotate(f"{res:+.0f}", (x, 100 * e), textcoords="offset points", xytext=(0, 4),
                                   ha="center", fontsize=6, color=colour)
+            if series in (unexplained or {}):  # beside the curve: the miss is shown, and why it stays
+                at = s.iloc[len(s) // 2]  # under the published curve's middle bar
+                ax_e.annotate(unexplained[series], (_x([at["gpus"]])[0], 100 * at["efficiency"]),
+                              textcoords="offset points", xytext=(0, -14), ha="center", va="top", fontsize=6.5, color=colour, wrap=True,
+                              bbox=dict(boxstyle="round,pad=0.3", fc="white", ec=colour, alpha=0.9, lw=0.6))
     for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
         m = m.sort_values("gpus")
         line = ax_t.plot(_x(m["gpus"]), m["images_per_sec"], marker="o", linewidth=2,

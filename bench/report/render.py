@@ -39,6 +39,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
     """`bench report`: all input checked (filters, prices, a store with records) before anything is written."""
     from bench.cell_selection import matches, parse_selection
     from bench.report.prices import load_prices
+    from bench.source_revision import source_text
     from bench.store import Store
 
     terms = parse_selection(where, "--where")
@@ -48,6 +49,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
         records, env_json = read_store(store)
         collectives = store.collectives()
         run_env_json = store.run_environments()
+        run_sources = {r["run_id"]: source_text(r) for r in store.runs()}
         ranks = store.rank_windows()
     if records.empty:
         raise BenchInputError("the store has no records yet (run `bench run MATRIX` first)", store_path)
@@ -59,7 +61,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
     collectives = collectives[collectives["cell_id"].isin(selected["cell_id"])]
     return write_report(selected, out_dir, store_path=store_path, prices=override, env_json=env_json,
                         where=where if terms else None, collectives=collectives, run_env_json=run_env_json,
-                        ranks=ranks)
+                        ranks=ranks, run_sources=run_sources)
 
 
 def _environment(markdown: bool) -> Environment:
@@ -98,14 +100,15 @@ def _check_out_dir(out_dir: Path) -> None:
 def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
                  prices: dict[str, Price] | None = None, env_json: list[str] | None = None,
                  where: str | None = None, collectives: pd.DataFrame | None = None,
-                 run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None) -> list[Path]:
+                 run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None,
+                 run_sources: dict[str, str] | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BenchInputError(f"cannot make {out_dir}: {e.strerror or e}", "--out") from None
     ctx = build_context(records, out_dir, prices=prices, env_json=env_json, collectives=collectives,
-                        run_env_json=run_env_json, ranks=ranks)
+                        run_env_json=run_env_json, ranks=ranks, run_sources=run_sources)
     sections = build_sections(ctx)
     page = dict(store=store_path, where=where, sections=sections, left=LEFT, max_rows=MAX_ROWS,
                 n_records=len(records), n_cells=len(ctx.table), n_failed=len(ctx.failures),

@@ -81,11 +81,12 @@ class Store:
     # --- writing ------------------------------------------------------------------------------------------------
     @guarded(REFUSED)
     def begin_run(self, run_id: str, *, matrix_name: str, matrix_path: str, backend: str, host: str,
-                  bench_version: str, plan: dict[str, Any]) -> None:
+                  bench_version: str, plan: dict[str, Any], source_json: str | None = None) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO runs (run_id, started_unix, matrix_name, matrix_path, backend, host, bench_version,"
-            " plan_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, time.time(), matrix_name, matrix_path, backend, host, bench_version, json.dumps(plan)))
+            " plan_json, source_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, time.time(), matrix_name, matrix_path, backend, host, bench_version, json.dumps(plan),
+             source_json))
 
     @guarded(REFUSED)
     def finish_run(self, run_id: str) -> None:

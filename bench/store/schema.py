@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 10
+STORE_SCHEMA_VERSION = 11
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -145,6 +145,11 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE records ADD COLUMN effective_loader TEXT;
     ALTER TABLE records ADD COLUMN effective_optimizer_impl TEXT;
     ALTER TABLE records ADD COLUMN effective_cuda_graphs TEXT;
+    """,
+    # 11: the source a run ran (bench/source_revision.py): the checkout's commit and its uncommitted files under
+    # bench/ and models/, as JSON; null for runs before it (and for a bench outside a git checkout: {"commit": null}).
+    11: """
+    ALTER TABLE runs ADD COLUMN source_json TEXT;
     """,
 }
 

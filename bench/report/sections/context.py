@@ -35,6 +35,7 @@ class Context:
     prices: dict[str, Price]  # the catalogue's, overridden by --prices
     env_json: list[str]  # a sample of record JSON for the environments table
     run_env_json: dict[str, str] = field(default_factory=dict)  # run_id → one record's JSON (history: what changed)
+    run_sources: dict[str, str] = field(default_factory=dict)  # run_id → its source revision's text (the same)
     expected: tuple[Expected, ...] = ()  # per multi-worker cell: expected value, verdict, straggler
     breakdowns: tuple[Breakdown, ...] = ()  # per cell with per-rank phases: where the step time went
 
@@ -42,7 +43,7 @@ class Context:
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
                   env_json: list[str] | None = None, collectives: pd.DataFrame | None = None,
                   run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None,
-                  probes: dict[str, list[dict]] | None = None) -> Context:
+                  run_sources: dict[str, str] | None = None, probes: dict[str, list[dict]] | None = None) -> Context:
     """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns;
     `probes`: the stored compute probes and costs (else PROBES: bench.commands.shared.probe_entries), for co-located
     cells' expected values."""
@@ -71,7 +72,7 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    references=reference_summary(imported), failures=latest_failures(measured),
                    prices=merge_prices(catalogue_prices(), prices),
                    env_json=sample_record_json(ok) if env_json is None else env_json, expected=expected,
-                   run_env_json=run_env_json or {},
+                   run_env_json=run_env_json or {}, run_sources=run_sources or {},
                    breakdowns=tuple(breakdowns(table, windows, fits, found)) if windows and not table.empty else ())
 
 

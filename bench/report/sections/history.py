@@ -26,11 +26,11 @@ def _what_changed(ctx: Context, before: str, after: str) -> str:
     docs = {r: ctx.run_env_json.get(r) for r in (before, after)}
     if not all(docs.values()):
         return "not recorded"
-    envs = [environment_of([json.loads(docs[r])]) for r in (before, after)]
+    envs = [environment_of([json.loads(docs[r])], sources=[ctx.run_sources.get(r, "")]) for r in (before, after)]
     diffs = diff_environments(*envs)
     if not diffs:
         return "nothing recorded differs"
-    return "; ".join(f"{d.what}: {d.before} → {d.after}" for d in diffs[:3]) + \
+    return "; ".join(d.line() for d in diffs[:3]) + \
         (f"; {len(diffs) - 3} more" if len(diffs) > 3 else "")
 
 

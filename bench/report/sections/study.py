@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys
-from bench.analysis.whatif import predicted_series, residuals
+from bench.analysis.whatif import UNEXPLAINED, predicted_series, residuals
 from bench.errors import BenchInputError
 from bench.reference import PUBLISHED, published_series
 from bench.report import charts as ch
@@ -16,6 +16,9 @@ from bench.report.sections.context import Context
 
 STUDY_MEASURED_SERIES = 6  # measured series drawn per study chart
 TITLE = "The 2018 Batch AI study: published scaling, the what-if model, measured here"
+
+# Written beside a series' model curve when the model does not explain it (the section note says why).
+CHART_NOTE = "what-if model: this miss is not explained\n(why: in the note under the charts)"
 
 
 def build(ctx: Context) -> Section | None:
@@ -31,6 +34,11 @@ def build(ctx: Context) -> Section | None:
     predicted = predicted_series(published)
     res = residuals(published).set_index(["gpu", "series", "gpus"])["residual_points"]
     predicted = predicted.assign(residual_points=[res.get((r.gpu, r.series, r.gpus)) for r in predicted.itertuples()])
+    # Series the model does not explain (whatif.UNEXPLAINED): gpu → series → why, beside the curve and in the table.
+    unexplained: dict[str, dict[str, str]] = {}
+    for r in published.drop_duplicates(["gpu", "series"]).itertuples():
+        if (r.gpu, r.fabric) in UNEXPLAINED:
+            unexplained.setdefault(r.gpu, {})[r.series] = UNEXPLAINED[(r.gpu, r.fabric)]
     order = {k: i for i, k in enumerate(catalog())}
     gpus = sorted(published["gpu"].unique(), key=lambda g: (order.get(g, len(order)), g))
     t = ctx.table
@@ -47,7 +55,8 @@ def build(ctx: Context) -> Section | None:
             mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
                               for _, g in groups[:STUDY_MEASURED_SERIES]])
         jobs.append((gpu, published[published["gpu"] == gpu], predicted[predicted["gpu"] == gpu], mine,
-                     ctx.out_dir / f"study_{ch.slug(gpu)}.png", PUBLISHED))
+                     ctx.out_dir / f"study_{ch.slug(gpu)}.png", PUBLISHED,
+                     {series: CHART_NOTE for series in unexplained.get(gpu, {})}))
         titles.append(f"{gpu}: {PUBLISHED} (dotted), what-if model (dashed)"
                       + (", measured here (solid)" if not mine.empty else ""))
     paths = ch.study_figures(jobs)
@@ -55,7 +64,9 @@ def build(ctx: Context) -> Section | None:
     rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
              "efficiency": f"{100 * r.efficiency:.0f}%",
              "what-if efficiency": num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"),
-             "residual": num(res.get((r.gpu, r.series, r.gpus)), "{:+.0f} pts"), "source": r.source,
+             "residual": num(res.get((r.gpu, r.series, r.gpus)), "{:+.0f} pts")
+             + (" (not explained)" if r.series in unexplained.get(r.gpu, {}) and r.gpus > 1 else ""),
+             "source": r.source,
              "_bad": False} for r in published.itertuples()]
     sources = ", ".join(sorted({s.rsplit("/experiments/", 1)[0].rsplit("/plot.svg", 1)[0]
                                 for s in published["source"]}))
@@ -67,6 +78,8 @@ def build(ctx: Context) -> Section | None:
             "efficiency charts and the `residual` column are its miss at each bar (predicted − published, points; "
             "docs/scaling-model.md). Efficiency divides by the "
             "series' own 1-GPU bar. "
+            + "".join(f"{gpu} · {series}: the model's miss is shown, not fitted away — {why}. "
+                      for gpu, by_series in unexplained.items() for series, why in by_series.items())
             + (f"Solid: {measured_here} cell(s) measured here on the same GPU types"
                + (f" (the {STUDY_MEASURED_SERIES} longest series per GPU drawn; {more} more series in the Scaling "
                   "section)." if more else ".")
