@@ -1,0 +1,166 @@
+"""Horovod's tensor fusion over one training step (pure): how many allreduce operations a step sends, and how much
+of them ends after the backward pass, from ResNet-50's gradient tensors in the order backward yields them, the cycle
+time and the fusion threshold.
+
+Why: the what-if model (whatif.py) charges one allreduce of all the gradients per step. On CPU workers the engine's
+cost on shared cores is paid per operation (Gloo's wake-ups wait for the scheduler on a core the compute holds:
+docs/scaling-model.md measured ×3.0 at 1 MiB against ×1.6 at 102 MB), and a Horovod timeline of the 2-node Gloo cell
+showed 64–77 operations a step for the 161 tensors. Knowing the operations from the architecture and the record's
+settings makes that cost a measured term (per-operation time at each size) instead of a fitted constant.
+
+Horovod's background loop (horovod/common/operations.cc, RunLoopOnce) wakes at most every cycle time, takes the
+tensors whose gradients are ready, fuses them in order into buffers of at most the fusion threshold (a larger tensor
+goes alone; threshold 0 disables fusion) and runs those operations one after another before the next cycle. The
+defaults changed in Horovod 0.21.0 (release notes, PR #2468): cycle 5 ms → 1 ms, threshold 64 MB → 128 MB; the 2018
+study ran 0.13.2 (5 ms, 64 MB), this project's images 0.28.1 (1 ms, 128 MB).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+# Horovod's defaults since 0.21.0 (release notes: "Changed default cycle time from 5ms to 1ms and fusion threshold
+# from 64MB to 128MB", #2468); before, 5 ms and 64 MB.
+DEFAULT_CYCLE_S = 1e-3
+DEFAULT_THRESHOLD_BYTES = 128 * 1024 * 1024
+BEFORE_0_21 = (5e-3, 64 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class Gradient:
+    name: str
+    params: int
+    ready_fraction: float  # of the backward pass done when this gradient is ready (0 = its start, 1 = its end)
+
+
+def _conv_macs(cin: int, cout: int, k: int, out_hw: int) -> int:
+    return cin * cout * k * k * out_hw * out_hw
+
+
+def resnet50_layers(image_size: int = 224) -> list[tuple[str, int, int, int]]:
+    """ResNet-50 v1.5 (torchvision's: the stride on the 3×3 convolution) in forward order: (name, parameters of the
+    convolution or linear layer, its batch-norm channels (0 for fc), its multiply-accumulates per image)."""
+    layers = []
+    hw = (image_size + 1) // 2  # conv1: 7×7, stride 2, padding 3
+    layers.append(("conv1", 3 * 64 * 49, 64, _conv_macs(3, 64, 7, hw)))
+    hw = (hw + 1) // 2  # max pool 3×3, stride 2, padding 1
+    cin = 64
+    for stage, (blocks, width, stride) in enumerate(((3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)), 1):
+        for block in range(blocks):
+            s = stride if block == 0 else 1
+            out_hw = (hw + s - 1) // s
+            prefix = f"layer{stage}.{block}"
+            layers.append((f"{prefix}.conv1", cin * width, width, _conv_macs(cin, width, 1, hw)))
+            layers.append((f"{prefix}.conv2", width * width * 9, width, _conv_macs(width, width, 3, out_hw)))
+            layers.append((f"{prefix}.conv3", width * 4 * width, 4 * width, _conv_macs(width, 4 * width, 1, out_hw)))
+            if block == 0:
+                layers.append((f"{prefix}.downsample", cin * 4 * width, 4 * width,
+                               _conv_macs(cin, 4 * width, 1, out_hw)))
+            cin, hw = 4 * width, out_hw
+    layers.append(("fc", 2048 * 1000 + 1000, 0, 2048 * 1000))
+    return layers
+
+
+def resnet50_gradients(image_size: int = 224) -> list[Gradient]:
+    """The 161 gradient tensors in the order the backward pass yields them, each with the share of backward done by
+    then (a layer's backward time taken as proportional to its multiply-accumulates; a batch norm's gradients are
+    ready just before its convolution's, as backward meets the norm first)."""
+    layers = resnet50_layers(image_size)
+    total = sum(macs for *_, macs in layers)
+    out, done = [], 0
+    for name, params, bn, macs in reversed(layers):
+        if name == "fc":
+            done += macs
+            out += [Gradient("fc.bias", 1000, done / total), Gradient("fc.weight", params - 1000, done / total)]
+            continue
+        at_norm = done / total
+        out += [Gradient(f"{name}.bn.bias", bn, at_norm), Gradient(f"{name}.bn.weight", bn, at_norm)]
+        done += macs
+        out.append(Gradient(f"{name}.weight", params, done / total))
+    return out
+
+
+@dataclass(frozen=True)
+class Operation:
+    start_s: float  # from the start of the backward pass
+    end_s: float
+    nbytes: int
+    tensors: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    operations: tuple[Operation, ...]
+    backward_s: float
+
+    @property
+    def count(self) -> int:
+        return len(self.operations)
+
+    @property
+    def after_backward(self) -> int:
+        """Operations still running or not started when the backward pass ends."""
+        return sum(op.end_s > self.backward_s for op in self.operations)
+
+    @property
+    def tail_s(self) -> float:
+        """How long the last operation ends after the backward pass: the allreduce the step waits for."""
+        return max(0.0, max((op.end_s for op in self.operations), default=0.0) - self.backward_s)
+
+    @property
+    def busy_s(self) -> float:
+        return sum(op.end_s - op.start_s for op in self.operations)
+
+
+def fuse(sizes: list[int], threshold: int) -> list[list[int]]:
+    """Tensors taken in order into buffers of at most `threshold` bytes; a larger one goes alone; 0 disables it."""
+    groups: list[list[int]] = []
+    for size in sizes:
+        if groups and threshold and sum(groups[-1]) + size <= threshold:
+            groups[-1].append(size)
+        else:
+            groups.append([size])
+    return groups
+
+
+def simulate(gradients: list[Gradient], backward_s: float, op_s: Callable[[int], float], *,
+             cycle_s: float = DEFAULT_CYCLE_S, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+             bytes_per_param: int = 4) -> Schedule:
+    """Horovod's loop over one step's gradients: `op_s(nbytes)` is one fused allreduce's time on the link."""
+    if backward_s <= 0 or cycle_s <= 0:
+        raise ValueError("backward_s and cycle_s must be positive")
+    pending = sorted(gradients, key=lambda g: g.ready_fraction)
+    ops: list[Operation] = []
+    now, last_cycle = 0.0, -cycle_s
+    while pending:
+        now = max(now, last_cycle + cycle_s)  # the next cycle: at least cycle_s after the last one began
+        wait = pending[0].ready_fraction * backward_s - now
+        if wait > 1e-12:  # idle cycles until the one in which the next gradient is ready
+            now += cycle_s * math.ceil(wait / cycle_s - 1e-9)
+        last_cycle = now
+        ready = [g for g in pending if g.ready_fraction * backward_s <= now + 1e-12]
+        for group in fuse([g.params * bytes_per_param for g in ready], threshold_bytes):
+            nbytes = sum(group)
+            ops.append(Operation(now, now + op_s(nbytes), nbytes, len(group)))
+            now = ops[-1].end_s
+        pending = pending[len(ready):]
+    return Schedule(tuple(ops), backward_s)
+
+
+def fusion_settings(env: Mapping[str, str], horovod_version: str | None = None) -> tuple[float, int]:
+    """(cycle seconds, threshold bytes) a run used: HOROVOD_CYCLE_TIME (ms) and HOROVOD_FUSION_THRESHOLD (bytes)
+    from its environment, else the defaults of its Horovod version (before 0.21: 5 ms, 64 MB)."""
+    cycle, threshold = DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES
+    if horovod_version:
+        try:
+            major_minor = tuple(int(p) for p in horovod_version.split(".")[:2])
+        except ValueError:
+            major_minor = (1, 0)
+        if major_minor < (0, 21):
+            cycle, threshold = BEFORE_0_21
+    if env.get("HOROVOD_CYCLE_TIME"):
+        cycle = float(env["HOROVOD_CYCLE_TIME"]) / 1000
+    if env.get("HOROVOD_FUSION_THRESHOLD") not in (None, ""):
+        threshold = int(env["HOROVOD_FUSION_THRESHOLD"])
+    return cycle, threshold

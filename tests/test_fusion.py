@@ -1,0 +1,53 @@
+"""Horovod's tensor fusion over one ResNet-50 step (bench/analysis/fusion.py): the architecture's gradients, the loop's
+cycle and threshold, and the settings read from a record's environment and Horovod version."""
+import pytest
+
+from bench.analysis import fusion as f
+from bench.analysis.whatif import RESNET50_PARAMS
+
+
+def test_the_gradients_are_resnet50s_161_tensors_in_backward_order():
+    grads = f.resnet50_gradients(224)
+    assert len(grads) == 161 and sum(g.params for g in grads) == RESNET50_PARAMS
+    assert [g.name for g in grads[:4]] == ["fc.bias", "fc.weight", "layer4.2.conv3.bn.bias", "layer4.2.conv3.bn.weight"]
+    assert grads[-1].name == "conv1.weight" and grads[-1].ready_fraction == pytest.approx(1.0)
+    ready = [g.ready_fraction for g in grads]
+    assert ready == sorted(ready) and 0 < ready[0] < 0.01
+    # The multiply-accumulates per image are ResNet-50's ~4.1 G at 224 px and scale with the pixels.
+    macs = sum(m for *_, m in f.resnet50_layers(224))
+    assert 4.0e9 < macs < 4.2e9
+    assert sum(m for *_, m in f.resnet50_layers(112)) == pytest.approx(macs / 4, rel=0.1)  # odd sizes round up
+
+
+def test_fusion_takes_tensors_in_order_up_to_the_threshold_and_zero_disables_it():
+    assert f.fuse([10, 20, 30, 100, 5], 60) == [[10, 20, 30], [100], [5]]
+    assert f.fuse([10, 20, 30], 0) == [[10], [20], [30]]
+
+
+def test_a_cycle_fuses_what_is_ready_and_operations_run_one_after_another():
+    grads = [f.Gradient("a", 10, 0.0), f.Gradient("b", 10, 0.0), f.Gradient("c", 10, 0.5), f.Gradient("d", 10, 1.0)]
+    s = f.simulate(grads, 1.0, lambda n: 0.01 + n / 1000, cycle_s=0.1, threshold_bytes=1 << 20, bytes_per_param=1)
+    assert [(op.tensors, op.nbytes) for op in s.operations] == [(2, 20), (1, 10), (1, 10)]
+    assert [op.start_s for op in s.operations] == pytest.approx([0.0, 0.5, 1.0])
+    assert s.after_backward == 1 and s.tail_s == pytest.approx(0.02) and s.busy_s == pytest.approx(0.07)
+    # A slow link: what becomes ready while an operation runs goes into the next one.
+    slow = f.simulate(grads, 1.0, lambda n: 0.6, cycle_s=0.1, threshold_bytes=1 << 20, bytes_per_param=1)
+    assert [op.tensors for op in slow.operations] == [2, 1, 1] and slow.tail_s == pytest.approx(0.8)
+
+
+def test_a_longer_cycle_or_no_fusion_changes_the_operation_count_as_horovod_would():
+    grads = f.resnet50_gradients(64)
+    link = lambda n: 1e-3 + n / 1e9  # noqa: E731
+    default = f.simulate(grads, 0.7, link)
+    assert default.count < 161 and default.count == f.simulate(grads, 0.7, link, cycle_s=1e-4).count
+    assert f.simulate(grads, 0.7, link, threshold_bytes=0).count == 161
+    assert f.simulate(grads, 0.7, link, cycle_s=0.05).count < default.count / 2
+    with pytest.raises(ValueError):
+        f.simulate(grads, 0.0, link)
+
+
+def test_settings_come_from_the_environment_else_the_versions_defaults():
+    assert f.fusion_settings({}, "0.28.1") == (1e-3, 128 * 1024 * 1024)
+    assert f.fusion_settings({}, "0.13.2") == (5e-3, 64 * 1024 * 1024)
+    assert f.fusion_settings({"HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_FUSION_THRESHOLD": "0"}, "0.28.1") == (0.0035, 0)
+    assert f.fusion_settings({}, None) == (1e-3, 128 * 1024 * 1024)
