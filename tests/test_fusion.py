@@ -51,3 +51,23 @@ def test_settings_come_from_the_environment_else_the_versions_defaults():
     assert f.fusion_settings({}, "0.13.2") == (5e-3, 64 * 1024 * 1024)
     assert f.fusion_settings({"HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_FUSION_THRESHOLD": "0"}, "0.28.1") == (0.0035, 0)
     assert f.fusion_settings({}, None) == (1e-3, 128 * 1024 * 1024)
+
+
+def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
+    """docs/scaling-model.md's `python benchmarks/fusion_ops.py …` line, run as written (with this Python)."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "scaling-model.md").read_text()
+    lines = re.findall(r"^\s*python (benchmarks/fusion_ops\.py .+)$", doc, flags=re.M)
+    assert lines, "the docs show a fusion_ops.py line"
+    for line in lines:
+        out = subprocess.run([sys.executable, *shlex.split(line)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        count = re.match(r"(\d+) operations a step", out.stdout).group(1)
+        assert f"gives {count} operations a step" in doc, out.stdout
