@@ -206,6 +206,19 @@ def straggler(ranks_by_window: Iterable[list[Mapping[str, Any]]], below: float =
     return Straggler(slow, hosts[slow], ratio) if ratio < below else None
 
 
+def expected_with_probes(table, ok, fits: Mapping[tuple, Any], windows, ranks: list[dict],
+                         probes: Mapping[str, list[dict]] | None):
+    """Each multi-worker cell's Expected (expected_cells), co-located cells' resting on the stored compute probe each
+    ran with and on what earlier runs of its stack measured beyond it. `probes`: {"entries": [...], "costs": [...]}
+    as bench/backends/compute_probe.py stores them; None = not looked up. Returns (cell_id → ProbeResult or None,
+    the Expected list): `bench status` and the report read both from here."""
+    from bench.analysis.probe import cell_sites, costs_for, probes_for
+
+    found = probes_for(table, ok, windows, probes["entries"]) if probes is not None else None
+    stored = costs_for(table, windows, ranks, found, probes["costs"], cell_sites(ok, windows)) if found else {}
+    return found, list(expected_cells(table, fits, windows, found, earlier_windows(ranks, ok), stored))
+
+
 def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
                    ranks: Mapping[str, list[list[dict]]] | None = None, probes: Mapping[str, Any] | None = None,
                    history: Mapping[str, list[list[list[dict]]]] | None = None,

@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.analysis.probe import PROBE_VERSION, ProbeResult, compute_key, fresh, from_entry, key_text, \
     stale_reason, summarize, to_entry
+from bench.backends.records import read_records
 from bench.cell import PlannedCell
 
 CACHE = Path("probes") / "compute.json"  # under the results folder (next to the store)
@@ -257,12 +258,5 @@ def _children_cpu_s() -> float:
 
 
 def _records(path: Path) -> list[dict]:
-    out = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                r = json.loads(line)
-                if r.get("kind") == "measurement" and r.get("status") == "ok":
-                    out.append(r)
-    return out
-
+    """A copy's successful measurements (the shared reader: a truncated last line keeps the lines before it)."""
+    return [r for r in read_records(path)[0] if r.get("kind") == "measurement" and r.get("status") == "ok"]

@@ -107,11 +107,10 @@ class LocalBackend:
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs."""
-        from bench.analysis.probe import colocated
         from bench.backends.compute_probe import record_costs
 
-        probe = self._probed.pop(planned.cell_id, None)
-        if self.probe_compute and probe is not None and colocated({**planned.cell, "nodes": planned.nodes}):
+        probe = self._probed.pop(planned.cell_id, None)  # set by before_cell for co-located cells only
+        if probe is not None:
             record_costs(planned, self.results_dir, run_id, records, probe)
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:

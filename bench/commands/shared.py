@@ -100,8 +100,7 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     import time
 
     from bench.analysis.collectives import fit_stacks, training_only
-    from bench.analysis.expected import breakdowns, earlier_windows, expected_cells, windows_of
-    from bench.analysis.probe import cell_sites, costs_for, probes_for
+    from bench.analysis.expected import breakdowns, expected_with_probes, windows_of
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.cell_label import cell_label
 
@@ -117,11 +116,9 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
         if collectives is not None and not collectives.empty else collectives
     fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
     windows = windows_of(ranks, ok)
-    found = probes_for(table, ok, windows, probes["entries"]) if probes is not None else None
-    stored = costs_for(table, windows, ranks, found, probes["costs"], cell_sites(ok, windows)) if found else {}
+    found, expected = expected_with_probes(table, ok, fits, windows, ranks, probes)
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
-    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}"
-           for e in expected_cells(table, fits, windows, found, earlier_windows(ranks, ok), stored)]
+    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}" for e in expected]
     by_probe: dict[tuple, list[str]] = {}
     for cell_id, p in (found or {}).items():
         by_probe.setdefault((p.measured_unix, p.describe(), p.seconds), []).append(cell_id)

@@ -9,9 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.collectives import fit_stacks, training_only
-from bench.analysis.expected import Breakdown, Expected, breakdowns, earlier_windows, expected_cells, windows_of
+from bench.analysis.expected import Breakdown, Expected, breakdowns, expected_with_probes, windows_of
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
-from bench.analysis.probe import cell_sites, costs_for, probes_for
 from bench.analysis.mfu import with_cell_power, with_mfu
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
     split_imported
@@ -56,12 +55,10 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     sweeps = latest_sweeps(collectives, all_ok)
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
-    entries = PROBES.get() if probes is None else probes
-    found = probes_for(table, ok, windows, entries["entries"]) if entries is not None else None
-    stored = costs_for(table, windows, ranks or [], found, entries["costs"], cell_sites(ok, windows)) \
-        if found else {}
-    expected = tuple(expected_cells(table, fits, windows, found, earlier_windows(ranks or [], ok), stored)) \
-        if not table.empty else ()
+    found, expected = expected_with_probes(table, ok, fits, windows, ranks or [],
+                                           PROBES.get() if probes is None else probes) \
+        if not table.empty else (None, [])
+    expected = tuple(expected)
     if not table.empty:
         verdicts = {e.cell_id: e for e in expected}
         table = table.assign(expected_images_per_sec=[getattr(verdicts.get(c), "expected", None)
