@@ -28,6 +28,11 @@ def main(argv=None) -> int:
     p.add_argument("--threshold-mb", type=float, default=DEFAULT_THRESHOLD_BYTES / 2**20)
     p.add_argument("--precision-bytes", type=int, default=4)
     a = p.parse_args(argv)
+    for name in ("backward_s", "alpha_ms", "gbps", "cycle_ms"):
+        if not getattr(a, name) > 0:
+            p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(a, name):g}")
+    if a.threshold_mb < 0 or a.precision_bytes < 1:
+        p.error("--threshold-mb must be 0 or more (0: no fusion) and --precision-bytes at least 1")
     s = simulate(resnet50_gradients(a.image_size), a.backward_s, lambda n: a.alpha_ms / 1000 + n / (a.gbps * 1e9),
                  cycle_s=a.cycle_ms / 1000, threshold_bytes=int(a.threshold_mb * 2**20),
                  bytes_per_param=a.precision_bytes)
