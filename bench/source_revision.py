@@ -66,6 +66,11 @@ def _git(root: Path, *args: str) -> str | None:
 def of_checkout(root: Path = SOURCE_ROOT) -> SourceRevision:
     """The commit checked out at `root` and its uncommitted files under bench/ and models/ (untracked ones too:
     a new module is a change; ignored files such as __pycache__ are not)."""
+    # Only bench's own checkout counts: an installed bench sits in site-packages, which may lie inside some other
+    # repository (a project's .venv), whose commit says nothing about this code.
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if not top or Path(top.strip()).resolve() != Path(root).resolve():
+        return SourceRevision(None)
     head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
     if not head or not head.strip():
         return SourceRevision(None)

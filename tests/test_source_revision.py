@@ -64,7 +64,11 @@ def test_files_that_differ_between_two_commits_and_a_dirty_tree(repo):
     assert differing_files(one, SourceRevision("0" * 40), repo) is None  # not a commit of this repository
 
 
-def test_outside_a_git_checkout_nothing_is_claimed(tmp_path):
+def test_outside_a_git_checkout_nothing_is_claimed(tmp_path, repo):
+    # A bench installed into a folder inside some other repository (a project's .venv) is not that repository.
+    inside = repo / ".venv" / "site-packages"
+    inside.mkdir(parents=True)
+    assert of_checkout(inside) == SourceRevision(None)
     unknown = of_checkout(tmp_path)
     assert unknown.commit is None and unknown.text() == "unknown (not a git checkout)"
     assert source_text({"source_json": unknown.to_json()}) == "" and source_text({"source_json": None}) == ""
