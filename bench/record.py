@@ -87,9 +87,10 @@ class CollectiveRow(BaseModel):
     # The busiest rank's engine CPU seconds per iteration (its process's CPU time less the calling thread's, which
     # only waits), median; null in sweeps recorded before it was measured.
     cpu_time_median_s: float | None = Field(None, ge=0)
-    # Compute and collective on shared cores (CPU allreduce sweeps, the largest size; null elsewhere): the probe
-    # kernel's rate while the engine idles and while this size's allreduce is in flight, as fractions of its rate
-    # alone (slowest rank), and the allreduce's time under that load (models/contention.py).
+    # Compute and collective on shared cores (CPU allreduce sweeps, the largest size and a few smaller ones; null
+    # elsewhere): the probe kernel's rate while the engine idles (the largest size only) and while this size's
+    # allreduce is in flight, as fractions of its rate alone (slowest rank), and the allreduce's time under that
+    # load (models/contention.py).
     idle_compute_ratio: float | None = Field(None, gt=0)
     contended_compute_ratio: float | None = Field(None, ge=0)
     contended_time_median_s: float | None = Field(None, gt=0)

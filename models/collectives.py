@@ -27,7 +27,8 @@ Both settings are recorded as the worker saw them.
 Contention (allreduce on CPU workers; models/contention.py): in training the collective runs while the same cores
 compute. Each rank times a probe kernel alone, beside the idling engine and beside an allreduce of the largest size;
 the row of the largest size carries the slowest rank's ratios (probe rate / alone rate) and the allreduce's time under
-that load. GPU workers compute on the device: not measured there.
+that load. The rows of a few smaller sizes (models/contention.py, CONTENDED_SIZES) carry the stretch and the rate
+during the allreduce too, with no idle rate. GPU workers compute on the device: not measured there.
 
 Correctness (models/collective_data.py): every rank's data follows a formula, and every iteration's result (warm-up
 included) is checked against the formula on every rank that receives one (a broadcast's root holds only its source;
@@ -49,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from models.collective_data import ROOT, check, expected, pattern  # noqa: E402
 from models.common import Comm, local_rank_and_size_from_env, threads_for  # noqa: E402
 from models.fail import fail  # noqa: E402
-from models.contention import Probe, contention  # noqa: E402
+from models.contention import Probe, contended_sizes, contention  # noqa: E402
 from models.faults import corrupt_sent  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
@@ -242,7 +243,8 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
             "time_min_s": min(slowest), "time_max_s": max(slowest),
             "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * COLLECTIVES[op]["bus_factor"](world),
             "cpu_time_median_s": statistics.median(busiest) if busiest else None,
-            "idle_compute_ratio": min(c["idle"] for c in contended) if contended else None,
+            "idle_compute_ratio": (min(c["idle"] for c in contended)
+                                   if contended and None not in [c["idle"] for c in contended] else None),
             "contended_compute_ratio": min(c["during"] for c in contended) if contended else None,
             "contended_time_median_s": max(c["time"] for c in contended) if contended else None,
             "contended_stretch": max(c["stretch"] for c in contended) if contended else None}
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         start = time.time()
         mine = {size: time_size(engine, torch, op, size, args) for size in sizes}
-        contended = {sizes[-1]: contention(engine, torch, probe, alone, sizes[-1], args)} if measure_contention else {}
+        contended = ({size: contention(engine, torch, probe, alone, size, args, idle=size == sizes[-1])
+                      for size in contended_sizes(sizes)} if measure_contention else {})
         comm.barrier()
         end = time.time()
         gathered = comm.allgather_object({"host": host, "times": mine, "contended": contended})

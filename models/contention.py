@@ -1,5 +1,7 @@
 """Compute and an allreduce on the same cores, as in training on CPU workers: the collective sweep's contention
-measurement (models/collectives.py runs it at the sweep's largest size, for allreduce on CPU workers).
+measurement (models/collectives.py runs it for allreduce on CPU workers at the sweep's largest size, and at the
+smaller sizes of CONTENDED_SIZES: Horovod sends a training step's gradients as tens of fused operations, most of them
+well under a MiB, and on shared cores a small operation stretches more than a large one).
 
 Each rank times a probe kernel (PROBE: a small convolution with the worker's threads) three ways: alone, before the
 engine starts (its background loop would otherwise share the cores); while the engine idles (Horovod's loop still
@@ -30,6 +32,16 @@ PROBE_WINDOW_S = 1.0  # seconds of probe calls for the rate alone
 IDLE_WINDOWS_PER_PAIR, IDLE_WINDOW_S = 3, 0.2
 # Pairs (alone, beside the probe) of allreduces timed: --steps, within these bounds (at 200 Mbit/s one takes ~8 s).
 CONTENDED_PAIRS = (5, 7)
+# The smaller sizes whose stretch is measured too (those the sweep has): where ResNet-50's fused operations fall.
+# Horovod's fusion of its 161 gradient tensors (bench/analysis/fusion.py) sends a few operations of 8-30 MB early in
+# the backward pass and tens between 16 KB and 1 MB after; the what-if model interpolates between these sizes.
+CONTENDED_SIZES = (256 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024)
+
+
+def contended_sizes(sizes: list[int]) -> list[int]:
+    """The sweep's sizes whose contention is measured: CONTENDED_SIZES it has, and its largest (the one whose idle and
+    during rates the model takes)."""
+    return sorted({s for s in sizes[:-1] if s in CONTENDED_SIZES} | set(sizes[-1:]))
 
 
 class Probe:
@@ -60,11 +72,12 @@ class Probe:
         return elapsed, calls / elapsed
 
 
-def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> dict:
+def contention(engine, torch, probe: Probe, alone: float, size: int, args, idle: bool = True) -> dict:
     """This rank's view of compute and an allreduce of `size` bytes on shared cores: the probe's rate while the
     engine idles and while the allreduce is in flight, as fractions of its rate alone; the allreduce's time beside
     the probe; and its stretch, the median over pairs of that time over the same size's time alone just before.
-    `engine`: the sweep's Engine (models/collectives.py); every allreduce's result is checked."""
+    `engine`: the sweep's Engine (models/collectives.py); every allreduce's result is checked. `idle` False skips
+    the idle windows (the smaller sizes: the idle rate is the largest size's) and reports `idle` as None."""
     comm = engine.comm
     base = pattern(torch, size // 4, comm.rank, engine.device)
     want = expected(torch, "allreduce", size // 4, comm.size, engine.device)
@@ -84,9 +97,10 @@ def contention(engine, torch, probe: Probe, alone: float, size: int, args) -> di
         elapsed, rate = probe.during(engine.allreduce_async_(work, name=name))
         check(work, want, "allreduce", size, comm.rank)
         comm.barrier()
-        idles += [probe.rate(IDLE_WINDOW_S) for _ in range(IDLE_WINDOWS_PER_PAIR)]
+        if idle:
+            idles += [probe.rate(IDLE_WINDOW_S) for _ in range(IDLE_WINDOWS_PER_PAIR)]
         times.append(elapsed)
         rates.append(rate)
         stretches.append(elapsed / by_itself)
-    return {"idle": statistics.median(idles) / alone, "during": statistics.median(rates) / alone,
+    return {"idle": statistics.median(idles) / alone if idles else None, "during": statistics.median(rates) / alone,
             "time": statistics.median(times), "stretch": statistics.median(stretches)}
