@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.calibration import compare, rated_link  # noqa: E402
-from bench.analysis.collectives import fit_stacks, training_only  # noqa: E402
+from bench.analysis.collectives import fit_stacks, training_only, with_contention_of  # noqa: E402
 from bench.analysis.scaling import cell_summary, scaling  # noqa: E402
 from bench.store import Store  # noqa: E402
 from models.registry import COLLECTIVES  # noqa: E402
@@ -111,21 +111,30 @@ def compare_condition(store: Path, label: str) -> list[dict]:
         for _, r in scaled.iterrows():
             if r["nodes"] > 1 and r.get("baseline_gpus") == 1:
                 per_round.setdefault(r["cell_id"], []).append(float(r["efficiency"]))
-        own = fit_stacks(wire[wire["run_id"] == run_id].to_dict("records"))
+        own = with_contention_of(fit_stacks(wire[wire["run_id"] == run_id].to_dict("records")),
+                                 sweeps[sweeps["run_id"] == run_id].to_dict("records"))
         for c in compare(scaled, own, rated):
             round_errors.setdefault(c.cell_id, []).append(c.calibrated_error_points)
     table = scaling(cell_summary(ok))
-    fits = fit_stacks(wire.to_dict("records"))
-    # Side by side, from the same fits: the rule used before contention was measured (the engine's CPU share only).
-    share_only = {k: replace(f, idle_compute_ratio=None, contended_compute_ratio=None, contended_stretch=None)
-                  for k, f in fits.items()}
+    # α and β from the sizes the link decides; each size's contention from every size (a stretch is a ratio of two
+    # times seconds apart at one size, which the token bucket moves alike).
+    fits = with_contention_of(fit_stacks(wire.to_dict("records")), sweeps.to_dict("records"))
+    # Side by side, from the same fits: the rule used before contention was measured (the engine's CPU share only),
+    # and the one before it was measured per operation (one allreduce of all the gradients, the largest size's
+    # stretch, a fixed overlap).
+    share_only = {k: replace(f, idle_compute_ratio=None, contended_compute_ratio=None, contended_stretch=None,
+                             contended_by_size=()) for k, f in fits.items()}
     share_rule = {c.cell_id: c for c in compare(table, share_only, rated)}
+    one_allreduce = {c.cell_id: c for c in compare(table, {k: replace(f, contended_by_size=())
+                                                           for k, f in fits.items()}, rated)}
     rows = []
     for c in compare(table, fits, rated):
         rows.append({"condition": label, **asdict(c), "calibrated_error_points": c.calibrated_error_points,
                      "data_sheet_error_points": c.data_sheet_error_points,
                      "share_rule_efficiency": share_rule[c.cell_id].calibrated_efficiency,
                      "share_rule_error_points": share_rule[c.cell_id].calibrated_error_points,
+                     "one_allreduce_efficiency": one_allreduce[c.cell_id].calibrated_efficiency,
+                     "one_allreduce_error_points": one_allreduce[c.cell_id].calibrated_error_points,
                      "round_efficiencies": per_round.get(c.cell_id, []),
                      "round_calibrated_errors": round_errors.get(c.cell_id, [])})
     if len(rows) < 2:
@@ -143,9 +152,9 @@ def pts(v: float | None) -> str:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
-             "rounds' error (own sweeps) | CPU-share rule E | error (pts) | data-sheet E | error (pts) | compute s | "
-             "allreduce s (calibrated / data sheet) | fit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "rounds' error (own sweeps) | one-allreduce rule E | error (pts) | CPU-share rule E | error (pts) | "
+             "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comm = (f"{r['calibrated_comm_s']:.3f}" if r["calibrated_comm_s"] is not None else "—")
         spread = r.get("round_efficiencies") or []
@@ -155,6 +164,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
                      f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
+                     f"{pct(r.get('one_allreduce_efficiency'))} | {pts(r.get('one_allreduce_error_points'))} | "
                      f"{pct(r.get('share_rule_efficiency'))} | {pts(r.get('share_rule_error_points'))} | "
                      f"{pct(r['data_sheet_efficiency'])} | {pts(r['data_sheet_error_points'])} | "
                      f"{r['compute_s']:.3f} | {comm} / {r['data_sheet_comm_s']:.3f} | {r['fit']} |")
@@ -163,6 +173,10 @@ def markdown(rows: list[dict]) -> str:
     if calibrated:
         lines.append(f"\ncalibrated: largest error {max(calibrated):.1f} points, within ±5: "
                      f"{sum(e <= 5 for e in calibrated)}/{len(rows)}")
+    single = [abs(r["one_allreduce_error_points"]) for r in rows if r.get("one_allreduce_error_points") is not None]
+    if single:
+        lines.append(f"one-allreduce rule: largest error {max(single):.1f} points, within ±5: "
+                     f"{sum(e <= 5 for e in single)}/{len(rows)}")
     share = [abs(r["share_rule_error_points"]) for r in rows if r.get("share_rule_error_points") is not None]
     if share:
         lines.append(f"CPU-share rule: largest error {max(share):.1f} points, within ±5: "

@@ -187,3 +187,65 @@ def test_a_slow_link_outlasts_the_backward_pass_under_contention():
     p = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit)
     # the hidden compute is done long before the allreduce: only the compute before the window adds to it
     assert p.step_s == pytest.approx((compute - 0.75 * 2 / 3 * compute) / 0.9 + p.comm_s)
+
+
+def _contended_sizes(rows, by_size):
+    """Contention at several sizes as models/contention.py measures it: the largest with the idle rate, the others
+    with the stretch and the rate during only. `by_size`: bytes → (stretch, during)."""
+    top = max(r["bytes"] for r in rows)
+    for r in rows:
+        if r["bytes"] in by_size:
+            stretch, during = by_size[r["bytes"]]
+            r.update(contended_compute_ratio=during, contended_stretch=stretch,
+                     contended_time_median_s=stretch * r["time_median_s"],
+                     idle_compute_ratio=0.8 if r["bytes"] == top else None)
+    return rows
+
+
+def test_contention_per_size_is_kept_and_interpolated_in_log_size():
+    from bench.analysis.collectives import with_contention_of
+
+    top = SIZES[-1]
+    fit = fit_alpha_beta(_contended_sizes(sweep(1e-3, 1e9, world=2, noise=0.0),
+                                          {SIZES[3]: (3.0, 0.5), SIZES[5]: (2.0, 0.6), top: (1.2, 0.7)}))
+    assert fit.per_operation_measured and [b for b, _, _ in fit.contended_by_size] == [SIZES[3], SIZES[5], top]
+    # The largest size's figures are still what the one-allreduce rule takes.
+    assert (fit.idle_compute_ratio, fit.contended_compute_ratio, fit.contended_stretch) == pytest.approx((0.8, 0.7, 1.2))
+    # Halfway between two measured sizes in log size: halfway between their figures; outside: the nearest one's.
+    mid = SIZES[4]
+    seconds, during = fit.shared_operation(2, mid)
+    assert seconds == pytest.approx(2.5 * fit.allreduce_s(2, mid)) and during == pytest.approx(0.55)
+    assert fit.shared_operation(2, 4096)[0] == pytest.approx(3.0 * fit.allreduce_s(2, 4096))
+    # A fit made from the large sizes alone (a shaped link) takes each size's contention from all the rows.
+    rows = _contended_sizes(sweep(1e-3, 1e9, world=2, noise=0.0, stack={"gpu": "cpu", "mpi": "gloo", "ib": False,
+                                                                         "engine": "horovod", "nodes": 2}),
+                            {SIZES[3]: (3.0, 0.5), top: (1.2, 0.7)})
+    wire = fit_stacks([r for r in rows if r["bytes"] >= SIZES[5]])
+    assert not next(iter(wire.values())).per_operation_measured
+    whole = with_contention_of(wire, rows)
+    assert next(iter(whole.values())).contended_by_size == ((SIZES[3], 3.0, 0.5), (top, 1.2, 0.7))
+
+
+def test_per_operation_contention_prices_horovods_fused_operations():
+    """With contention known per size, the CPU prediction simulates the fused operations (fusion.simulate_shared):
+    nothing lost on free cores and a fast link; a costlier small operation lowers it; one allreduce at the largest
+    size's figures is the rule without them."""
+    top = SIZES[-1]
+    compute = 32 / 10.0
+
+    def fit_of(small, large, beta=1e9):
+        rows = sweep(1e-4, beta, world=2, noise=0.0)
+        return fit_alpha_beta(_contended_sizes(rows, {SIZES[3]: small, SIZES[6]: large, top: large}))
+
+    free = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit_of((1.0, 1.0), (1.0, 1.0)),
+                   image_size=64)
+    assert free.links == "measured, contention measured per operation"
+    # Forward at the idle pace (0.8), backward beside the operations, the last one's tail: a little over compute.
+    assert compute < free.step_s < (compute / 3) / 0.8 + 2 / 3 * compute / 0.8 + 0.05
+    costly = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit_of((8.0, 0.3), (1.0, 1.0)),
+                     image_size=64)
+    assert costly.step_s > free.step_s and costly.comm_s > free.comm_s
+    # A link too slow to hide: the step is at least the operations' time on the wire.
+    slow = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1,
+                   measured=fit_of((1.0, 0.9), (1.0, 0.9), beta=25e6), image_size=64)
+    assert slow.step_s > gradient_bytes() / 25e6

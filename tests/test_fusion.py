@@ -71,3 +71,32 @@ def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
         assert out.returncode == 0, out.stderr
         count = re.match(r"(\d+) operations a step", out.stdout).group(1)
         assert f"gives {count} operations a step" in doc, out.stdout
+
+
+def test_on_free_cores_the_shared_loop_is_the_plain_one():
+    """Compute at its own pace beside every operation (rates 1): the same operations at the same times as simulate."""
+    grads = f.resnet50_gradients(64)
+    link = lambda n: 2e-3 + n / 1.5e8  # noqa: E731
+    plain = f.simulate(grads, 1.07, link)
+    shared = f.simulate_shared(grads, 1.07, lambda n: (link(n), 1.0), link, idle_rate=1.0)
+    assert [(o.nbytes, o.tensors) for o in shared.operations] == [(o.nbytes, o.tensors) for o in plain.operations]
+    assert [o.end_s for o in shared.operations] == pytest.approx([o.end_s for o in plain.operations])
+    assert shared.backward_s == pytest.approx(1.07) and shared.tail_s == pytest.approx(plain.tail_s)
+
+
+def test_shared_cores_slow_the_backward_pass_while_operations_run_and_the_tail_runs_alone():
+    grads = [f.Gradient("a", 10, 0.0), f.Gradient("b", 10, 1.0)]
+    # One operation of 0.4 s at the start, compute at half pace meanwhile, at 0.8 otherwise: 0.2 of the 1.0 s of
+    # backward is done beside it, the other 0.8 takes 1.0 s; the last gradient's operation runs alone after.
+    s = f.simulate_shared(grads, 1.0, lambda n: (0.4, 0.5), lambda n: 0.05, idle_rate=0.8, cycle_s=1e-3,
+                          bytes_per_param=1)
+    assert s.backward_s == pytest.approx(0.4 + 0.8 / 0.8)
+    assert [o.start_s for o in s.operations] == pytest.approx([0.0, 1.4])
+    assert s.tail_s == pytest.approx(0.05) and s.after_backward == 1
+    # The backward pass ends 0.1 s into a 0.4 s operation: the other three quarters run at the operation's time alone.
+    late = f.simulate_shared([f.Gradient("a", 10, 0.9), f.Gradient("b", 10, 1.0)], 1.0, lambda n: (0.4, 1.0),
+                             lambda n: 0.2, idle_rate=1.0, cycle_s=1e-3, bytes_per_param=1)
+    first = late.operations[0]
+    assert first.end_s - first.start_s == pytest.approx(0.1 + 0.75 * 0.2)
+    with pytest.raises(ValueError):
+        f.simulate_shared(grads, 1.0, lambda n: (0.4, 0.5), lambda n: 0.05, idle_rate=0.0)

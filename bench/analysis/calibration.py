@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bench.analysis import AnalysisError
-from bench.analysis.whatif import FABRICS, LINKS, Link, predict
+from bench.analysis.whatif import FABRICS, LINKS, Link, image_size_of, predict
 
 # The emulated link's "data sheet": the rate tc holds it to, and the CPU entry's latency (a veth hop costs
 # microseconds; at ResNet-50's 102 MB the rate decides). Unshaped, a veth has no rate: the model's CPU figure.
@@ -84,7 +84,7 @@ def compare(scaled, fits: Mapping[tuple, Any], rated: Link) -> list[Comparison]:
         calibrated = None
         if fit is not None and fit.usable:
             calibrated = predict(r["gpu"], gpus, x1, batch, fabric="tcp", precision=precision,
-                                 gpus_per_node=per_node, measured=fit)
+                                 gpus_per_node=per_node, measured=fit, image_size=image_size_of(r))
         out.append(Comparison(
             cell_id=r["cell_id"], mpi=r["mpi"], engine=r["engine"], gpu=r["gpu"], gpus=gpus, nodes=nodes,
             batch_per_gpu=batch, baseline_images_per_sec=x1, images_per_sec=float(r["images_per_sec"]),

@@ -15,7 +15,8 @@ A stack is (gpu, mpi, ib, engine, nodes): the fabric is the SKU's and `ib`'s, th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -54,10 +55,29 @@ class AlphaBeta:
     idle_compute_ratio: float | None = None
     contended_compute_ratio: float | None = None
     contended_stretch: float | None = None
+    # The same per size, where the sweep measured it at several (models/contention.py, CONTENDED_SIZES): (bytes,
+    # stretch, compute ratio during), medians over the sweeps, in size order. What one of Horovod's fused operations
+    # of a given size costs on shared cores (bench/analysis/fusion.py); () when only one size was measured.
+    contended_by_size: tuple[tuple[int, float, float], ...] = ()
 
     @property
     def contention_measured(self) -> bool:
         return None not in (self.idle_compute_ratio, self.contended_compute_ratio, self.contended_stretch)
+
+    @property
+    def per_operation_measured(self) -> bool:
+        """Contention known at two sizes or more: enough to price each fused operation by its size."""
+        return self.contention_measured and len(self.contended_by_size) >= 2
+
+    def shared_operation(self, ranks: int, nbytes: float) -> tuple[float, float]:
+        """One allreduce of nbytes beside compute on shared cores: (its time, the compute's rate meanwhile as a
+        fraction of its rate alone). Stretch and rate are interpolated in log size between the measured sizes and
+        held at the nearest one outside them."""
+        sizes = np.log([b for b, _, _ in self.contended_by_size])
+        at = math.log(max(nbytes, 1.0))
+        stretch = float(np.interp(at, sizes, [s for _, s, _ in self.contended_by_size]))
+        during = float(np.interp(at, sizes, [d for _, _, d in self.contended_by_size]))
+        return stretch * self.allreduce_s(ranks, nbytes), during
 
     @property
     def usable(self) -> bool:
@@ -153,12 +173,39 @@ def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
     keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")
     measured = [r for r in rows if all(_measured(r, k) for k in keys)]
     if not measured:
-        return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None}
+        return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None,
+                "contended_by_size": ()}
     stretch = [float(r["contended_stretch"]) if _measured(r, "contended_stretch")
                else float(r["contended_time_median_s"]) / float(r["time_median_s"]) for r in measured]
     return {"idle_compute_ratio": float(np.median([float(r["idle_compute_ratio"]) for r in measured])),
             "contended_compute_ratio": float(np.median([float(r["contended_compute_ratio"]) for r in measured])),
-            "contended_stretch": float(np.median(stretch))}
+            "contended_stretch": float(np.median(stretch)), "contended_by_size": contention_by_size(rows)}
+
+
+def contention_by_size(rows: list[Mapping[str, Any]]) -> tuple[tuple[int, float, float], ...]:
+    """(bytes, stretch, compute ratio during) for every size whose rows measured contention, medians over its rows
+    (one per sweep), in size order: the stretch in pairs where measured, else contended over alone time."""
+    by_size: dict[int, list[tuple[float, float]]] = {}
+    for r in rows:
+        if not (_measured(r, "contended_compute_ratio") and _measured(r, "contended_time_median_s")):
+            continue
+        stretch = (float(r["contended_stretch"]) if _measured(r, "contended_stretch")
+                   else float(r["contended_time_median_s"]) / float(r["time_median_s"]))
+        by_size.setdefault(int(r["bytes"]), []).append((stretch, float(r["contended_compute_ratio"])))
+    return tuple((size, float(np.median([s for s, _ in v])), float(np.median([d for _, d in v])))
+                 for size, v in sorted(by_size.items()))
+
+
+def with_contention_of(fits: Mapping[tuple, AlphaBeta], rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:
+    """`fits` with each stack's per-size contention taken from `rows` (all of its sweep's sizes): for fits made from
+    a subset of the sizes (on a shaped link, those the token bucket cannot carry at line speed), as a size's stretch
+    is a ratio of two times taken seconds apart at that size, which the bucket moves alike."""
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        if r.get("op", "allreduce") == "allreduce":
+            groups.setdefault(stack_of(r), []).append(r)
+    return {stack: replace(fit, contended_by_size=contention_by_size(groups.get(stack, [])))
+            for stack, fit in fits.items()}
 
 
 def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:

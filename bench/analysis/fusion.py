@@ -164,3 +164,57 @@ def fusion_settings(env: Mapping[str, str], horovod_version: str | None = None) 
     if env.get("HOROVOD_FUSION_THRESHOLD") not in (None, ""):
         threshold = int(env["HOROVOD_FUSION_THRESHOLD"])
     return cycle, threshold
+
+
+def simulate_shared(gradients: list[Gradient], backward_s: float,
+                    op_shared: Callable[[int], tuple[float, float]], op_alone: Callable[[int], float], *,
+                    idle_rate: float, cycle_s: float = DEFAULT_CYCLE_S,
+                    threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, bytes_per_param: int = 4) -> Schedule:
+    """Horovod's loop over one step's gradients when the operations and the backward pass share the cores (CPU
+    workers): the backward pass's compute (`backward_s` of it, alone) advances at `idle_rate` of its pace while the
+    engine idles and, while an operation of n bytes is in flight, at the rate op_shared(n) gives with the operation's
+    time (both measured in the sweep at a few sizes: models/contention.py). An operation that outlives the backward
+    pass finishes at its time alone (op_alone), the share left of it. The Schedule's backward_s is the backward pass's
+    wall time; the step waits for max(that, the last operation's end)."""
+    if backward_s <= 0 or cycle_s <= 0 or idle_rate <= 0:
+        raise ValueError("backward_s, cycle_s and idle_rate must be positive")
+    total = backward_s
+    pending = sorted(gradients, key=lambda g: g.ready_fraction)
+    ops: list[Operation] = []
+    state = {"t": 0.0, "work": 0.0, "ended": None}
+
+    def compute(dt: float, rate: float) -> None:
+        """dt wall seconds pass with the backward pass advancing at `rate`; notes when it ends."""
+        if state["work"] < total and rate > 0:
+            need = (total - state["work"]) / rate
+            if need <= dt:
+                state["work"], state["ended"] = total, state["t"] + need
+            else:
+                state["work"] += rate * dt
+        state["t"] += dt
+
+    last_cycle = -cycle_s
+    while pending:
+        compute(max(0.0, last_cycle + cycle_s - state["t"]), idle_rate)  # the next cycle
+        behind = pending[0].ready_fraction * total - state["work"]
+        if behind > 1e-12:  # idle cycles until the one in which the next gradient is ready
+            compute(cycle_s * math.ceil(behind / idle_rate / cycle_s - 1e-9), idle_rate)
+        last_cycle = state["t"]
+        ready = [g for g in pending if g.ready_fraction * total <= state["work"] + 1e-12]
+        for group in fuse([g.params * bytes_per_param for g in ready], threshold_bytes):
+            nbytes, start = sum(group), state["t"]
+            if state["work"] < total:
+                seconds, rate = op_shared(nbytes)
+                left = (total - state["work"]) / rate if rate > 0 else math.inf
+                if left < seconds:  # the backward pass ends mid-operation: the rest of it runs alone
+                    compute(left, rate)
+                    state["t"] += (1 - left / seconds) * op_alone(nbytes)
+                else:
+                    compute(seconds, rate)
+            else:
+                state["t"] += op_alone(nbytes)
+            ops.append(Operation(start, state["t"], nbytes, len(group)))
+        pending = pending[len(ready):]
+    if state["ended"] is None:
+        compute((total - state["work"]) / idle_rate, idle_rate)
+    return Schedule(tuple(ops), state["ended"])

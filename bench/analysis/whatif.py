@@ -58,6 +58,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Collection, Iterable, Mapping
 
 from bench.analysis import AnalysisError
+from bench.analysis.fusion import DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES, resnet50_gradients, simulate_shared
 
 RESNET50_PARAMS = 25_557_032  # torchvision resnet50 (v1.5); tf_cnn_benchmarks' resnet50 has the same tensor sizes
 BYTES_PER_GRADIENT = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -181,9 +182,11 @@ class Prediction:
 def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
             path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
             gpus_per_node: int | None = None, links: dict[str, Link] | None = None,
-            measured: Any = None) -> Prediction:
+            measured: Any = None, image_size: int = 224, fusion: tuple[float, int] | None = None) -> Prediction:
     """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput.
-    `measured`: a usable collectives.AlphaBeta of the cell's stack; its allreduce replaces the data-sheet links."""
+    `measured`: a usable collectives.AlphaBeta of the cell's stack; its allreduce replaces the data-sheet links.
+    `image_size` and `fusion` (Horovod's cycle seconds and fusion threshold bytes; None: its defaults since 0.21)
+    place the fused operations when contention was measured per operation on CPU workers."""
     from bench.catalog import catalog
 
     if not 0 <= overlap <= 1:
@@ -208,7 +211,18 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
         comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
                            links.get("host-stage-vm", LINKS["host-stage-vm"]))
         source = "data sheet"
-    if shared_cores and measured.contention_measured:
+    if shared_cores and measured.per_operation_measured:
+        # Horovod's fused operations, each priced by its size's measured stretch and compute rate (fusion.py).
+        idle, backward = measured.idle_compute_ratio, BACKWARD_FRACTION * compute
+        cycle, threshold = fusion or (DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES)
+        schedule = simulate_shared(resnet50_gradients(image_size), backward,
+                                   lambda n: measured.shared_operation(gpus, n),
+                                   lambda n: measured.allreduce_s(gpus, n), idle_rate=idle, cycle_s=cycle,
+                                   threshold_bytes=threshold, bytes_per_param=BYTES_PER_GRADIENT[precision])
+        comm = schedule.busy_s
+        step = (compute - backward) / idle + schedule.backward_s + schedule.tail_s
+        source += ", contention measured per operation"
+    elif shared_cores and measured.contention_measured:
         comm *= measured.contended_stretch
         idle, during = measured.idle_compute_ratio, measured.contended_compute_ratio
         step = (compute - hidden) / idle + comm + max(0.0, hidden - during * comm) / idle
@@ -413,7 +427,8 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_
             try:
                 p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),
                             fabric=fabric, path=route, precision=r.get("precision") or "fp32",
-                            gpus_per_node=_per_node(r) if measured else None, measured=measured)
+                            gpus_per_node=_per_node(r) if measured else None, measured=measured,
+                            image_size=image_size_of(r))
                 x, e = p.images_per_sec, p.efficiency
                 source = p.links
                 if fit is not None and not fit.usable:
@@ -427,6 +442,14 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_
     out["predicted_efficiency"] = pred_e
     out["predicted_links"] = used
     return out
+
+
+def image_size_of(row) -> int:
+    """A table row's image side (the fused operations' ready times depend on it a little), else ResNet-50's 224."""
+    try:
+        return int(row["image_size"])
+    except (KeyError, TypeError, ValueError):
+        return 224
 
 
 def _per_node(row) -> int | None:
