@@ -249,3 +249,25 @@ def test_per_operation_contention_prices_horovods_fused_operations():
     slow = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1,
                    measured=fit_of((1.0, 0.9), (1.0, 0.9), beta=25e6), image_size=64)
     assert slow.step_s > gradient_bytes() / 25e6
+
+
+def test_an_operation_alone_costs_what_the_sweep_measured_at_its_size_never_a_negative_extrapolation():
+    """On a shaped link α and β come from the large sizes alone; their line can cross zero a few hundred KB up (a fit
+    of −2.5 ms was measured at 1.5 Gbit/s). An operation's time alone is read off the sweep's own times instead."""
+    from bench.analysis.collectives import with_contention_of
+
+    stack = {"gpu": "cpu", "mpi": "gloo", "ib": False, "engine": "horovod", "nodes": 2}
+    rows = sweep(1e-3, 2e8, world=2, noise=0.0, stack=stack)
+    for r in rows:  # the large sizes run slower than the line through the small ones: a negative intercept
+        if r["bytes"] >= SIZES[6]:
+            r["time_median_s"] = r["bytes"] / 1.8e8 - 3e-3
+    wire = fit_stacks([r for r in rows if r["bytes"] >= SIZES[6]])
+    fit = with_contention_of(wire, rows)[tuple(stack.values())]
+    assert fit.alpha_s < 0 and fit.allreduce_s(2, SIZES[3]) < 0
+    measured = {r["bytes"]: r["time_median_s"] for r in rows}
+    assert fit.operation_s(2, SIZES[3]) == pytest.approx(measured[SIZES[3]])
+    between = fit.operation_s(2, 2 * SIZES[3])  # between two measured sizes: between their times
+    assert measured[SIZES[3]] < between < measured[SIZES[4]]
+    assert fit.operation_s(2, 1) == pytest.approx(measured[SIZES[0]])
+    beyond = fit.operation_s(2, 2 * SIZES[-1])
+    assert beyond == pytest.approx(measured[SIZES[-1]] + SIZES[-1] / fit.beta_Bps)

@@ -59,6 +59,10 @@ class AlphaBeta:
     # stretch, compute ratio during), medians over the sweeps, in size order. What one of Horovod's fused operations
     # of a given size costs on shared cores (bench/analysis/fusion.py); () when only one size was measured.
     contended_by_size: tuple[tuple[int, float, float], ...] = ()
+    # Every size's measured time alone (bytes, median over the sweeps), in size order: what a fused operation of a
+    # size costs alone, read off the sweep rather than α + k·n/β, since on a shaped link α and β come from the
+    # sizes the token bucket cannot carry and their line extrapolated to a few hundred KB can fall below zero.
+    alone_by_size: tuple[tuple[int, float], ...] = ()
 
     @property
     def contention_measured(self) -> bool:
@@ -77,7 +81,18 @@ class AlphaBeta:
         at = math.log(max(nbytes, 1.0))
         stretch = float(np.interp(at, sizes, [s for _, s, _ in self.contended_by_size]))
         during = float(np.interp(at, sizes, [d for _, _, d in self.contended_by_size]))
-        return stretch * self.allreduce_s(ranks, nbytes), during
+        return stretch * self.operation_s(ranks, nbytes), during
+
+    def operation_s(self, ranks: int, nbytes: float) -> float:
+        """One allreduce of nbytes alone: the sweep's measured times interpolated in log time over log size (the
+        smallest size's below it; above the largest, its time grown at the fit's bandwidth), else α + k·n/β."""
+        if not self.alone_by_size:
+            return max(0.0, self.allreduce_s(ranks, nbytes))
+        sizes = [b for b, _ in self.alone_by_size]
+        if nbytes > sizes[-1]:
+            return self.alone_by_size[-1][1] + 2 * (ranks - 1) / ranks * (nbytes - sizes[-1]) / self.beta_Bps
+        return float(np.exp(np.interp(math.log(max(nbytes, 1.0)), np.log(sizes),
+                                      np.log([t for _, t in self.alone_by_size]))))
 
     @property
     def usable(self) -> bool:
@@ -156,7 +171,8 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     alpha_ci, beta_ci = bootstrap(len(x), lambda pick: _refit(x[pick], y[pick]), n_boot=BOOTSTRAP,
                                   level=CONFIDENCE)
     return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci,
-                     cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]), **contention(rows))
+                     cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]), **contention(rows),
+                     alone_by_size=alone_by_size(rows))
 
 
 def _measured(row: Mapping[str, Any], key: str) -> bool:
@@ -196,15 +212,26 @@ def contention_by_size(rows: list[Mapping[str, Any]]) -> tuple[tuple[int, float,
                  for size, v in sorted(by_size.items()))
 
 
+def alone_by_size(rows: list[Mapping[str, Any]]) -> tuple[tuple[int, float], ...]:
+    """(bytes, median time alone) for every size of the rows, in size order."""
+    by_size: dict[int, list[float]] = {}
+    for r in rows:
+        if _measured(r, "time_median_s") and float(r["time_median_s"]) > 0:
+            by_size.setdefault(int(r["bytes"]), []).append(float(r["time_median_s"]))
+    return tuple((size, float(np.median(v))) for size, v in sorted(by_size.items()))
+
+
 def with_contention_of(fits: Mapping[tuple, AlphaBeta], rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:
-    """`fits` with each stack's per-size contention taken from `rows` (all of its sweep's sizes): for fits made from
-    a subset of the sizes (on a shaped link, those the token bucket cannot carry at line speed), as a size's stretch
+    """`fits` with each stack's per-size contention and times alone taken from `rows` (all of its sweep's sizes): for
+    fits made from a subset of the sizes (on a shaped link, those the token bucket cannot carry at line speed). A
+    fused operation of a few hundred KB meets the bucket in training as it does in the sweep, and a size's stretch
     is a ratio of two times taken seconds apart at that size, which the bucket moves alike."""
     groups: dict[tuple, list] = {}
     for r in rows:
         if r.get("op", "allreduce") == "allreduce":
             groups.setdefault(stack_of(r), []).append(r)
-    return {stack: replace(fit, contended_by_size=contention_by_size(groups.get(stack, [])))
+    return {stack: replace(fit, contended_by_size=contention_by_size(groups.get(stack, [])),
+                           alone_by_size=alone_by_size(groups.get(stack, [])))
             for stack, fit in fits.items()}
 
 

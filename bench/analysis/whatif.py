@@ -217,7 +217,7 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
         cycle, threshold = fusion or (DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES)
         schedule = simulate_shared(resnet50_gradients(image_size), backward,
                                    lambda n: measured.shared_operation(gpus, n),
-                                   lambda n: measured.allreduce_s(gpus, n), idle_rate=idle, cycle_s=cycle,
+                                   lambda n: measured.operation_s(gpus, n), idle_rate=idle, cycle_s=cycle,
                                    threshold_bytes=threshold, bytes_per_param=BYTES_PER_GRADIENT[precision])
         comm = schedule.busy_s
         step = (compute - backward) / idle + schedule.backward_s + schedule.tail_s
