@@ -43,7 +43,17 @@ stretched to s · allreduce, runs beside the rest of the backward pass, which ad
     hidden = overlap · backward          comm = s · allreduce
     step = (compute − hidden) / ρ_idle + comm + max(0, hidden − ρ_during · comm) / ρ_idle
 
-With ρ_idle = ρ_during = s = 1 this is the plain rule, compute + max(0, allreduce − hidden). Horovod's idle loop
+With ρ_idle = ρ_during = s = 1 this is the plain rule, compute + max(0, allreduce − hidden).
+
+When the sweep measured contention at several sizes (models/contention.py, CONTENDED_SIZES), the one allreduce above
+gives way to Horovod's fused operations (bench/analysis/fusion.py, simulate_shared): ResNet-50's gradients become
+ready in backward order, each cycle fuses what is ready, and each operation takes its size's measured stretch times
+its size's measured time alone while the backward pass advances at that size's measured rate during it (ρ_idle
+between operations); an operation that outlives the backward pass runs at its time alone:
+
+    step = (1 − 2/3) · compute / ρ_idle + backward's wall time beside the operations + the last operation's tail
+
+No overlap constant there: where each gradient is ready comes from the architecture. Horovod's idle loop
 alone costs a compute-bound CPU cell: measured on the emulated cluster, one CPU per node, ρ_idle was 0.77–0.93
 beside Horovod's Gloo loop and 0.57–0.64 beside Horovod over Open MPI, whose progress thread polls
 (docs/scaling-model.md, "Prediction against measurement").
