@@ -100,3 +100,36 @@ def test_shared_cores_slow_the_backward_pass_while_operations_run_and_the_tail_r
     assert first.end_s - first.start_s == pytest.approx(0.1 + 0.75 * 0.2)
     with pytest.raises(ValueError):
         f.simulate_shared(grads, 1.0, lambda n: (0.4, 0.5), lambda n: 0.05, idle_rate=0.0)
+
+
+def test_the_documented_gradient_ready_line_runs_and_names_every_stage():
+    """docs/scaling-model.md's `python benchmarks/gradient_ready.py …` line, run as written: every stage's measured
+    and modelled ready share, both operation counts; every one of the model's 161 parameters is matched to a
+    gradient of the model the cells train (models/resnet.py), or the script exits 1."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "scaling-model.md").read_text()
+    lines = re.findall(r"^\s*python (benchmarks/gradient_ready\.py .+)$", doc, flags=re.M)
+    assert lines, "the docs show a gradient_ready.py line"
+    for line in lines:
+        out = subprocess.run([sys.executable, *shlex.split(line)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        shares = dict(re.findall(r"^  (\w+): (\d\.\d+ / \d\.\d+)$", out.stdout, flags=re.M))
+        assert list(shares) == ["fc", "layer4", "layer3", "layer2", "layer1", "conv1"], out.stdout
+        assert shares["conv1"].endswith("/ 1.000")  # the first layer's weight is the backward pass's last gradient
+        assert re.search(r"^measured ready times: \d+ operations", out.stdout, flags=re.M), out.stdout
+        assert re.search(r"^multiply-accumulate model: \d+ operations", out.stdout, flags=re.M), out.stdout
+
+
+def test_gradient_ready_maps_every_parameter_of_the_trained_model():
+    from benchmarks.gradient_ready import model_name
+    from models.resnet import ResNet50
+
+    names = [model_name(n) for n, _ in ResNet50().named_parameters()]
+    assert sorted(names) == sorted(g.name for g in f.resnet50_gradients(64)) and len(set(names)) == 161
