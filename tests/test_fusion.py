@@ -1,5 +1,7 @@
 """Horovod's tensor fusion over one ResNet-50 step (bench/analysis/fusion.py): the architecture's gradients, the loop's
 cycle and threshold, and the settings read from a record's environment and Horovod version."""
+import re
+
 import pytest
 
 from bench.analysis import fusion as f
@@ -53,9 +55,9 @@ def test_settings_come_from_the_environment_else_the_versions_defaults():
     assert f.fusion_settings({}, None) == (1e-3, 128 * 1024 * 1024)
 
 
-def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
-    """docs/scaling-model.md's `python benchmarks/fusion_ops.py …` line, run as written (with this Python)."""
-    import re
+def _documented_runs(script: str, timeout: int):
+    """Every `python benchmarks/<script> …` line of docs/scaling-model.md, run as written with this Python from the
+    repository root: (the doc's text, each finished run, all checked to exit 0)."""
     import shlex
     import subprocess
     import sys
@@ -63,12 +65,21 @@ def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
     from tests.conftest import ROOT
 
     doc = (ROOT / "docs" / "scaling-model.md").read_text()
-    lines = re.findall(r"^\s*python (benchmarks/fusion_ops\.py .+)$", doc, flags=re.M)
-    assert lines, "the docs show a fusion_ops.py line"
+    lines = re.findall(rf"^\s*python (benchmarks/{re.escape(script)} .+)$", doc, flags=re.M)
+    assert lines, f"the docs show a {script} line"
+    runs = []
     for line in lines:
         out = subprocess.run([sys.executable, *shlex.split(line)], cwd=ROOT, capture_output=True, text=True,
-                             timeout=120)
+                             timeout=timeout)
         assert out.returncode == 0, out.stderr
+        runs.append(out)
+    return doc, runs
+
+
+def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
+    """docs/scaling-model.md's `python benchmarks/fusion_ops.py …` line, run as written (with this Python)."""
+    doc, runs = _documented_runs("fusion_ops.py", timeout=120)
+    for out in runs:
         count = re.match(r"(\d+) operations a step", out.stdout).group(1)
         assert f"gives {count} operations a step" in doc, out.stdout
 
@@ -106,20 +117,8 @@ def test_the_documented_gradient_ready_line_runs_and_names_every_stage():
     """docs/scaling-model.md's `python benchmarks/gradient_ready.py …` line, run as written: every stage's measured
     and modelled ready share, both operation counts; every one of the model's 161 parameters is matched to a
     gradient of the model the cells train (models/resnet.py), or the script exits 1."""
-    import re
-    import shlex
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
-    doc = (ROOT / "docs" / "scaling-model.md").read_text()
-    lines = re.findall(r"^\s*python (benchmarks/gradient_ready\.py .+)$", doc, flags=re.M)
-    assert lines, "the docs show a gradient_ready.py line"
-    for line in lines:
-        out = subprocess.run([sys.executable, *shlex.split(line)], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300)
-        assert out.returncode == 0, out.stderr
+    _, runs = _documented_runs("gradient_ready.py", timeout=300)
+    for out in runs:
         shares = dict(re.findall(r"^  (\w+): (\d\.\d+ / \d\.\d+)$", out.stdout, flags=re.M))
         assert list(shares) == ["fc", "layer4", "layer3", "layer2", "layer1", "conv1"], out.stdout
         assert shares["conv1"].endswith("/ 1.000")  # the first layer's weight is the backward pass's last gradient
