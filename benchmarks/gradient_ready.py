@@ -13,6 +13,7 @@ count of each profile.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -86,7 +87,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     for name in ("image_size", "batch_size", "threads", "steps", "backward_s", "alpha_ms", "gbps"):
         if not getattr(a, name) > 0:
-            p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(a, name):g}")
+            print(f"gradient_ready: --{name.replace('_', '-')} must be positive, got {getattr(a, name):g}",
+                  file=sys.stderr)
+            return 2
     assumed = resnet50_gradients(a.image_size)
     measured = measure(a.image_size, a.batch_size, a.threads, a.warmup, a.steps)
     missing = [g.name for g in assumed if g.name not in measured]
@@ -108,4 +111,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # its reader (e.g. `| head`) stopped reading: no traceback, the shell's SIGPIPE status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

@@ -132,3 +132,15 @@ def test_gradient_ready_maps_every_parameter_of_the_trained_model():
 
     names = [model_name(n) for n, _ in ResNet50().named_parameters()]
     assert sorted(names) == sorted(g.name for g in f.resnet50_gradients(64)) and len(set(names)) == 161
+
+
+def test_gradient_ready_refuses_a_non_positive_figure_in_one_line_and_exit_2():
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, "benchmarks/gradient_ready.py", "--threads", "0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "gradient_ready: --threads must be positive, got 0\n"
