@@ -85,7 +85,9 @@ def test_the_documented_fusion_ops_lines_run_and_print_what_the_docs_quote():
 
 
 def test_on_free_cores_the_shared_loop_is_the_plain_one():
-    """Compute at its own pace beside every operation (rates 1): the same operations at the same times as simulate."""
+    """Compute at its own pace beside every operation (rates 1): the backward pass takes its own time, whatever the
+    operations, and the loop is the plain one (simulate is defined as this case, so the exact operation times of the
+    plain loop are pinned by test_a_cycle_fuses_what_is_ready_and_operations_run_one_after_another)."""
     grads = f.resnet50_gradients(64)
     link = lambda n: 2e-3 + n / 1.5e8  # noqa: E731
     plain = f.simulate(grads, 1.07, link)

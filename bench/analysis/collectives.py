@@ -191,11 +191,18 @@ def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
     if not measured:
         return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None,
                 "contended_by_size": ()}
-    stretch = [float(r["contended_stretch"]) if _measured(r, "contended_stretch")
-               else float(r["contended_time_median_s"]) / float(r["time_median_s"]) for r in measured]
+    stretch = [_stretch(r) for r in measured]
     return {"idle_compute_ratio": float(np.median([float(r["idle_compute_ratio"]) for r in measured])),
             "contended_compute_ratio": float(np.median([float(r["contended_compute_ratio"]) for r in measured])),
             "contended_stretch": float(np.median(stretch)), "contended_by_size": contention_by_size(rows)}
+
+
+def _stretch(row: Mapping[str, Any]) -> float:
+    """A row's stretch under load: measured in pairs where it has it, else its contended time over the same row's
+    time alone (sweeps before store migration 9)."""
+    if _measured(row, "contended_stretch"):
+        return float(row["contended_stretch"])
+    return float(row["contended_time_median_s"]) / float(row["time_median_s"])
 
 
 def contention_by_size(rows: list[Mapping[str, Any]]) -> tuple[tuple[int, float, float], ...]:
@@ -205,9 +212,7 @@ def contention_by_size(rows: list[Mapping[str, Any]]) -> tuple[tuple[int, float,
     for r in rows:
         if not (_measured(r, "contended_compute_ratio") and _measured(r, "contended_time_median_s")):
             continue
-        stretch = (float(r["contended_stretch"]) if _measured(r, "contended_stretch")
-                   else float(r["contended_time_median_s"]) / float(r["time_median_s"]))
-        by_size.setdefault(int(r["bytes"]), []).append((stretch, float(r["contended_compute_ratio"])))
+        by_size.setdefault(int(r["bytes"]), []).append((_stretch(r), float(r["contended_compute_ratio"])))
     return tuple((size, float(np.median([s for s, _ in v])), float(np.median([d for _, d in v])))
                  for size, v in sorted(by_size.items()))
 

@@ -127,25 +127,12 @@ def fuse(sizes: list[int], threshold: int) -> list[list[int]]:
 def simulate(gradients: list[Gradient], backward_s: float, op_s: Callable[[int], float], *,
              cycle_s: float = DEFAULT_CYCLE_S, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
              bytes_per_param: int = 4) -> Schedule:
-    """Horovod's loop over one step's gradients: `op_s(nbytes)` is one fused allreduce's time on the link."""
+    """Horovod's loop over one step's gradients: `op_s(nbytes)` is one fused allreduce's time on the link. The
+    compute is not slowed by the operations (simulate_shared with every rate 1: GPU workers, or free cores)."""
     if backward_s <= 0 or cycle_s <= 0:
         raise ValueError("backward_s and cycle_s must be positive")
-    pending = sorted(gradients, key=lambda g: g.ready_fraction)
-    ops: list[Operation] = []
-    now, last_cycle = 0.0, -cycle_s
-    while pending:
-        now = max(now, last_cycle + cycle_s)  # the next cycle: at least cycle_s after the last one began
-        wait = pending[0].ready_fraction * backward_s - now
-        if wait > 1e-12:  # idle cycles until the one in which the next gradient is ready
-            now += cycle_s * math.ceil(wait / cycle_s - 1e-9)
-        last_cycle = now
-        ready = [g for g in pending if g.ready_fraction * backward_s <= now + 1e-12]
-        for group in fuse([g.params * bytes_per_param for g in ready], threshold_bytes):
-            nbytes = sum(group)
-            ops.append(Operation(now, now + op_s(nbytes), nbytes, len(group)))
-            now = ops[-1].end_s
-        pending = pending[len(ready):]
-    return Schedule(tuple(ops), backward_s)
+    return simulate_shared(gradients, backward_s, lambda n: (op_s(n), 1.0), op_s, idle_rate=1.0, cycle_s=cycle_s,
+                           threshold_bytes=threshold_bytes, bytes_per_param=bytes_per_param)
 
 
 def fusion_settings(env: Mapping[str, str], horovod_version: str | None = None) -> tuple[float, int]:
