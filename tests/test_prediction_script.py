@@ -11,7 +11,7 @@ from bench.cell import cell_id
 from bench.matrix import load_matrix
 from bench.record import parse_record
 from bench.store import Store
-from benchmarks.prediction_shaped import MATRIX, compare_condition, markdown, training_matrix
+from benchmarks.prediction_shaped import MATRIX, compare_condition, markdown, step_parts, training_matrix
 from models.registry import COLLECTIVES
 from tests.factories import record
 from tests.report_stores import sweep_record
@@ -76,3 +76,38 @@ def test_a_round_without_a_sweep_gets_no_error_of_its_own(tmp_path):
         assert len(row["round_efficiencies"]) == 2
         assert row["round_calibrated_errors"] == [pytest.approx(row["calibrated_error_points"]), None]
         assert "| " + f"{row['calibrated_error_points']:+.1f}, — |" in markdown([row])
+
+
+def window(first: tuple[float, float], second: tuple[float, float], steps: int = 3) -> list[dict]:
+    """One window's per_rank: each rank's (compute, wait) per step, timed over `steps` steps."""
+    return [{"rank": i, "steps": steps,
+             "phases_s": {"compute": c * steps, "comm_wait": w * steps, "update": 0.01 * steps}}
+            for i, (c, w) in enumerate((first, second))]
+
+
+def test_step_parts_takes_each_windows_slower_rank():
+    # The slower rank alternates: rank by rank, both medians are 1.1 and the 0.2 s gap would vanish.
+    parts = step_parts([window((1.0, 0.2), (1.2, 0.0)), window((1.2, 0.0), (1.0, 0.2)),
+                        window((1.0, 0.2), (1.2, 0.0))])
+    assert parts["windows"] == 3
+    assert parts["slower_compute_s"] == pytest.approx(1.2) and parts["faster_compute_s"] == pytest.approx(1.0)
+    assert parts["gap_s"] == pytest.approx(0.2)
+    assert parts["faster_wait_s"] == pytest.approx(0.2) and parts["slower_wait_s"] == pytest.approx(0.0)
+    assert parts["update_s"] == pytest.approx(0.01)
+
+
+def test_step_parts_needs_two_ranks_that_timed_their_phases():
+    assert step_parts([]) is None
+    assert step_parts([window((1.0, 0.0), (1.0, 0.0))[:1]]) is None  # one rank
+    assert step_parts([[{"rank": 0, "steps": 3, "phases_s": None}, {"rank": 1, "steps": 3}]]) is None
+
+
+def test_the_table_shows_where_the_step_went():
+    row = {"condition": "1500mbit", "mpi": "gloo", "step_s": 1.321, "calibrated_step_s": 1.238,
+           "bucket_charged_step_s": 1.259,
+           "parts": step_parts([window((1.25, 0.05), (1.28, 0.02))]), "calibrated_error_points": 5.0,
+           "data_sheet_error_points": 20.0, "calibrated_comm_s": 0.6, "baseline_images_per_sec": 32.0,
+           "images_per_sec": 48.0, "measured_efficiency": 0.75, "calibrated_efficiency": 0.8,
+           "data_sheet_efficiency": 0.95, "compute_s": 0.99, "data_sheet_comm_s": 0.5, "fit": "α"}
+    text = markdown([row])
+    assert "| 1500mbit | gloo | 1 | 1.321 | 1.238 | 1.259 | 1.280 / 0.020 | 1.250 / 0.050 | 0.030 | 0.010 |" in text
