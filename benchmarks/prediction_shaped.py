@@ -25,6 +25,11 @@ Root (network namespaces). The cluster (scripts/testcluster.sh up 2 --pin: one C
 /tmp/bench-fabric, the paths matrix-fabric.yaml names, and is torn down at the end, failed or not. Writes
 <out>/<condition>/bench.db (`bench report --store` on any of them shows the same comparison in its prediction
 section), <out>/prediction.md and <out>/prediction.json. Exit 1 when a run failed.
+
+Beside the comparison, where each 2-node step went: each window's slower and faster rank by compute (a step ends
+when the slower one's does; the model prices one rank), their waits and the update, the model's step, and on a
+shaped link the model's step with every fused operation charged tbf's bucket refill (docs/scaling-model.md, "Where
+Gloo's step goes instead").
 """
 from __future__ import annotations
 
