@@ -139,9 +139,11 @@ def test_gloo_across_two_nodes(cluster, tmp_path):
     assert found.effective == "tcp" and f"iface={cluster.iface}" in found.evidence, found
 
 
-def test_native_engine_across_two_nodes(cluster, tmp_path):
-    """torchrun on each node (node2's over ssh), meeting at a c10d rendezvous on node1's address."""
-    out = tmp_path / "weights.txt"
+def launch_native_pair(cluster, run_dir: Path) -> tuple[tuple[int, int], tuple[Path, Path], Path]:
+    """torchrun on node1 and on node2 (over ssh) meeting at a c10d rendezvous on node1's address: (exit codes, logs,
+    the workers' output file)."""
+    run_dir.mkdir()
+    out = run_dir / "weights.txt"
     port = random.randint(20000, 29999)  # node1's network namespace is this cluster's alone
     env = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": cluster.iface,
            "TORCH_DISTRIBUTED_DEBUG": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO"}
@@ -150,7 +152,7 @@ def test_native_engine_across_two_nodes(cluster, tmp_path):
                 "--rdzv-id", f"cluster-test-{port}", str(AVERAGE_NATIVE), str(out)]
     remote = f"cd {shlex.quote(str(ROOT))} && env {shlex.join(f'{k}={v}' for k, v in env.items())} " \
              f"timeout {TIMEOUT} {shlex.join(torchrun)}"
-    logs = tmp_path / "node1.log", tmp_path / "node2.log"
+    logs = run_dir / "node1.log", run_dir / "node2.log"
     with open(logs[0], "w") as log1, open(logs[1], "w") as log2:
         first = cluster.popen("node1", torchrun, env=cluster.env(env), stdout=log1, stderr=log1)
         second = cluster.popen("node1", ["ssh", "node2", remote], env=cluster.env(), stdout=log2, stderr=log2)
@@ -161,8 +163,20 @@ def test_native_engine_across_two_nodes(cluster, tmp_path):
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+    return codes, logs, out
+
+
+def test_native_engine_across_two_nodes(cluster, tmp_path):
+    """torchrun on each node (node2's over ssh), meeting at a c10d rendezvous on node1's address."""
+    codes, logs, out = launch_native_pair(cluster, tmp_path / "try1")
+    if codes != (0, 0) and any("RendezvousConnectionError" in log.read_text() for log in logs):
+        # torchrun's agents poll the c10d store while their workers run; when the store's side goes first the other
+        # agent exits 1 with RendezvousConnectionError (a launcher teardown race reported upstream, e.g.
+        # pytorch/pytorch#69197). It struck one CI run in several here: one more launch, on a fresh port. The same
+        # failure twice, or any other, fails the test.
+        codes, logs, out = launch_native_pair(cluster, tmp_path / "try2")
     log = logs[0].read_text() + logs[1].read_text()
-    assert codes == (0, 0), log[-4000:]
+    assert codes == (0, 0), f"node1: {logs[0].read_text()[-3000:]}\nnode2: {logs[1].read_text()[-3000:]}"
     rows = sorted(line.split() for line in out.read_text().splitlines())
     assert [r[0] for r in rows] == ["0", "1"] and {r[2] for r in rows} == {"torchrun"}
     assert sorted(r[3] for r in rows) == ["node1", "node2"]
