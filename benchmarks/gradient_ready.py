@@ -4,9 +4,9 @@ many fused operations each gives.
 
     python benchmarks/gradient_ready.py --image-size 64 --batch-size 32 --threads 1 --alpha-ms 1.2 --gbps 0.19
 
-The model the PyTorch cells train (models/resnet.py). A hook on every parameter (torch's post-accumulate-grad hook, where Horovod's DistributedOptimizer submits each
-gradient) notes when its gradient is ready, as a fraction of the backward pass; medians over --steps steps after
---warmup steps. --alpha-ms and --gbps: one allreduce's latency and bandwidth for the fusion count (a sweep's fit).
+The model the PyTorch cells train (models/resnet.py). A hook on every parameter (torch's post-accumulate-grad hook,
+where Horovod's DistributedOptimizer submits each gradient) notes when its gradient is ready, as a fraction of the
+backward pass; medians over --steps steps after --warmup steps. --alpha-ms and --gbps: one allreduce's latency and bandwidth for the fusion count (a sweep's fit).
 Prints, per stage, where its last gradient is ready (measured / the multiply-accumulate model), and the operation
 count of each profile.
 """
@@ -96,8 +96,8 @@ def main(argv=None) -> int:
     if missing:
         print(f"gradient_ready: no measured time for {missing[0]} ({len(missing)} in all)", file=sys.stderr)
         return 1
-    print(f"ResNet-50, batch {a.batch_size} of {a.image_size} px, {a.threads} thread(s): the share of backward done when "
-          f"each stage's gradients are all ready (measured / multiply-accumulate model)")
+    print(f"ResNet-50, batch {a.batch_size} of {a.image_size} px, {a.threads} thread(s): the share of backward done "
+          f"when each stage's gradients are all ready (measured / multiply-accumulate model)")
     for stage in ("fc", "layer4", "layer3", "layer2", "layer1", "conv1"):
         names = [g for g in assumed if g.name.startswith(stage + ".")]
         print(f"  {stage}: {max(measured[g.name] for g in names):.3f} / {max(g.ready_fraction for g in names):.3f}")

@@ -231,16 +231,18 @@ def markdown(rows: list[dict]) -> str:
     parted = [r for r in rows if r.get("parts")]
     if parted:
         lines += ["", "Where the 2-node step went (seconds per step; each window's slower and faster rank by compute, "
-                  "medians over windows; the step from the measured E, the model's from the calibrated E; bucket charged: every "
-                  "fused operation also pays tbf's bucket refill, the most the sweep's barriers can hide):", "",
+                  "medians over windows; the step from the measured E, the model's from the calibrated E; bucket "
+                  "charged: every fused operation also pays tbf's bucket refill, the most the sweep's barriers can "
+                  "hide):", "",
                   "| link | launcher | windows | step | model's step | model's step, bucket charged | "
                   "slower rank: compute / wait | faster rank: compute / wait | gap | update |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in parted:
             p = r["parts"]
-            model, charged = (f"{r[k]:.3f}" if r.get(k) else "—" for k in ("calibrated_step_s", "bucket_charged_step_s"))
-            lines.append(f"| {r['condition']} | {r['mpi']} | {p['windows']} | {r['step_s']:.3f} | {model} | {charged} | "
-                         f"{p['slower_compute_s']:.3f} / {p['slower_wait_s']:.3f} | "
+            model, charged = (f"{r[k]:.3f}" if r.get(k) else "—"
+                              for k in ("calibrated_step_s", "bucket_charged_step_s"))
+            lines.append(f"| {r['condition']} | {r['mpi']} | {p['windows']} | {r['step_s']:.3f} | {model} | "
+                         f"{charged} | {p['slower_compute_s']:.3f} / {p['slower_wait_s']:.3f} | "
                          f"{p['faster_compute_s']:.3f} / {p['faster_wait_s']:.3f} | {p['gap_s']:.3f} | "
                          f"{p['update_s']:.3f} |")
     return "\n".join(lines)
