@@ -97,6 +97,12 @@ class CollectiveRow(BaseModel):
     # That allreduce's time beside the probe over its time alone, in pairs seconds apart (median over the pairs,
     # slowest rank); null in sweeps recorded before store migration 9, which divide by the sweep's own time instead.
     contended_stretch: float | None = Field(None, gt=0)
+    # Beside a replay of one training step's gradient stream (the largest size's row of CPU allreduce sweeps over
+    # two ranks or more; null elsewhere and before store migration 12): the probe's rate over a backward pass's worth
+    # of calls while ResNet-50's 161 gradients are submitted at their ready points, as a fraction of its rate alone
+    # (slowest rank, median over the replays), and how long the stream's last allreduce ended after those calls.
+    replay_compute_ratio: float | None = Field(None, gt=0)
+    replay_tail_s: float | None = Field(None, ge=0)
 
 
 class GpuRan(BaseModel):

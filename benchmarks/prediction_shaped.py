@@ -158,8 +158,17 @@ def compare_condition(store: Path, label: str) -> list[dict]:
     share_only = {k: replace(f, idle_compute_ratio=None, contended_compute_ratio=None, contended_stretch=None,
                              contended_by_size=()) for k, f in fits.items()}
     share_rule = {c.cell_id: c for c in compare(table, share_only, rated)}
-    one_allreduce = {c.cell_id: c for c in compare(table, {k: replace(f, contended_by_size=())
+    one_allreduce = {c.cell_id: c for c in compare(table, {k: replace(f, contended_by_size=(),
+                                                                      replay_compute_ratio=None)
                                                            for k, f in fits.items()}, rated)}
+    # And the rule before the replay: the backward pass paced by each size's figures, one tensor at a time.
+    per_operation = {c.cell_id: c for c in compare(table, {k: replace(f, replay_compute_ratio=None)
+                                                           for k, f in fits.items()}, rated)}
+    paces = {}
+    for c in per_operation.values():  # the stack's fit: (gpu, mpi, ib, engine, nodes), ib whichever the sweep had
+        fit = next((f for (gpu, mpi, _, engine, nodes), f in fits.items()
+                    if (gpu, mpi, engine, nodes) == (c.gpu, c.mpi, c.engine, c.nodes)), None)
+        paces[c.cell_id] = (fit.idle_compute_ratio, fit.replay_compute_ratio) if fit else (None, None)
     # On a shaped link, the sweep times each operation after a barrier, which lets tbf's bucket refill; in training
     # the operations can follow each other with the bucket empty. Charging every fused operation the bucket's refill
     # (bucket / rate, a 2-rank ring sending each operation's bytes once) bounds what that difference can move.
@@ -174,6 +183,9 @@ def compare_condition(store: Path, label: str) -> list[dict]:
                      "share_rule_error_points": share_rule[c.cell_id].calibrated_error_points,
                      "one_allreduce_efficiency": one_allreduce[c.cell_id].calibrated_efficiency,
                      "one_allreduce_error_points": one_allreduce[c.cell_id].calibrated_error_points,
+                     "per_operation_efficiency": per_operation[c.cell_id].calibrated_efficiency,
+                     "per_operation_error_points": per_operation[c.cell_id].calibrated_error_points,
+                     "idle_compute_ratio": paces[c.cell_id][0], "replay_compute_ratio": paces[c.cell_id][1],
                      "round_efficiencies": per_round.get(c.cell_id, []),
                      "round_calibrated_errors": round_errors.get(c.cell_id, []),
                      "step_s": c.compute_s / c.measured_efficiency,
@@ -196,11 +208,16 @@ def pts(v: float | None) -> str:
     return "—" if v is None else f"{v:+.1f}"
 
 
+def ratio(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
 def markdown(rows: list[dict]) -> str:
     lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
-             "rounds' error (own sweeps) | one-allreduce rule E | error (pts) | CPU-share rule E | error (pts) | "
+             "rounds' error (own sweeps) | ρ_idle / ρ_replay | per-operation rule E | error (pts) | "
+             "one-allreduce rule E | error (pts) | CPU-share rule E | error (pts) | "
              "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comm = (f"{r['calibrated_comm_s']:.3f}" if r["calibrated_comm_s"] is not None else "—")
         spread = r.get("round_efficiencies") or []
@@ -210,6 +227,8 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
                      f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
+                     f"{ratio(r.get('idle_compute_ratio'))} / {ratio(r.get('replay_compute_ratio'))} | "
+                     f"{pct(r.get('per_operation_efficiency'))} | {pts(r.get('per_operation_error_points'))} | "
                      f"{pct(r.get('one_allreduce_efficiency'))} | {pts(r.get('one_allreduce_error_points'))} | "
                      f"{pct(r.get('share_rule_efficiency'))} | {pts(r.get('share_rule_error_points'))} | "
                      f"{pct(r['data_sheet_efficiency'])} | {pts(r['data_sheet_error_points'])} | "
@@ -219,6 +238,10 @@ def markdown(rows: list[dict]) -> str:
     if calibrated:
         lines.append(f"\ncalibrated: largest error {max(calibrated):.1f} points, within ±5: "
                      f"{sum(e <= 5 for e in calibrated)}/{len(rows)}")
+    per_op = [abs(r["per_operation_error_points"]) for r in rows if r.get("per_operation_error_points") is not None]
+    if per_op:
+        lines.append(f"per-operation rule (no replay): largest error {max(per_op):.1f} points, within ±5: "
+                     f"{sum(e <= 5 for e in per_op)}/{len(rows)}")
     single = [abs(r["one_allreduce_error_points"]) for r in rows if r.get("one_allreduce_error_points") is not None]
     if single:
         lines.append(f"one-allreduce rule: largest error {max(single):.1f} points, within ±5: "

@@ -28,7 +28,9 @@ Contention (allreduce on CPU workers; models/contention.py): in training the col
 compute. Each rank times a probe kernel alone, beside the idling engine and beside an allreduce of the largest size;
 the row of the largest size carries the slowest rank's ratios (probe rate / alone rate) and the allreduce's time under
 that load. The rows of a few smaller sizes (models/contention.py, CONTENDED_SIZES) carry the stretch and the rate
-during the allreduce too, with no idle rate. GPU workers compute on the device: not measured there.
+during the allreduce too, with no idle rate. The largest size's row also carries the probe's rate beside a replay of
+one training step's gradient stream (ResNet-50's 161 gradients submitted at their ready points; slowest rank) and the
+stream's tail. GPU workers compute on the device: not measured there.
 
 Correctness (models/collective_data.py): every rank's data follows a formula, and every iteration's result (warm-up
 included) is checked against the formula on every rank that receives one (a broadcast's root holds only its source;
@@ -50,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from models.collective_data import ROOT, check, expected, pattern  # noqa: E402
 from models.common import Comm, local_rank_and_size_from_env, threads_for  # noqa: E402
 from models.fail import fail  # noqa: E402
-from models.contention import Probe, contended_sizes, contention  # noqa: E402
+from models.contention import Probe, contended_sizes, contention, replay  # noqa: E402
 from models.faults import corrupt_sent  # noqa: E402
 from models.record import write_record  # noqa: E402
 from models.registry import COLLECTIVES, RESNET50_GRADIENT_BYTES  # noqa: E402
@@ -229,7 +231,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
-             cpu_per_rank: list[list[float]] | None = None, contended: list[dict] | None = None) -> dict:
+             cpu_per_rank: list[list[float]] | None = None, contended: list[dict] | None = None,
+             replayed: list[dict] | None = None) -> dict:
     """One size of the sweep: the slowest rank's time per iteration, and nccl-tests' bandwidths at the median; the
     busiest rank's engine CPU seconds per iteration, median (what the collective costs the cores beside the caller:
     an engine that polls while it waits spends about its wall time, one that sleeps far less). `contended`: each
@@ -247,7 +250,11 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
                                    if contended and None not in [c["idle"] for c in contended] else None),
             "contended_compute_ratio": min(c["during"] for c in contended) if contended else None,
             "contended_time_median_s": max(c["time"] for c in contended) if contended else None,
-            "contended_stretch": max(c["stretch"] for c in contended) if contended else None}
+            "contended_stretch": max(c["stretch"] for c in contended) if contended else None,
+            # Beside a replay of a step's gradient stream (the largest size's row carries it): the slowest rank's
+            # probe rate and the latest end of the stream after the replayed backward pass.
+            "replay_compute_ratio": min(r["during"] for r in replayed) if replayed else None,
+            "replay_tail_s": max(r["tail"] for r in replayed) if replayed else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,13 +290,15 @@ def main(argv: list[str] | None = None) -> int:
         mine = {size: time_size(engine, torch, op, size, args) for size in sizes}
         contended = ({size: contention(engine, torch, probe, alone, size, args, idle=size == sizes[-1])
                       for size in contended_sizes(sizes)} if measure_contention else {})
+        replayed = replay(engine, torch, probe, alone, args) if measure_contention and comm.size > 1 else None
         comm.barrier()
         end = time.time()
-        gathered = comm.allgather_object({"host": host, "times": mine, "contended": contended})
+        gathered = comm.allgather_object({"host": host, "times": mine, "contended": contended, "replay": replayed})
         if comm.rank == 0:
             rows = [size_row(op, size, [g["times"][size][0] for g in gathered], comm.size,
                              [g["times"][size][1] for g in gathered],
-                             [g["contended"][size] for g in gathered] if size in contended else None)
+                             [g["contended"][size] for g in gathered] if size in contended else None,
+                             [g["replay"] for g in gathered] if size == sizes[-1] and replayed else None)
                     for size in sizes]
             write_record({**base, "repeat": repeat, "start_unix": start, "end_unix": end, "collective": rows},
                          args.out)

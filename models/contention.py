@@ -15,6 +15,15 @@ Measured in pairs: each allreduce beside the probe follows one of the same size 
 of the pairs' ratios; the idle rate is the median of short windows taken after each pair. A shared machine drifts
 between the sweep's uncontended timing and this measurement (seconds to minutes apart), and one stretch taken across
 that gap read 1.02x in one sweep and 1.98x in the next for the same condition; a pair is seconds apart.
+
+Beside a training step's gradient stream (`replay`): training does not hand the engine one tensor at a time but
+ResNet-50's 161 gradients in a step, each submitted when backward yields it, and Horovod negotiates and fuses them
+cycle by cycle. On the emulated cluster (Gloo, two nodes, one CPU each) the probe ran at 0.68-0.77 of its rate alone
+beside such a replay against 0.81-0.91 beside the idle engine, and the 2-node steps took 72-179 ms more than the
+sizes' one-at-a-time figures price (docs/scaling-model.md, "Where Gloo's step goes"). So each rank also runs the probe
+for a backward pass's worth of calls while submitting the gradients asynchronously at their ready points
+(models/gradients.py), and reports the probe's rate over that window as a fraction of its rate alone: the pace of a
+backward pass beside its own gradient stream, as measured, not composed from single-size figures.
 """
 from __future__ import annotations
 
@@ -22,6 +31,8 @@ import statistics
 import time
 
 from models.collective_data import check, expected, pattern
+from models.fail import fail
+from models.gradients import resnet50_gradients
 
 # The contention probe: one 3x3 convolution of a 4x64x16x16 activation (75 MFLOP, a millisecond or two on one core of a
 # 2020s server): short enough to poll an allreduce between calls, a ResNet-50 layer's kind of arithmetic.
@@ -36,6 +47,10 @@ CONTENDED_PAIRS = (5, 7)
 # Horovod's fusion of its 161 gradient tensors (bench/analysis/fusion.py) sends a few operations of 8-30 MB early in
 # the backward pass and tens between 16 KB and 1 MB after; the what-if model interpolates between these sizes.
 CONTENDED_SIZES = (256 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024)
+# The replay's backward pass, in seconds of probe work alone: the fabric matrix's 2-node cells (ResNet-50, batch 32 of
+# 64x64, one thread) spend 0.8-1.0 s a step in backward on the emulated cluster's nodes; the stream's density (161
+# gradients, 54-100 fused operations) is what the engine's cost depends on, so a window of that length.
+REPLAY_BACKWARD_S = 1.0
 
 
 def contended_sizes(sizes: list[int]) -> list[int]:
@@ -104,3 +119,44 @@ def contention(engine, torch, probe: Probe, alone: float, size: int, args, idle:
         stretches.append(elapsed / by_itself)
     return {"idle": statistics.median(idles) / alone if idles else None, "during": statistics.median(rates) / alone,
             "time": statistics.median(times), "stretch": statistics.median(stretches)}
+
+
+def replay(engine, torch, probe: Probe, alone: float, args, backward_s: float = REPLAY_BACKWARD_S) -> dict:
+    """This rank's probe beside a replay of one training step's gradient stream: the probe runs `backward_s` seconds'
+    worth of its calls alone while ResNet-50's gradients (fp32, in backward order) are submitted asynchronously, each
+    when that share of the calls is done, as a training hook submits them. Returns the probe's rate over those calls
+    as a fraction of its rate alone (`during`, median over the pairs) and how long the last allreduce ended after
+    them (`tail`, seconds, median). Every result is checked (all ones summed over the ranks). The same number of
+    replays on every rank: no rank waits for a barrier another skips."""
+    comm = engine.comm
+    gradients = resnet50_gradients()
+    tensors = [torch.empty(g.params, device=engine.device) for g in gradients]
+    calls = max(1, round(alone * backward_s))
+    submit_at = [g.ready_fraction * calls for g in gradients]
+    replays = min(max(args.steps, CONTENDED_PAIRS[0]), CONTENDED_PAIRS[1])
+    rates, tails = [], []
+    for _ in range(replays):
+        for t in tensors:
+            t.fill_(1.0)
+        comm.barrier()
+        pending, nxt, t0 = [], 0, time.perf_counter()
+        for call in range(calls):
+            while nxt < len(tensors) and submit_at[nxt] <= call:
+                pending.append(engine.allreduce_async_(tensors[nxt], name=f"bench.replay.{nxt}"))
+                nxt += 1
+            probe.call()
+        computed = time.perf_counter()
+        while nxt < len(tensors):  # ready at the very end (fraction 1)
+            pending.append(engine.allreduce_async_(tensors[nxt], name=f"bench.replay.{nxt}"))
+            nxt += 1
+        for done in pending:
+            while not done():
+                time.sleep(0.0002)
+        ended = time.perf_counter()
+        for i, t in enumerate(tensors):
+            if not bool((t == comm.size).all()):
+                fail(f"allreduce of replayed gradient {gradients[i].name} ({t.numel() * 4} bytes) returned a wrong "
+                     f"value on rank {comm.rank}: expected {comm.size} everywhere")
+        rates.append(calls / (computed - t0) / alone)
+        tails.append(ended - computed)
+    return {"during": statistics.median(rates), "tail": statistics.median(tails)}

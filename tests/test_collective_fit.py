@@ -271,3 +271,30 @@ def test_an_operation_alone_costs_what_the_sweep_measured_at_its_size_never_a_ne
     assert fit.operation_s(2, 1) == pytest.approx(measured[SIZES[0]])
     beyond = fit.operation_s(2, 2 * SIZES[-1])
     assert beyond == pytest.approx(measured[SIZES[-1]] + SIZES[-1] / fit.beta_Bps)
+
+
+def test_a_replayed_gradient_streams_pace_is_the_median_over_sweeps_and_paces_the_backward_pass():
+    """The sweep's probe beside a replay of a step's gradient stream (models/contention.py replay) gives the backward
+    pass's pace: the fit keeps the median over sweeps (one odd sweep of three cannot move it), the prediction's
+    backward pass advances at it whatever is in flight, and a fit without it keeps the per-operation rule."""
+    from dataclasses import replace
+
+    top = SIZES[-1]
+    rows = _contended_sizes(sweep(1e-4, 1e9, world=2, noise=0.0), {SIZES[3]: (2.0, 0.6), SIZES[6]: (1.2, 0.7),
+                                                                   top: (1.2, 0.7)})
+    for r, pace in zip([r for r in rows if r["bytes"] == top], (0.7, 0.2, 0.72)):
+        r.update(replay_compute_ratio=pace, replay_tail_s=0.01)
+    fit = fit_alpha_beta(rows)
+    assert (fit.replay_compute_ratio, fit.replay_tail_s) == pytest.approx((0.7, 0.01))
+    compute, backward = 32 / 10.0, 2 / 3 * 32 / 10.0
+    paced = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1, measured=fit, image_size=64)
+    assert paced.links == "measured, backward paced beside a replay of its gradient stream"
+    # Forward at the idle pace (0.8), backward at the replay's (0.7), then the last operation's tail (small here).
+    floor = (compute - backward) / 0.8 + backward / 0.7
+    assert floor <= paced.step_s < floor + 0.05
+    before = predict("cpu", 2, 10.0, 32, fabric="tcp", gpus_per_node=1,
+                     measured=replace(fit, replay_compute_ratio=None), image_size=64)
+    assert before.links == "measured, contention measured per operation" and before.step_s < paced.step_s
+    unmeasured = fit_alpha_beta(_contended_sizes(sweep(1e-4, 1e9, world=2, noise=0.0), {SIZES[3]: (2.0, 0.6),
+                                                                                          top: (1.2, 0.7)}))
+    assert unmeasured.replay_compute_ratio is None and unmeasured.replay_tail_s is None

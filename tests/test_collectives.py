@@ -69,8 +69,11 @@ def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_an
             assert s["contended_stretch"] > 0  # beside the probe over alone, in pairs seconds apart
             if s["bytes"] == SIZES[-1]:
                 assert 0 < s["idle_compute_ratio"] < 1.5
+                # Beside a replay of a training step's 161 gradients (every one's reduction checked): a pace, and
+                # the stream's tail after the replayed backward pass.
+                assert 0 < s["replay_compute_ratio"] < 1.5 and s["replay_tail_s"] >= 0
             else:
-                assert s["idle_compute_ratio"] is None
+                assert s["idle_compute_ratio"] is None and s["replay_compute_ratio"] is None
         else:
             assert s["idle_compute_ratio"] is s["contended_compute_ratio"] is s["contended_time_median_s"] is None
             assert s["contended_stretch"] is None

@@ -63,6 +63,11 @@ class AlphaBeta:
     # size costs alone, read off the sweep rather than α + k·n/β, since on a shaped link α and β come from the
     # sizes the token bucket cannot carry and their line extrapolated to a few hundred KB can fall below zero.
     alone_by_size: tuple[tuple[int, float], ...] = ()
+    # Compute beside a replay of one training step's gradient stream (models/contention.py replay; medians over the
+    # sweeps): the probe's rate as a fraction of its rate alone on the slowest rank — the pace of a backward pass
+    # beside its own 161 gradients in flight — and the stream's tail after it. None: not measured (older sweeps, GPU).
+    replay_compute_ratio: float | None = None
+    replay_tail_s: float | None = None
 
     @property
     def contention_measured(self) -> bool:
@@ -190,11 +195,23 @@ def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
     measured = [r for r in rows if all(_measured(r, k) for k in keys)]
     if not measured:
         return {"idle_compute_ratio": None, "contended_compute_ratio": None, "contended_stretch": None,
-                "contended_by_size": ()}
+                "contended_by_size": (), **replayed(rows)}
     stretch = [_stretch(r) for r in measured]
     return {"idle_compute_ratio": float(np.median([float(r["idle_compute_ratio"]) for r in measured])),
             "contended_compute_ratio": float(np.median([float(r["contended_compute_ratio"]) for r in measured])),
-            "contended_stretch": float(np.median(stretch)), "contended_by_size": contention_by_size(rows)}
+            "contended_stretch": float(np.median(stretch)), "contended_by_size": contention_by_size(rows),
+            **replayed(rows)}
+
+
+def replayed(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The probe's rate beside a replay of a step's gradient stream and the stream's tail, medians over the rows
+    (one per sweep, the largest size's) that measured it; None each when none did (sweeps before store migration
+    12, GPU sweeps)."""
+    measured = [r for r in rows if _measured(r, "replay_compute_ratio") and _measured(r, "replay_tail_s")]
+    if not measured:
+        return {"replay_compute_ratio": None, "replay_tail_s": None}
+    return {"replay_compute_ratio": float(np.median([float(r["replay_compute_ratio"]) for r in measured])),
+            "replay_tail_s": float(np.median([float(r["replay_tail_s"]) for r in measured]))}
 
 
 def _stretch(row: Mapping[str, Any]) -> float:
@@ -236,7 +253,7 @@ def with_contention_of(fits: Mapping[tuple, AlphaBeta], rows: Iterable[Mapping[s
         if r.get("op", "allreduce") == "allreduce":
             groups.setdefault(stack_of(r), []).append(r)
     return {stack: replace(fit, contended_by_size=contention_by_size(groups.get(stack, [])),
-                           alone_by_size=alone_by_size(groups.get(stack, [])))
+                           alone_by_size=alone_by_size(groups.get(stack, [])), **replayed(groups.get(stack, [])))
             for stack, fit in fits.items()}
 
 

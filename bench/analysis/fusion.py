@@ -20,65 +20,13 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from models.gradients import Gradient, resnet50_gradients, resnet50_layers  # noqa: F401 (fusion's inputs)
+
 # Horovod's defaults since 0.21.0 (release notes: "Changed default cycle time from 5ms to 1ms and fusion threshold
 # from 64MB to 128MB", #2468); before, 5 ms and 64 MB.
 DEFAULT_CYCLE_S = 1e-3
 DEFAULT_THRESHOLD_BYTES = 128 * 1024 * 1024
 BEFORE_0_21 = (5e-3, 64 * 1024 * 1024)
-
-
-@dataclass(frozen=True)
-class Gradient:
-    name: str
-    params: int
-    ready_fraction: float  # of the backward pass done when this gradient is ready (0 = its start, 1 = its end)
-
-
-def _conv_macs(cin: int, cout: int, k: int, out_hw: int) -> int:
-    return cin * cout * k * k * out_hw * out_hw
-
-
-def resnet50_layers(image_size: int = 224) -> list[tuple[str, int, int, int]]:
-    """ResNet-50 v1.5 (torchvision's: the stride on the 3×3 convolution) in forward order: (name, parameters of the
-    convolution or linear layer, its batch-norm channels (0 for fc), its multiply-accumulates per image)."""
-    layers = []
-    hw = (image_size + 1) // 2  # conv1: 7×7, stride 2, padding 3
-    layers.append(("conv1", 3 * 64 * 49, 64, _conv_macs(3, 64, 7, hw)))
-    hw = (hw + 1) // 2  # max pool 3×3, stride 2, padding 1
-    cin = 64
-    for stage, (blocks, width, stride) in enumerate(((3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)), 1):
-        for block in range(blocks):
-            s = stride if block == 0 else 1
-            out_hw = (hw + s - 1) // s
-            prefix = f"layer{stage}.{block}"
-            layers.append((f"{prefix}.conv1", cin * width, width, _conv_macs(cin, width, 1, hw)))
-            layers.append((f"{prefix}.conv2", width * width * 9, width, _conv_macs(width, width, 3, out_hw)))
-            layers.append((f"{prefix}.conv3", width * 4 * width, 4 * width, _conv_macs(width, 4 * width, 1, out_hw)))
-            if block == 0:
-                layers.append((f"{prefix}.downsample", cin * 4 * width, 4 * width,
-                               _conv_macs(cin, 4 * width, 1, out_hw)))
-            cin, hw = 4 * width, out_hw
-    layers.append(("fc", 2048 * 1000 + 1000, 0, 2048 * 1000))
-    return layers
-
-
-def resnet50_gradients(image_size: int = 224) -> list[Gradient]:
-    """The 161 gradient tensors in the order the backward pass yields them, each with the share of backward done by
-    then (a layer's backward time taken as proportional to its multiply-accumulates; a batch norm's gradients are
-    ready just before its convolution's, as backward meets the norm first)."""
-    layers = resnet50_layers(image_size)
-    total = sum(macs for *_, macs in layers)
-    out, done = [], 0
-    for name, params, bn, macs in reversed(layers):
-        if name == "fc":
-            done += macs
-            out += [Gradient("fc.bias", 1000, done / total), Gradient("fc.weight", params - 1000, done / total)]
-            continue
-        at_norm = done / total
-        out += [Gradient(f"{name}.bn.bias", bn, at_norm), Gradient(f"{name}.bn.weight", bn, at_norm)]
-        done += macs
-        out.append(Gradient(f"{name}.weight", params, done / total))
-    return out
 
 
 @dataclass(frozen=True)

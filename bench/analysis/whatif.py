@@ -53,6 +53,13 @@ between operations); an operation that outlives the backward pass runs at its ti
 
     step = (1 − 2/3) · compute / ρ_idle + backward's wall time beside the operations + the last operation's tail
 
+When the sweep also timed the probe beside a replay of a whole step's gradient stream (models/contention.py replay:
+the 161 gradients submitted at their ready points, as training's hooks submit them; the slowest rank's rate,
+ρ_replay), the backward pass advances at ρ_replay whatever is in flight — measured beside the stream Horovod really
+negotiates, where the single-size figures see one tensor at a time — and the operations keep their sizes' stretch:
+
+    step = (1 − 2/3) · compute / ρ_idle + backward / ρ_replay + the last operation's tail
+
 No overlap constant there: where each gradient is ready comes from the architecture. Horovod's idle loop
 alone costs a compute-bound CPU cell: measured on the emulated cluster, one CPU per node, ρ_idle was 0.77–0.93
 beside Horovod's Gloo loop and 0.57–0.64 beside Horovod over Open MPI, whose progress thread polls
@@ -225,13 +232,19 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
         # Horovod's fused operations, each priced by its size's measured stretch and compute rate (fusion.py).
         idle, backward = measured.idle_compute_ratio, BACKWARD_FRACTION * compute
         cycle, threshold = fusion or (DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES)
-        schedule = simulate_shared(resnet50_gradients(image_size), backward,
-                                   lambda n: measured.shared_operation(gpus, n),
-                                   lambda n: measured.operation_s(gpus, n), idle_rate=idle, cycle_s=cycle,
+        op_shared = lambda n: measured.shared_operation(gpus, n)  # noqa: E731
+        pace = idle
+        if measured.replay_compute_ratio is not None:
+            # The backward pass's pace was measured beside its own gradient stream: it holds whatever is in flight.
+            pace = measured.replay_compute_ratio
+            op_shared = lambda n: (measured.shared_operation(gpus, n)[0], pace)  # noqa: E731
+        schedule = simulate_shared(resnet50_gradients(image_size), backward, op_shared,
+                                   lambda n: measured.operation_s(gpus, n), idle_rate=pace, cycle_s=cycle,
                                    threshold_bytes=threshold, bytes_per_param=BYTES_PER_GRADIENT[precision])
         comm = schedule.busy_s
         step = (compute - backward) / idle + schedule.backward_s + schedule.tail_s
-        source += ", contention measured per operation"
+        source += (", backward paced beside a replay of its gradient stream"
+                   if measured.replay_compute_ratio is not None else ", contention measured per operation")
     elif shared_cores and measured.contention_measured:
         comm *= measured.contended_stretch
         idle, during = measured.idle_compute_ratio, measured.contended_compute_ratio

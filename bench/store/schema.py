@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 11
+STORE_SCHEMA_VERSION = 12
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -150,6 +150,13 @@ MIGRATIONS: dict[int, str] = {
     # bench/ and models/, as JSON; null for runs before it (and for a bench outside a git checkout: {"commit": null}).
     11: """
     ALTER TABLE runs ADD COLUMN source_json TEXT;
+    """,
+    # 12: compute beside a replay of a training step's gradient stream (CPU allreduce sweeps, the largest size's row;
+    # models/contention.py replay): the probe's rate as a fraction of its rate alone, and the stream's tail after the
+    # replayed backward pass (null elsewhere and in older sweeps).
+    12: """
+    ALTER TABLE collectives ADD COLUMN replay_compute_ratio REAL;
+    ALTER TABLE collectives ADD COLUMN replay_tail_s REAL;
     """,
 }
 
