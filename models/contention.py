@@ -47,10 +47,11 @@ CONTENDED_PAIRS = (5, 7)
 # Horovod's fusion of its 161 gradient tensors (bench/analysis/fusion.py) sends a few operations of 8-30 MB early in
 # the backward pass and tens between 16 KB and 1 MB after; the what-if model interpolates between these sizes.
 CONTENDED_SIZES = (256 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024)
-# The replay's backward pass, in seconds of probe work alone: the fabric matrix's 2-node cells (ResNet-50, batch 32 of
-# 64x64, one thread) spend 0.8-1.0 s a step in backward on the emulated cluster's nodes; the stream's density (161
-# gradients, 54-100 fused operations) is what the engine's cost depends on, so a window of that length.
-REPLAY_BACKWARD_S = 1.0
+# The replay's backward pass, in seconds of probe work alone: the fabric matrix's cells (ResNet-50, batch 32 of 64x64,
+# one thread) take 0.95-1.01 s a step alone on the emulated cluster's nodes (docs/scaling-model.md, tries 1-4), 2/3 of
+# it backward. The stream's density (161 gradients, 54-100 fused operations a step) is what the engine's cost on the
+# cores depends on, so the window is that backward pass's length.
+REPLAY_BACKWARD_S = 0.65
 
 
 def contended_sizes(sizes: list[int]) -> list[int]:
