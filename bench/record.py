@@ -100,7 +100,8 @@ class CollectiveRow(BaseModel):
     # Beside a replay of one training step's gradient stream (the largest size's row of CPU allreduce sweeps over
     # two ranks or more; null elsewhere and before store migration 12): the probe's rate over a backward pass's worth
     # of calls while ResNet-50's 161 gradients are submitted at their ready points, as a fraction of its rate alone
-    # (slowest rank, median over the replays), and how long the stream's last allreduce ended after those calls.
+    # (each replay's slowest rank, median over the replays), and how long the stream's last allreduce ended after
+    # those calls.
     replay_compute_ratio: float | None = Field(None, gt=0)
     replay_tail_s: float | None = Field(None, ge=0)
 

@@ -251,10 +251,14 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
             "contended_compute_ratio": min(c["during"] for c in contended) if contended else None,
             "contended_time_median_s": max(c["time"] for c in contended) if contended else None,
             "contended_stretch": max(c["stretch"] for c in contended) if contended else None,
-            # Beside a replay of a step's gradient stream (the largest size's row carries it): the slowest rank's
-            # probe rate and the latest end of the stream after the replayed backward pass.
-            "replay_compute_ratio": min(r["during"] for r in replayed) if replayed else None,
-            "replay_tail_s": max(r["tail"] for r in replayed) if replayed else None}
+            # Beside a replay of a step's gradient stream (the largest size's row carries it): each replay's slowest
+            # rank's probe rate and latest end of the stream after the replayed backward pass, medians over replays
+            # (a step waits for its slowest rank, whichever it is that step: the median of each rank's own rate
+            # would miss the steps the other rank was the slower).
+            "replay_compute_ratio": (statistics.median(min(rs) for rs in zip(*[r["rates"] for r in replayed]))
+                                     if replayed else None),
+            "replay_tail_s": (statistics.median(max(ts) for ts in zip(*[r["tails"] for r in replayed]))
+                              if replayed else None)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,10 +125,11 @@ def contention(engine, torch, probe: Probe, alone: float, size: int, args, idle:
 def replay(engine, torch, probe: Probe, alone: float, args, backward_s: float = REPLAY_BACKWARD_S) -> dict:
     """This rank's probe beside a replay of one training step's gradient stream: the probe runs `backward_s` seconds'
     worth of its calls alone while ResNet-50's gradients (fp32, in backward order) are submitted asynchronously, each
-    when that share of the calls is done, as a training hook submits them. Returns the probe's rate over those calls
-    as a fraction of its rate alone (`during`, median over the pairs) and how long the last allreduce ended after
-    them (`tail`, seconds, median). Every result is checked (all ones summed over the ranks). The same number of
-    replays on every rank: no rank waits for a barrier another skips."""
+    when that share of the calls is done, as a training hook submits them. Returns, per replay, the probe's rate over
+    those calls as a fraction of its rate alone (`rates`) and how long the last allreduce ended after them (`tails`,
+    seconds): replay i starts after the same barrier on every rank, so the sweep can take each replay's slowest rank,
+    as a training step ends when its slowest rank's backward pass does. Every result is checked (all ones summed over
+    the ranks). The same number of replays on every rank: no rank waits for a barrier another skips."""
     comm = engine.comm
     gradients = resnet50_gradients()
     tensors = [torch.empty(g.params, device=engine.device) for g in gradients]
@@ -160,4 +161,4 @@ def replay(engine, torch, probe: Probe, alone: float, args, backward_s: float = 
                      f"value on rank {comm.rank}: expected {comm.size} everywhere")
         rates.append(calls / (computed - t0) / alone)
         tails.append(ended - computed)
-    return {"during": statistics.median(rates), "tail": statistics.median(tails)}
+    return {"rates": rates, "tails": tails}

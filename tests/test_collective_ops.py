@@ -101,3 +101,13 @@ def test_alpha_beta_come_from_allreduce_rows_only_and_a_stack_without_them_has_n
     fits = fit_stacks(gathered + _rows("allreduce", stack))
     (only,) = fits.values()
     assert only.usable and only.points == 4
+
+
+def test_the_replay_pace_is_each_replays_slowest_rank_then_the_median():
+    """A step waits for whichever rank is slower that step: replay by replay the slower rank's pace, then the median
+    (0.6 here), not the slower of the ranks' own medians (0.7), which forgets the replays the other rank lagged."""
+    replayed = [{"rates": [0.9, 0.5, 0.8], "tails": [0.01, 0.02, 0.03]},
+                {"rates": [0.6, 0.9, 0.7], "tails": [0.05, 0.01, 0.01]}]
+    row = size_row("allreduce", 4096, [[0.001, 0.002, 0.003]] * 2, 2, replayed=replayed)
+    assert row["replay_compute_ratio"] == 0.6 and row["replay_tail_s"] == 0.03
+    assert size_row("allreduce", 4096, [[0.001]] * 2, 2)["replay_compute_ratio"] is None
