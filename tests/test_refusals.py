@@ -66,6 +66,9 @@ REFUSALS = {
         _no_setting("what is installed on the node (`bench doctor` reports it)"),
     "f'{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is {float(result[i])}, "
     "expected {float(want[i])}'": _no_setting("a wrong result of a collective: the measurement itself failed"),
+    "f'allreduce of replayed gradient {gradients[i].name} ({t.numel() * 4} bytes) returned a wrong value on rank "
+    "{comm.rank}: expected {comm.size} everywhere'":
+        _no_setting("a wrong result of a replayed gradient's reduction: the measurement itself failed"),
     "'the input pipeline ran dry (every image undecodable?)'": _no_setting("the data set's contents"),
     "f\"unknown phase {phase!r} (known: {', '.join(PHASES)})\"":
         _no_setting("a worker's own mark of a step phase (models/phases.py): a programming error, no cell setting"),
