@@ -12,6 +12,9 @@ WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "ba
                  "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node",
                  "max_message_bytes", "loader", "compile", "optimizer_impl", "cuda_graphs")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS
+# The input pipeline's settings: where the images come from and how they are decoded. A real-data cell's synthetic
+# twin, and a 1-worker cell that differs only in these, differ in nothing else (bench/analysis/scaling.py, expected.py).
+INPUT_KEYS = ("data", "data_layout", "loader_workers", "loader")
 # The workload settings' defaults (bench.matrix.Workload's), for labels that name only what differs from them
 # (bench/cell_label.py); bench/matrix.py checks at import time that they are equal.
 WORKLOAD_DEFAULTS = {

@@ -268,6 +268,8 @@ def test_settings_that_change_compute_never_stand_in():
     import pandas as pd
 
     for over, why in ((dict(data="imagenet", loader_workers=1), "no 1-worker cell with real data"),
+                      # The decoder is part of the input pipeline too (it was once missed here).
+                      (dict(data="imagenet", loader="pil"), "no 1-worker cell with real data"),
                       (dict(precision="bf16"), "no 1-worker cell with the same compute settings (the nearest "
                                                "differs in precision)"),
                       (dict(gpu="V100"), "no 1-worker cell on V100")):

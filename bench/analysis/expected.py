@@ -69,6 +69,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from bench.analysis import AnalysisError
+from bench.cell_keys import INPUT_KEYS
 
 TOLERANCE = 0.10
 STRAGGLER_BELOW = 0.80
@@ -95,8 +96,6 @@ STAND_IN_KEYS: dict[str, tuple] = {
     "repeats": (),
     "jobs": (),
 }
-# The settings of the input pipeline: a 1-worker cell differing only in these is "no 1-worker cell with real data".
-DATA_KEYS = ("data", "data_layout", "loader_workers")
 
 
 @dataclass(frozen=True)
@@ -573,11 +572,11 @@ class OneWorker:
         differ = (theirs != mine) & ~free
         nearest = differ[int(np.argmin(differ.sum(axis=1)))]
         keys = [k for k, d in zip(self.keys, nearest) if d]
-        if "data" in keys and set(keys) <= set(DATA_KEYS):
+        if "data" in keys and set(keys) <= set(INPUT_KEYS):
             return f"no 1-worker cell with {'real' if row.get('data') == 'imagenet' else 'synthetic'} data"
         if keys == ["gpu"]:
             return f"no 1-worker cell on {row.get('gpu')}"
-        if set(keys) <= set(DATA_KEYS):
+        if set(keys) <= set(INPUT_KEYS):
             return f"no 1-worker cell with the same input pipeline (the nearest differs in {', '.join(keys)})"
         return f"no 1-worker cell with the same compute settings (the nearest differs in {', '.join(keys)})"
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bench.analysis.stats import bootstrap_many, median_ci
 from bench.backend_settings.registry import BACKENDS
-from bench.cell_keys import CELL_KEYS
+from bench.cell_keys import CELL_KEYS, INPUT_KEYS
 from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 
 # A series is every cell setting except the worker count: the same SKU, framework, MPI, fabric and workload.
@@ -179,7 +179,7 @@ def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
 
 
 # Shown through the label's own words (framework, engine, data) or not worth a legend entry.
-_UNLABELLED = {"gpu", "framework", "mpi", "ib", "engine", "data", "data_layout", "loader_workers", "loader"}
+_UNLABELLED = {"gpu", "framework", "mpi", "ib", "engine", *INPUT_KEYS}
 
 
 def varying_workload_keys(summary: pd.DataFrame) -> list[str]:
@@ -201,7 +201,7 @@ def input_bound(summary: pd.DataFrame) -> pd.DataFrame:
         out["real_vs_synthetic"] = []
         out["input_bound"] = []
         return out
-    twin_keys = [k for k in CELL_KEYS if k not in ("data", "data_layout", "loader_workers", "loader")]
+    twin_keys = [k for k in CELL_KEYS if k not in INPUT_KEYS]
     synthetic = out[out["data"] == "synthetic"].set_index(twin_keys)["images_per_sec"]
     synthetic = synthetic[~synthetic.index.duplicated()]
     real = out["data"] == "imagenet"
