@@ -70,6 +70,24 @@ def test_expected_is_n_times_the_probes_rate_and_a_measured_engine_cost_explains
     assert "node sharing: 2 plain processes compute at 15.0 img/s each, 33.0 alone" in text
 
 
+@pytest.mark.parametrize("mpi, words", [("intelmpi", "Intel MPI's threads"), ("mpich", "MPICH's threads"),
+                                         ("gloo", "Horovod's Gloo threads")])
+def test_the_engine_part_is_named_by_the_flavour_that_runs_it(mpi, words):
+    # (DDP's wait sits inside backward: its engine part is modelled, not named as measured.)
+    windows = [[rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)] for _ in range(5)]
+    e = verdict_of(windows, two_step=1.4 + 0.05 + 0.0667, mpi=mpi)
+    assert f"{words} cost 40% of compute on shared cores (measured)" in e.describe()
+
+
+def test_every_registered_flavour_has_its_engine_words():
+    from bench.analysis.expected import ENGINE_WORDS
+    from bench.launch import LAUNCHERS
+
+    assert set(ENGINE_WORDS) == set(LAUNCHERS)
+    for name, flavour in LAUNCHERS.items():
+        assert flavour.title in ENGINE_WORDS[name], name
+
+
 def test_without_a_probe_the_old_rule_holds_and_a_co_located_cell_says_it_had_none():
     windows = [[rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]]
     (e,) = expected_cells(table(1.52), ranks={"two": windows}, probes={})

@@ -272,7 +272,9 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
 # --- co-located cells: the compute probe and the step's parts ---------------------------------------------------
 
 # Who runs the allreduce beside the compute, as the split names it: Horovod's background loop over the flavour (the MPI
-# library's progress and polling threads, or Gloo's), or DDP's Gloo process group.
+# library's progress and polling threads, or Gloo's), or DDP's Gloo process group. Analysis sits below bench/launch
+# (docs/architecture.md, "Layers"), so it cannot ask the flavour; tests/test_compute_probe.py keeps one entry per
+# registered flavour.
 ENGINE_WORDS = {"gloo": "Horovod's Gloo threads", "openmpi": "Open MPI's threads", "intelmpi": "Intel MPI's threads",
                 "mpich": "MPICH's threads"}
 FRAMEWORK_WORDS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras"}
