@@ -35,3 +35,22 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
         planned.append(PlannedCell(cell=cell, cell_id=cell_id(cell), status="skipped" if reason else "planned",
                                    reason=reason, nodes=nodes))
     return planned
+
+
+def select_cells(planned: list[PlannedCell], text: str | None, where: str = "--where") -> list[PlannedCell]:
+    """The planned cells a selection (bench/cell_selection.py's syntax) names, in plan order; all of them for none.
+    A selection that names no cell of the matrix is bad input: one line, before anything runs."""
+    if text is None or not text.strip():
+        return planned
+    import pandas as pd
+
+    from bench.cell_selection import describe, matches, parse_selection
+    from bench.errors import BenchInputError
+
+    chosen = parse_selection(text, where)
+    frame = pd.DataFrame([{"cell_id": p.cell_id, **p.cell, "nodes": p.nodes} for p in planned])
+    picked = [p for p, hit in zip(planned, matches(frame, chosen) if planned else []) if hit]
+    if not picked:
+        raise BenchInputError(f"'{describe(chosen)}' matches none of the matrix's {len(planned)} cells", where)
+    return picked
+

@@ -96,6 +96,25 @@ def test_second_run_resumes_and_reruns_nothing(workdir):
     assert len(after) == len(before) and set(after.run_id) == set(before.run_id)
 
 
+def test_run_where_measures_only_the_selected_cells_and_a_selection_of_none_runs_nothing(workdir):
+    d, _ = workdir
+    before = read_records(d)
+    again = bench_cli("run", "m.yaml", "--where", "mpi=gloo", "--rerun", cwd=d)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "e2e: 2 cells selected by --where mpi=gloo, 1 runnable on local, 1 skipped" in again.stderr
+    after = read_records(d)
+    new = after[~after.run_id.isin(before.run_id)]
+    assert len(new) == 2 and set(new.mpi) == {"gloo"} and set(new.gpu) == {"cpu"}  # its two repeats, nothing else
+    with sqlite3.connect(d / "results" / "bench.db") as conn:
+        (plan,) = conn.execute("SELECT plan_json FROM runs WHERE run_id = ?", (new.run_id.iloc[0],)).fetchone()
+    assert json.loads(plan)["where"] == "mpi=gloo"
+    for where, words in (("mpi=mpich", "--where: 'mpi=mpich' matches none of the matrix's 4 cells"),
+                         ("gpu=V100", "--where: the 2 cell(s) it selects are all skipped; 2 of them: V100 cell")):
+        refused = bench_cli("run", "m.yaml", "--where", where, cwd=d)
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr[-2000:]
+    assert len(read_records(d)) == len(after)
+
+
 def test_report_from_the_store_renders_in_a_headless_browser(workdir):
     d, _ = workdir
     result = bench_cli("report", cwd=d)

@@ -161,3 +161,21 @@ def test_plan_summary_of_the_default_matrix_is_short_when_piped(tmp_path):
     # Header, reasons, planned cells and a few blank/hint lines; nothing per skipped cell.
     assert len(result.stdout.splitlines()) <= len(reasons) + planned + 8
     assert f"{len(rows)} cells, {planned} planned" in result.stdout
+
+
+def test_select_cells_keeps_plan_order_takes_a_cell_id_and_refuses_a_selection_of_none():
+    from bench.errors import BenchInputError
+    from bench.plan import select_cells
+
+    planned = plan("name: t\naxes: {gpu: [cpu, V100], mpi: [gloo, openmpi], gpus: [1, 2]}\n")
+    assert select_cells(planned, None) == planned and select_cells(planned, " ") == planned
+    gloo_cpu = select_cells(planned, "mpi=gloo,gpu=cpu")
+    assert [(p.cell["mpi"], p.cell["gpu"]) for p in gloo_cpu] == [("gloo", "cpu")] * 2
+    assert [p.cell["gpus"] for p in gloo_cpu] == [p.cell["gpus"] for p in planned if p in gloo_cpu]
+    assert select_cells(planned, planned[3].cell_id) == [planned[3]]
+    assert [p.cell_id for p in select_cells(planned, "gpus=2,ib=off|on")] == \
+        [p.cell_id for p in planned if p.cell["gpus"] == 2]
+    for bad, words in (("mpi=mpich", "matches none of the matrix's 8 cells"), ("gpux=1", "unknown key 'gpux'"),
+                       ("gpus=two", "'gpus' takes a whole number")):
+        with pytest.raises(BenchInputError, match=words):
+            select_cells(planned, bad)

@@ -23,18 +23,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--show-commands", action="store_true",
                         help="add the exact argv and env of each runnable cell")
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
+    parser.add_argument("--where", default=None,
+                        help="only these cells: key=value[,key=v1|v2...] or a cell id (what `bench run --where` runs)")
 
 
 def run(args) -> int:
     from pathlib import Path
 
     from bench.matrix import load_matrix
-    from bench.plan import plan_cells
+    from bench.plan import plan_cells, select_cells
     from bench.runner import new_run_id
 
     matrix = load_matrix(args.matrix)
     backend = backend_for(args.backend, matrix, Path("results"))
-    planned = plan_cells(matrix.cells(), backend)
+    planned = select_cells(plan_cells(matrix.cells(), backend), args.where)
     run_id = "RUN_ID" if args.show_commands else new_run_id()
     if args.format == "json":
         rows = []
@@ -55,7 +57,7 @@ def run(args) -> int:
         # Plain lines, not a rich table: a summary must read the same piped as on a terminal (rich squeezes
         # tables to 80 columns off a terminal, and printing thousands of rows took seconds).
         try:
-            print("\n".join(summary_lines(matrix.name, planned)), flush=True)
+            print("\n".join(summary_lines(matrix.name + (f" (--where {args.where})" if args.where else ""), planned)), flush=True)
         except BrokenPipeError:  # `bench plan m.yaml | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK

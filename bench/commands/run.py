@@ -17,6 +17,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
     add_store_argument(parser)
     parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
+    parser.add_argument("--where", default=None,
+                        help="run only these cells: key=value[,key=v1|v2...] or a cell id, e.g. mpi=gloo,gpus=2 "
+                             "(`bench plan MATRIX --where ...` shows which)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="per-cell timeout in seconds (overrides the matrix)")
     parser.add_argument("--no-probe", action="store_true",
@@ -27,7 +30,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from bench.commands.shared import backend_for
     from bench.matrix import load_matrix
-    from bench.plan import plan_cells
+    from bench.plan import plan_cells, select_cells
     from bench.store import Store, check_writable
 
     if args.timeout is not None and args.timeout <= 0:
@@ -37,7 +40,14 @@ def run(args) -> int:
     backend = backend_for(args.backend, matrix, store_path.parent, args.timeout)
     if getattr(args, "no_probe", False) and hasattr(backend, "probe_compute"):
         backend.probe_compute = False
-    planned = plan_cells(matrix.cells(), backend)
+    planned = select_cells(plan_cells(matrix.cells(), backend), args.where)
+    if args.where and not any(p.runnable for p in planned):
+        from collections import Counter
+
+        (reason, n), *rest = Counter(p.reason for p in planned).most_common()
+        more = f" ({len(rest)} other reasons: `bench plan {args.matrix} --where {args.where} --all`)" if rest else ""
+        raise BenchInputError(f"the {len(planned)} cell(s) it selects are all skipped; {n} of them: {reason}{more}",
+                              "--where")
     # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
     # one from a newer bench is one line and exit 2 before anything is printed, made or run.
     check = getattr(backend, "check", None)
@@ -62,8 +72,9 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
 
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     skipped = [p for p in planned if not p.runnable]
-    console.print(f"{matrix.name}: {len(planned)} cells, {len(planned) - len(skipped)} runnable on "
-                  f"{backend.name}, {len(skipped)} skipped")
+    selected = f" selected by --where {args.where}" if args.where else ""
+    console.print(f"{matrix.name}: {len(planned)} cells{selected}, {len(planned) - len(skipped)} runnable on "
+                  f"{backend.name}, {len(skipped)} skipped", highlight=False)
     reasons: dict[str, int] = {}
     for p in skipped:
         reason = redact_text(p.reason)  # a reason may quote a path or URL from the matrix
@@ -79,7 +90,8 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
         store.begin_run(run_id, matrix_name=matrix.name, matrix_path=str(args.matrix), backend=backend.name,
                         host=socket.gethostname(), bench_version=bench.__version__,
                         source_json=of_checkout().to_json(),
-                        plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons})
+                        plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons,
+                              **({"where": args.where} if args.where else {})})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
         store.finish_run(run_id)
     except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
