@@ -25,7 +25,7 @@ def open_store_with_runs(store_path: str | Path):
     """The store at `store_path`, which must exist and hold at least one run (the caller closes it)."""
     from bench.store import Store
 
-    store = Store(store_path, create=False)
+    store = Store(store_path, read_only=True)
     if not store.runs():
         store.close()
         raise BenchInputError("the store has no runs (run `bench run` first)", str(store_path))

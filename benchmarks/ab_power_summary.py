@@ -23,7 +23,7 @@ def rejudge(store_path: Path, statistic: str, settings: PairedSettings):
     from bench.commands.ab import judge
     from bench.store import Store
 
-    with Store(store_path, create=False) as store:
+    with Store(store_path, read_only=True) as store:
         runs = []
         for r in store.runs():
             ab = json.loads(r["plan_json"])["ab"]

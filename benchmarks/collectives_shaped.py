@@ -107,7 +107,7 @@ def main() -> int:
                 print(f"{rate or 'unshaped'}: bench run failed:\n{done.stderr[-2000:]}")
                 failed = True
                 continue
-            with Store(tmp / DEFAULT_STORE, create=False) as store:
+            with Store(tmp / DEFAULT_STORE, read_only=True) as store:
                 rows = store.collective_rows()
             limit = bits_per_s(rate) / 8 if rate else None
             print(f"\n## {rate or 'unshaped'}" + (f" (tc rate {limit / 1e6:.1f} MB/s)" if limit else ""))

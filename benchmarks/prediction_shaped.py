@@ -124,7 +124,7 @@ def compare_condition(store: Path, label: str) -> list[dict]:
     """Comparison rows of one condition's store: each 2-node cell against the pooled rounds, with each round's E
     (and each round's calibrated error, where the round measured its own sweep)."""
     rate = None if label == "unshaped" else label
-    with Store(str(store), create=False) as db:
+    with Store(str(store), read_only=True) as db:
         records, sweeps, ranks = db.dataframe(record_json=False), db.collectives(), db.rank_windows()
     ok = training_only(records[records.status == "ok"])
     windows: dict[str, list[list[dict]]] = {}

@@ -33,7 +33,7 @@ def measure(cluster: emulated.Cluster, store: Path, python: str = sys.executable
                        env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=900, cwd=store.parent)
     rates = []
     if store.exists():  # a run refused before it began leaves no store
-        with Store(store, create=False) as db:
+        with Store(store, read_only=True) as db:
             rates = db.ok_images_per_sec()
     if done.returncode != 0 or not rates:
         raise RuntimeError(f"bench run into {store} failed:\n{done.stderr[-3000:]}")

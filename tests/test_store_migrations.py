@@ -46,9 +46,8 @@ def test_the_records_table_has_a_column_per_cell_key(tmp_path):
     assert not missing, f"cell keys with no store column (add a migration): {missing}"
 
 
-@pytest.mark.parametrize("schema", range(1, STORE_SCHEMA_VERSION))
-def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, schema):
-    path = tmp_path / "old.db"
+def _old_store(path, schema: int):
+    """A store as the bench of `schema` left it, holding one record (run `old`); that record."""
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     for version in range(1, schema + 1):  # what the bench of that schema ran, statement by statement
@@ -62,7 +61,13 @@ def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, sche
         conn.execute("UPDATE records SET jobs = 1")
     conn.commit()
     conn.close()
+    return old
 
+
+@pytest.mark.parametrize("schema", range(1, STORE_SCHEMA_VERSION))
+def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, schema):
+    path = tmp_path / "old.db"
+    old = _old_store(path, schema)
     with Store(tmp_path / "fresh.db") as fresh:
         today = _columns(fresh.conn)
     with Store(path) as store:
@@ -74,3 +79,32 @@ def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, sche
         rows = {r["run_id"]: r for r in store.records()}
         assert rows["old"]["images_per_sec"] == old.images_per_sec and rows["old"]["job"] == 0
         assert rows["new"]["gpus"] == 2 and store.completed_cells() == {old.cell_id, new.cell_id}
+
+
+@pytest.mark.parametrize("schema", [1, STORE_SCHEMA_VERSION - 1, STORE_SCHEMA_VERSION])
+def test_reading_a_store_read_only_never_writes_its_file(tmp_path, schema):
+    """The verbs that only read (report, status, export, check, history) open stores read-only: an older store is
+    read at today's schema from a migrated copy in memory, and the file (and its folder) stays as it was."""
+    from bench.store import StoreError
+
+    path = tmp_path / "old.db"
+    old = _old_store(path, schema)
+    before = path.read_bytes()
+    with Store(path, read_only=True) as store:
+        assert store.schema_version == STORE_SCHEMA_VERSION
+        assert store.completed_cells() == {old.cell_id}
+        assert [r["run_id"] for r in store.records()] == ["old"]
+        with pytest.raises(StoreError):  # a write is refused (in place: read-only; a copy: would be lost)
+            store.write(parse_record(record(run_id="new", repeats=1)))
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
+    with Store(path) as store:  # a writer still migrates it in place
+        assert store.schema_version == STORE_SCHEMA_VERSION
+    assert path.read_bytes() != before or schema == STORE_SCHEMA_VERSION
+
+
+def test_a_missing_store_is_not_made_by_a_reader(tmp_path):
+    from bench.store import StoreError
+
+    with pytest.raises(StoreError, match="no results store here"):
+        Store(tmp_path / "none.db", read_only=True)
+    assert not list(tmp_path.iterdir())

@@ -134,7 +134,7 @@ def copy_labelled(scratch: Path, store, label: dict, revision: SourceRevision | 
     if not scratch.exists():
         return None
     try:
-        with Store(scratch, create=False) as src:
+        with Store(scratch, read_only=True) as src:
             runs, records = src.runs(), src.records()
     except StoreError:
         return None

@@ -68,7 +68,7 @@ def cell_hosts(store_path: str, selection: str) -> list[str]:
     from bench.store import Store
 
     chosen = parse_selection(selection, "--cell")
-    with Store(store_path, create=False) as store:
+    with Store(store_path, read_only=True) as store:
         records = store.dataframe(record_json=False)
         ids = records.loc[matches(records, chosen), "cell_id"].unique() if not records.empty else []
         if len(ids) > 1:

@@ -26,7 +26,7 @@ def run(args) -> int:
     from bench.errors import BenchInputError
     from bench.store import Store
 
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         df = export_columns(store.dataframe()) if args.table == "records" else store.collectives()
     out = Path(args.output)
     if args.format == "parquet":

@@ -20,7 +20,7 @@ def run(args) -> int:
     from bench.source_revision import source_text
     from bench.store import Store
 
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         for run_ in store.runs():
             rows = store.records(run_id=run_["run_id"])
             cells = {r["cell_id"] for r in rows}

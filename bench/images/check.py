@@ -82,7 +82,7 @@ def read_rows(work: Path) -> list[dict]:
     db = work / "image-check.db"
     if not db.exists():
         return []
-    with Store(db, create=False) as store:
+    with Store(db, read_only=True) as store:
         return sorted(store.records(), key=lambda r: r["repeat"])
 
 

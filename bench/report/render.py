@@ -45,7 +45,7 @@ def report_from_store(store_path: str, out_dir: Path, *, where: str | None = Non
     terms = parse_selection(where, "--where")
     override = load_prices(prices_file) if prices_file else None
     _check_out_dir(Path(out_dir))
-    with Store(store_path, create=False) as store:
+    with Store(store_path, read_only=True) as store:
         records, env_json = read_store(store)
         collectives = store.collectives()
         run_env_json = store.run_environments()
