@@ -311,3 +311,16 @@ def test_the_results_page_quotes_the_stores_mfu(h200):
     assert len(rows) == 4
     for cell, shown in rows:
         assert f"{100 * table.loc[cell, 'mfu']:.1f}" == shown, cell
+
+
+def test_reading_the_tracked_h200_store_leaves_it_byte_for_byte():
+    """docs/gpu.md reads the tracked store in place: a reader brings it to today's schema in memory only."""
+    import hashlib
+
+    from bench.store import STORE_SCHEMA_VERSION, Store
+
+    before = hashlib.sha256(H200_STORE.read_bytes()).hexdigest()
+    with Store(H200_STORE, read_only=True) as store:
+        assert store.schema_version == STORE_SCHEMA_VERSION and len(store.records()) > 0
+    assert hashlib.sha256(H200_STORE.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in H200_STORE.parent.glob("bench.db*")) == ["bench.db"]
