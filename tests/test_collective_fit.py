@@ -50,14 +50,28 @@ def test_too_few_sizes_is_unusable_and_says_so():
         fit.allreduce_s(4, 1e8)
 
 
-def test_a_falling_bandwidth_curve_is_unusable_and_names_the_size():
-    rows = sweep(50e-6, 1e9, noise=0)
-    for r in rows:
-        if r["bytes"] == SIZES[6]:
-            r["time_median_s"] *= 3  # a third of the bandwidth at 64 MiB
+def _slowed(rows, *sizes, factor=3.0):
+    """The rows with each of `sizes` taking `factor` times as long (a third of the bandwidth there)."""
+    return [{**r, "time_median_s": r["time_median_s"] * (factor if r["bytes"] in sizes else 1)} for r in rows]
+
+
+def test_a_lone_dip_leaves_the_line_and_is_named_while_its_time_still_prices_its_size():
+    rows = _slowed(sweep(50e-6, 1e9, noise=0.01), SIZES[6])  # 64 MiB slow; 128 and 256 MiB back on the curve
     fit = fit_alpha_beta(rows)
-    assert not fit.usable
-    assert fit.reason.startswith("non-monotone bandwidth curve:") and f"{SIZES[6]:,} bytes" in fit.reason
+    assert fit.usable, fit.reason
+    assert [size for size, _ in fit.left_out] == [SIZES[6]] and f"{SIZES[6]:,} bytes left out" in fit.describe()
+    assert fit.beta_Bps == pytest.approx(1e9, rel=0.03) and fit.beta_ci[0] <= 1e9 <= fit.beta_ci[1]
+    alone = dict(fit.alone_by_size)
+    assert alone[SIZES[6]] == pytest.approx(3 * (50e-6 + 1.5 * SIZES[6] / 1e9), rel=0.05)  # measured, not the line
+    assert fit_alpha_beta(sweep(50e-6, 1e9, noise=0.01)).left_out == ()
+
+
+@pytest.mark.parametrize("slow", [(SIZES[8],), (SIZES[7], SIZES[8]), (SIZES[5], SIZES[7])],
+                         ids=["the largest size", "the curve's end", "two dips"])
+def test_a_bandwidth_curve_that_falls_is_unusable_and_names_the_size(slow):
+    fit = fit_alpha_beta(_slowed(sweep(50e-6, 1e9, noise=0), *slow))
+    assert not fit.usable and fit.left_out == ()
+    assert fit.reason.startswith("non-monotone bandwidth curve:") and f"{slow[0]:,} bytes" in fit.reason
 
 
 def test_a_single_rank_and_a_time_that_does_not_grow_are_unusable():

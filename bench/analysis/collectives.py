@@ -46,6 +46,10 @@ class AlphaBeta:
     alpha_ci: tuple[float, float] | None = None
     beta_ci: tuple[float, float] | None = None
     reason: str | None = None
+    # A lone size whose bandwidth fell below the curve while larger sizes came back (a noisy size, not a curve that
+    # falls): (bytes, its bus bandwidth in B/s), left out of α and β only; its measured time still prices operations of
+    # its size (alone_by_size). () when every size is on the line.
+    left_out: tuple[tuple[int, float], ...] = ()
     # CPU seconds per wall second the collective cost its busiest rank at the sizes bandwidth decides (median), from
     # the sweep's cpu_time_median_s; None when the sweep did not measure it. ~1: the engine polls while it waits.
     cpu_share: float | None = None
@@ -116,6 +120,8 @@ class AlphaBeta:
             return f"unusable: {self.reason}"
         return (f"α {self.alpha_s * 1e6:.0f} µs [{self.alpha_ci[0] * 1e6:.0f}, {self.alpha_ci[1] * 1e6:.0f}], "
                 f"β {self.beta_Bps / 1e9:.3f} GB/s [{self.beta_ci[0] / 1e9:.3f}, {self.beta_ci[1] / 1e9:.3f}]"
+                + "".join(f", {size:,} bytes left out of the line ({bw / 1e9:.3f} GB/s, a lone dip)"
+                          for size, bw in self.left_out)
                 + (f", CPU {self.cpu_share:.2f} s/s" if self.cpu_share is not None else "")
                 + (f", compute ×{self.idle_compute_ratio:.2f} idle / ×{self.contended_compute_ratio:.2f} during, "
                    f"allreduce ×{self.contended_stretch:.2f} under load" if self.contention_measured else ""))
@@ -156,28 +162,54 @@ def fit_alpha_beta(rows: Iterable[Mapping[str, Any]], stack: tuple = ()) -> Alph
     y = np.array([float(r["time_median_s"]) for r in rows])
     if (y <= 0).any():
         return AlphaBeta(**base, reason="a time that is not positive")
-    alpha, slope = _wls(x, y)
-    if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
-        return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
-                                        f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to fit")
-    # The bandwidth curve (median over repeats per size, in size order) where bandwidth decides the time (the bytes
-    # take at least as long as α by the fit): below that, busbw is size / latency and jitters with it.
+    # The bandwidth curve (median over repeats per size, in size order): size → bus bandwidth.
     busbw = {s: float(np.median([xi / yi for xi, yi, r in zip(x, y, rows) if int(r["bytes"]) == s])) for s in sizes}
     k_of = {int(r["bytes"]): 2 * (int(r["world_size"]) - 1) / int(r["world_size"]) for r in rows}
-    curve = [s for s in sizes if k_of[s] * s * slope >= alpha] or sizes[-1:]
-    best = busbw[curve[0]]
-    for size in curve[1:]:
-        bw = busbw[size]
-        if bw < (1 - MAX_BANDWIDTH_DROP) * best:
+    on_line = np.ones(len(rows), dtype=bool)
+    left_out: tuple[tuple[int, float], ...] = ()
+    while True:
+        alpha, slope = _wls(x[on_line], y[on_line])
+        if slope * x.max() < MIN_BANDWIDTH_SHARE * (abs(alpha) + slope * x.max()):
+            return AlphaBeta(**base, reason=f"the time does not grow with the message size (bandwidth is under "
+                                            f"{MIN_BANDWIDTH_SHARE:.0%} of the largest size's time): no bandwidth to "
+                                            f"fit")
+        # Where bandwidth decides the time (the bytes take at least as long as α by the fit): below that, busbw is
+        # size / latency and jitters with it.
+        kept = [s for s in sizes if s not in dict(left_out)]
+        curve = [s for s in kept if k_of[s] * s * slope >= alpha] or kept[-1:]
+        dips = _dips(curve, busbw)
+        if not dips:
+            break
+        size, bw, best = dips[0]
+        # One size below the curve with larger sizes back on it is a noisy size: it leaves the line, and says so. A
+        # curve that falls at its end, or dips twice, is not one α and one β.
+        lone = (not left_out and len(dips) == 1 and size != curve[-1] and len(kept) - 1 >= MIN_SIZES
+                and not _dips([s for s in curve if s != size], busbw))
+        if not lone:
             return AlphaBeta(**base, reason=f"non-monotone bandwidth curve: {bw / 1e9:.3f} GB/s at {size:,} bytes, "
                                             f"below {1 - MAX_BANDWIDTH_DROP:.0%} of {best / 1e9:.3f} GB/s at a "
-                                            f"smaller size")
-        best = max(best, bw)
-    alpha_ci, beta_ci = bootstrap(len(x), lambda pick: _refit(x[pick], y[pick]), n_boot=BOOTSTRAP,
+                                            f"smaller size" + (f" ({len(dips)} sizes fall so)" if len(dips) > 1
+                                                               else ""))
+        left_out = ((size, bw),)
+        on_line = np.array([int(r["bytes"]) != size for r in rows])
+    xs, ys = x[on_line], y[on_line]
+    alpha_ci, beta_ci = bootstrap(len(xs), lambda pick: _refit(xs[pick], ys[pick]), n_boot=BOOTSTRAP,
                                   level=CONFIDENCE)
-    return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci,
+    return AlphaBeta(**base, alpha_s=alpha, beta_Bps=1 / slope, alpha_ci=alpha_ci, beta_ci=beta_ci, left_out=left_out,
                      cpu_share=cpu_share([r for r in rows if int(r["bytes"]) in curve]), **contention(rows),
                      alone_by_size=alone_by_size(rows))
+
+
+def _dips(curve: list[int], busbw: Mapping[int, float]) -> list[tuple[int, float, float]]:
+    """(size, its bandwidth, the best of the smaller sizes) for each size of the curve whose bandwidth falls more than
+    MAX_BANDWIDTH_DROP below the best of the sizes before it (a dip does not lower that best)."""
+    dips, best = [], busbw[curve[0]]
+    for size in curve[1:]:
+        if busbw[size] < (1 - MAX_BANDWIDTH_DROP) * best:
+            dips.append((size, busbw[size], best))
+        else:
+            best = max(best, busbw[size])
+    return dips
 
 
 def _measured(row: Mapping[str, Any], key: str) -> bool:
