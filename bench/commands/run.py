@@ -44,7 +44,10 @@ def run(args) -> int:
     if args.where and not any(p.runnable for p in planned):
         from collections import Counter
 
-        (reason, n), *rest = Counter(p.reason for p in planned).most_common()
+        from bench.redact import redact_text
+
+        # A reason may quote a path or URL from the matrix, as in the run's own skip lines.
+        (reason, n), *rest = Counter(redact_text(p.reason) for p in planned).most_common()
         more = f" ({len(rest)} other reasons: `bench plan {args.matrix} --where {args.where} --all`)" if rest else ""
         raise BenchInputError(f"the {len(planned)} cell(s) it selects are all skipped; {n} of them: {reason}{more}",
                               "--where")
