@@ -53,4 +53,3 @@ def select_cells(planned: list[PlannedCell], text: str | None, where: str = "--w
     if not picked:
         raise BenchInputError(f"'{describe(chosen)}' matches none of the matrix's {len(planned)} cells", where)
     return picked
-

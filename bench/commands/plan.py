@@ -57,7 +57,8 @@ def run(args) -> int:
         # Plain lines, not a rich table: a summary must read the same piped as on a terminal (rich squeezes
         # tables to 80 columns off a terminal, and printing thousands of rows took seconds).
         try:
-            print("\n".join(summary_lines(matrix.name + (f" (--where {args.where})" if args.where else ""), planned)), flush=True)
+            name = matrix.name + (f" (--where {args.where})" if args.where else "")
+            print("\n".join(summary_lines(name, planned)), flush=True)
         except BrokenPipeError:  # `bench plan m.yaml | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK

@@ -15,7 +15,7 @@ from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.store.failures import REFUSED, UNUSABLE, StoreError, guarded, retry_while_locked, sqlite_reason
 from bench.store.preflight import check_store_file
 from bench.store.rows import record_row, size_rows
-from bench.store.schema import STORE_SCHEMA_VERSION, migrate, refuse_newer
+from bench.store.schema import STORE_SCHEMA_VERSION, migrate, refuse_newer, schema_version_of
 
 if TYPE_CHECKING:
     from bench.record import Record
@@ -39,41 +39,23 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """The store at `path` at this bench's schema, without a write to the file: read in place when it is current,
-    else a migrated in-memory copy (sqlite3's backup API copies a consistent snapshot, even while a run writes).
-    Either way the connection is query_only. Not SQLite's mode=ro: a read-only connection to a WAL store cannot
-    remove the -wal and -shm files it makes, and would leave them beside the store."""
-    try:
-        source = sqlite3.connect(path, timeout=30, isolation_level=None)
-    except sqlite3.Error as e:
-        raise StoreError(f"cannot open the store: {sqlite_reason(e)}", str(path)) from None
-    try:
-        source.execute("PRAGMA busy_timeout = 30000")
-        refuse_newer(source, str(path))
-        has_version = source.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
-        version = source.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] if has_version else 0
-        if (version or 0) == STORE_SCHEMA_VERSION:
-            source.execute("PRAGMA query_only = ON")
-            return source
+def _read_only(conn: sqlite3.Connection, where: str) -> sqlite3.Connection:
+    """`conn`'s store at this bench's schema, without a write to its file, query_only: `conn` itself when the store
+    is current, else a migrated in-memory copy (sqlite3's backup API copies a consistent snapshot, even while a run
+    writes; `conn` is then closed). Not SQLite's mode=ro: a read-only connection to a WAL store cannot remove the -wal
+    and -shm files it makes, and would leave them beside the store."""
+    if schema_version_of(conn) < STORE_SCHEMA_VERSION:
         copy = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            source.backup(copy)
-            migrate(copy, str(path))
-            copy.execute("PRAGMA query_only = ON")  # a write to the copy would be lost: refuse it, as in place
+            conn.backup(copy)
+            migrate(copy, where)
         except BaseException:
             copy.close()
             raise
-        source.close()
-        return copy
-    except sqlite3.Error as e:
-        source.close()
-        reason = sqlite_reason(e)
-        raise StoreError(f"{UNUSABLE}: {reason}", str(path), reason=reason) from None
-    except BaseException:
-        source.close()
-        raise
+        conn.close()
+        conn = copy
+    conn.execute("PRAGMA query_only = ON")  # a write to a copy would be lost: refuse it, as in place
+    return conn
 
 
 class Store:
@@ -88,9 +70,6 @@ class Store:
     def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False):
         self.path = Path(path)
         check_store_file(self.path, create=create and not read_only)
-        if read_only:
-            self.conn = _open_read_only(self.path)
-            return
         try:
             self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except sqlite3.Error as e:
@@ -99,6 +78,9 @@ class Store:
             self.conn.execute("PRAGMA busy_timeout = 30000")
             # Before anything is written: a store this bench cannot read stays untouched.
             refuse_newer(self.conn, str(self.path))
+            if read_only:
+                self.conn = _read_only(self.conn, str(self.path))
+                return
             retry_while_locked(lambda: self.conn.execute("PRAGMA journal_mode = WAL"))
             retry_while_locked(lambda: migrate(self.conn, str(self.path)))
         except sqlite3.Error as e:

@@ -166,10 +166,16 @@ def statements(version: int) -> list[str]:
     return [s for s in MIGRATIONS[version].split(";") if s.strip()]
 
 
+def schema_version_of(conn: sqlite3.Connection) -> int:
+    """The schema a store is at: 0 for an empty file (no schema_version table yet)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone():
+        return 0
+    return conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+
+
 def refuse_newer(conn: sqlite3.Connection, where: str) -> None:
     """A store from a newer bench is left untouched: this bench cannot know what its columns mean."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone():
-        _refuse(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0, where)
+    _refuse(schema_version_of(conn), where)
 
 
 def migrate(conn: sqlite3.Connection, where: str) -> None:
