@@ -238,7 +238,7 @@ start_init() {
 run_sshd() {
   local i=$1 nd pid
   nd=$DIR/node$i
-  pid=$(init_pid "$i") || die "node$i is not up"
+  pid=$(init_pid "$i") || die "node$i is not up: its init exited ($(tail -n 3 "$nd/init.log" 2>/dev/null | tr '\n' ' '))"
   # shellcheck disable=SC2046
   $(pin "$i") nsenter -t "$pid" -n -u -m -i -p -T -- "$SSHD" -f "$nd/sshd_config" -E "$nd/sshd.log" \
     || die "sshd did not start on node$i (see $nd/sshd.log)"

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,9 +158,17 @@ def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: 
     stop_sigterm_like_ctrl_c()
     state = state or Path(f"{STATE_PREFIX}{os.getpid()}")
     prefix = prefix or f"bt{os.getpid()}"
-    up = _script(state, "up", str(nodes), "--prefix", prefix, *(["--pin"] if pin else []), timeout=120)
-    if up.returncode != 0:
-        raise RuntimeError(f"testcluster.sh up {nodes} failed: {up.stderr.strip() or up.stdout.strip()}")
+    # Once more after a failed bring-up (`up` tears down first): in 1 of 3 fresh-clone suites on 2026-11-29 node2's
+    # init exited at once and the session's 27 cluster tests all errored on it, though `up` succeeds at once after.
+    # The first failure is printed, and a second one fails the tests as before.
+    for attempt in (1, 2):
+        up = _script(state, "up", str(nodes), "--prefix", prefix, *(["--pin"] if pin else []), timeout=120)
+        if up.returncode == 0:
+            break
+        why = up.stderr.strip() or up.stdout.strip()
+        if attempt == 2:
+            raise RuntimeError(f"testcluster.sh up {nodes} failed twice: {why}")
+        print(f"testcluster.sh up {nodes} failed, bringing it up once more: {why}", file=sys.stderr, flush=True)
     hosts = tuple(f"node{i}" for i in range(1, nodes + 1))
     return Cluster(hosts=hosts, addresses=tuple(f"198.18.0.{10 + i}" for i in range(1, nodes + 1)), iface="eth1",
                    ssh_config=state / "ssh_config", hostfile=state / "hostfile", bin_dir=state / "bin",
