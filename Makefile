@@ -12,7 +12,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast test-diagnose install install-test bench clean gpu-build device-kit images
+.PHONY: run test test-fast test-diagnose install install-test bench clean gpu-build device-kit gpu-rehearsal images
 
 install:
 	@scripts/install.sh run
@@ -54,6 +54,10 @@ gpu-build:
 # The main venv first: the kit's ImageNet sample is made by bench itself (bench/datasets.py).
 device-kit: install
 	@scripts/device_kit.sh
+
+# scripts/gpu_session.sh's phases here, on a stand-in for the GPU machine's Python (no GPU): before a loan is spent.
+gpu-rehearsal: device-kit
+	@scripts/gpu_rehearsal.sh
 
 clean:
 	rm -rf results/bench.db* results/runs reports/*.html reports/*.md reports/*.png

@@ -44,6 +44,7 @@ fi
 torch_release=${BENCH_KIT_TORCH:-2.11.0}
 vision_release=${BENCH_KIT_TORCHVISION:-0.26.0}
 mkdir -p "$kit/gpu"
+gpu_venv=$here/.venv-gpu-kit  # Python 3.12 + the GPU machine's torch: builds the Horovod wheel, checks torchvision
 if ! ls "$kit/gpu"/torchvision-"$vision_release"-*.whl >/dev/null 2>&1; then
   say "torchvision $vision_release for Python $pyver (the build for torch $torch_release) into $kit/gpu"
   quiet_pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp --abi "$abi" \
@@ -54,7 +55,6 @@ if ! ls "$kit/gpu"/horovod-0.28.1-"$abi"-*.whl >/dev/null 2>&1; then
   py_kit=${py_kit:-$(command -v "python$pyver" || true)}
   [ -n "$py_kit" ] || { say "no Python $pyver here to build the Horovod wheel for (set BENCH_KIT_PYTHON)"; exit 1; }
   say "Horovod with NCCL for torch $torch_release on Python $pyver (.venv-gpu-kit; cached after the first build)"
-  gpu_venv=$here/.venv-gpu-kit
   PYTHON="$py_kit" BENCH_GPU_VENV="$gpu_venv" BENCH_GPU_TORCH="$torch_release" scripts/gpu_build.sh
   built=$(BENCH_HOROVOD_PRINT_KEY=1 PYTHON="$gpu_venv/bin/python" scripts/gpu_horovod.sh 2>/dev/null |
           grep -m1 '/horovod-0.28.1-' || true)
@@ -66,6 +66,23 @@ fi
 
 # The same completeness check as the GPU session's dry run (it exits non-zero naming what is missing).
 scripts/gpu_session.sh --check-kit --kit "$kit"
+
+# The kit's torchvision beside the torch it was built for, proven on this CPU: the nvjpeg loader's code with the
+# real decode_jpeg (torchvision's CPU decoder) against Pillow on ImageNet-like JPEGs (scripts/gpu_loader_check.py;
+# the GPU session's data phase runs the same check with nvJPEG). Pillow as the main venv pins it.
+if [ -x "$gpu_venv/bin/python" ]; then
+  say "the kit's torchvision on this CPU: the nvjpeg loader with torchvision's decoder against Pillow"
+  kit_pip() { "$gpu_venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+  kit_pip install -q --no-deps "$(ls "$kit/gpu"/torchvision-*.whl | head -1)"
+  kit_pip install -q "pillow==$("$py" -c 'import PIL; print(PIL.__version__)')" numpy==2.4.6
+  sample=$(mktemp -d)
+  trap 'rm -rf "$sample"' EXIT
+  "$py" -m bench data make-imagenet-sample "$sample" --classes 4 --per-class 20 --profile imagenet \
+    --layouts jpeg >/dev/null
+  "$gpu_venv/bin/python" scripts/gpu_loader_check.py --sample "$sample" --device cpu
+else
+  say "no $gpu_venv (the GPU wheels came from elsewhere): the kit's torchvision is not checked here"
+fi
 
 tree_bytes=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1)
 kit_bytes=$(du -sb "$kit" | cut -f1)

@@ -8,7 +8,8 @@
 #            where an mpicxx exists), the compiler's log kept, and the same checks
 #   doctor   nvidia-smi, torch's view of the GPU, `bench doctor`, `bench plan` of the matrix
 #   data     the ImageNet-like JPEG sample the matrix's real-data cells read, made there by `bench data
-#            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it)
+#            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it), then
+#            scripts/gpu_loader_check.py: nvJPEG decodes it as Pillow does (its failure is logged, not fatal)
 #   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
 #            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check
 #   report   `bench report`
@@ -18,7 +19,11 @@
 # command brings back everything so far.
 #
 # Usage: scripts/gpu_session.sh [--phase install|build|doctor|cells|report|all] [--out DIR] [--work DIR] [--kit DIR]
-#          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--force] [--dry-run | --check-kit]
+#          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--deadline SECONDS] [--force]
+#          [--dry-run | --check-kit]
+# --deadline: the cells phase ends by then, counted from this script's start (its budget shrinks to fit; under 30 s
+# left, it does not start), so one command of a tool with a time limit runs every phase and the cells in what is
+# left: `--phase all --deadline 540` in a 600 s command. Run the same command again to resume where it stopped.
 # --dry-run checks the kit, prints every phase's commands and the loan's time plan (scripts/gpu_time_plan.py: each
 # phase's and cell's expected seconds, the machine's start included), running nothing (works on any machine);
 # --check-kit only checks the kit. Both exit 1 naming what the kit lacks (or, for --dry-run, a plan over 720 s).
@@ -35,7 +40,8 @@ SAMPLE_CLASSES=100 SAMPLE_PER_CLASS=64
 
 phase=all out=${OUT:-} work=$here/.gpu-session kit=$here/device-kit matrix=matrix-gpu.yaml arch=80,90
 python=$([ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || command -v python3)
-budget=540 force=0 dry=0 check_only=0
+budget=540 deadline= force=0 dry=0 check_only=0
+started=$(date +%s)
 die() { printf 'gpu_session: %s\n' "$*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +53,7 @@ while [ $# -gt 0 ]; do
     --matrix) matrix=${2:?--matrix needs a file}; shift ;;
     --arch) arch=${2:?--arch needs a list like 80,90}; shift ;;
     --cells-budget) budget=${2:?--cells-budget needs seconds}; shift ;;
+    --deadline) deadline=${2:?--deadline needs seconds}; shift ;;
     --force) force=1 ;;
     --dry-run) dry=1 ;;
     --check-kit) check_only=1 ;;
@@ -58,11 +65,14 @@ done
 case " all ${PHASES[*]} " in *" $phase "*) ;; *) die "--phase must be one of: all ${PHASES[*]}; got '$phase'" ;; esac
 [[ "$arch" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--arch must be like 80,90, got '$arch'"
 [[ "$budget" =~ ^[1-9][0-9]*$ ]] || die "--cells-budget must be a positive number of seconds, got '$budget'"
+[ -z "$deadline" ] || [[ "$deadline" =~ ^[1-9][0-9]*$ ]] || die "--deadline must be a positive number of seconds, got '$deadline'"
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 work=$(abs "$work") kit=$(abs "$kit")
 out=$(abs "${out:-$work/out}")
 venv=$work/venv
 vpy=$venv/bin/python
+# The venv's tools (horovodrun), then the machine's Python's, first on PATH for every phase.
+export PATH="$venv/bin:$(dirname "$python"):$PATH"
 
 # --- the kit --------------------------------------------------------------------------------------------------------
 kit_missing() {
@@ -177,17 +187,36 @@ for i in range(torch.cuda.device_count()):
 phase_data() {
   # Large enough that a window (50 steps x 256 images) reads thousands of files, not a handful again and again.
   if [ "$dry" = 0 ] && find "$SAMPLE/train" -name '*.JPEG' -print -quit 2>/dev/null | grep -q .; then
-    echo "the sample is there: $SAMPLE" | tee -a "$log"; return 0
+    echo "the sample is there: $SAMPLE" | tee -a "$log"
+  else
+    # ImageNet-like pixel and file sizes (~400x350 px, ~110 KB a JPEG), so decoding costs what ImageNet's does.
+    step "$vpy" -m bench data make-imagenet-sample "$SAMPLE" --classes "$SAMPLE_CLASSES" \
+      --per-class "$SAMPLE_PER_CLASS" --profile imagenet --layouts jpeg --workers "$(nproc)"
   fi
-  # ImageNet-like pixel and file sizes (~400x350 px, ~110 KB a JPEG), so decoding costs what ImageNet's does.
-  step "$vpy" -m bench data make-imagenet-sample "$SAMPLE" --classes "$SAMPLE_CLASSES" --per-class "$SAMPLE_PER_CLASS" \
-    --profile imagenet --layouts jpeg --workers "$(nproc)"
+  # Pre-flight of the nvjpeg cells, seconds long: nvJPEG decodes the sample as Pillow does (the log says what failed;
+  # the session goes on, and the Pillow cells do not need it).
+  step --may-fail "$vpy" scripts/gpu_loader_check.py --sample "$SAMPLE" --device auto
+}
+
+cells_budget() {  # --cells-budget, or what is left before --deadline when that is less
+  local left
+  [ -n "$deadline" ] || { echo "$budget"; return; }
+  left=$((deadline - ($(date +%s) - started)))
+  echo $((left < budget ? left : budget))
 }
 
 phase_cells() {
   # bench run resumes past the cells the store already has: a phase cut short by its budget is rerun, not redone.
   # Exit 1 (some cells failed: their reasons are in the store) ends the phase; only a cut-short run (124) does not.
-  step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$budget" \
+  local seconds
+  seconds=$(cells_budget)
+  if [ "$dry" = 0 ] && [ "$seconds" -lt 30 ]; then
+    echo "no time left for cells before the ${deadline} s deadline (${seconds} s): run the command again" | tee -a "$log"
+    cells_seconds=$seconds
+    return 124
+  fi
+  cells_seconds=$seconds
+  step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$seconds" \
     "$vpy" -m bench run "$matrix" --store "$work/bench.db"
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }
@@ -246,7 +275,7 @@ for p in "${todo[@]}"; do
   else
     sync_out
     [ "$p" = cells ] && [ "$rc" = 124 ] &&
-      echo "== phase cells: its ${budget} s budget ran out; run --phase cells again to resume" | tee -a "$log"
+      echo "== phase cells: its ${cells_seconds} s budget ran out; run the command again to resume" | tee -a "$log"
     echo "== phase $p failed (exit $rc) after ${took} s; log: $log; results so far: $out" | tee -a "$log" >&2
     exit "$rc"
   fi

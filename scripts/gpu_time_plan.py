@@ -7,7 +7,12 @@ The figures are the first GPU run's (one H200, 2026-11-26, docs/gpu-results.md),
 not, each marked as such; after a loan, compare them with the phases' real times (`.gpu-session/done/<phase>` holds
 "<when> in N s") and the cells' (their records' start times), and correct the constants here.
 
+It also says how the plan splits into commands of the device tool (at most 600 s each) running
+`scripts/gpu_session.sh --phase all --deadline 540`: the first command runs the phases and the cells that end by
+the deadline; the same command again, on the still-warm machine, resumes with the rest (its phases are done).
+
 Usage: scripts/gpu_time_plan.py [--matrix matrix-gpu.yaml] [--gpu H200] [--prebuilt yes|no] [--limit 720]
+         [--deadline 540]
 """
 from __future__ import annotations
 
@@ -71,6 +76,22 @@ def plan(matrix: str, gpu: str, prebuilt: bool) -> list[tuple[str, float]]:
     return rows
 
 
+def commands(rows: list[tuple[str, float]], deadline: float) -> list[list[str]]:
+    """The rows (after the machine's start) each command of `--phase all --deadline D` runs: a cell that would end
+    after the deadline is left to the next command (the cells phase's timeout cuts it; the next resumes it)."""
+    out: list[list[str]] = [[]]
+    used = 0.0
+    for name, seconds in rows:
+        if name == "machine start":
+            continue
+        if name.startswith("cell ") and used + seconds > deadline and out[-1]:
+            out.append([])
+            used = 0.0
+        out[-1].append(name)
+        used += seconds
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--matrix", default="matrix-gpu.yaml")
@@ -78,6 +99,7 @@ def main(argv=None) -> int:
                                                "of H100 and H200)")
     p.add_argument("--prebuilt", choices=("yes", "no"), default="yes")
     p.add_argument("--limit", type=float, default=720.0)
+    p.add_argument("--deadline", type=float, default=540.0, help="gpu_session.sh's --deadline in each command")
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
     plans = {g: plan(args.matrix, g, prebuilt) for g in ([args.gpu] if args.gpu else ["H100", "H200"])}
@@ -88,6 +110,19 @@ def main(argv=None) -> int:
     for name, seconds in rows:
         print(f"  {name:<{width}}  {seconds:6.0f} s")
     print(f"  {'total':<{width}}  {total:6.0f} s (limit {args.limit:.0f} s)")
+    split = commands(rows, args.deadline)
+    seconds = dict(rows)
+    for i, names in enumerate(split, 1):
+        cells = [n for n in names if n.startswith("cell ")]
+        print(f"command {i} (scripts/gpu_session.sh --phase all --deadline {args.deadline:.0f}): "
+              f"{sum(seconds[n] for n in names):.0f} s, {len(cells)} cell{'s' * (len(cells) != 1)}"
+              + (f", through {cells[-1][5:]}" if cells else ""))
+    if len(split) > 1:
+        # bench run starts the next cell anyway and the deadline cuts it: the first command then takes all its
+        # time (+ the 30 s a cut run has to stop), and the next reruns the cell.
+        worst = MACHINE_START_S + args.deadline + 30 + sum(seconds[n] for names in split[1:] for n in names)
+        print(f"  if the first cell of command 2 starts in command 1 and is cut at the deadline: {worst:.0f} s "
+              f"of the 900 lent")
     if total > args.limit:
         print(f"gpu_time_plan: the plan needs {total:.0f} s, over the {args.limit:.0f} s limit: drop cells from "
               f"{args.matrix} or shorten them", file=sys.stderr)

@@ -9,13 +9,12 @@ compared with the Pillow path (imagenet_torch.JpegTree, the code the CPU workers
 """
 from __future__ import annotations
 
-import io
 import math
 import random
+import subprocess
 import sys
 import types
 
-import numpy as np
 import pytest
 import torch
 
@@ -27,6 +26,7 @@ from models.data.gpu_jpeg import (ByteReader, CropFlip, GpuJpegBatches, augment_
 from models.data.imagenet_torch import MEAN, STD, Batches, JpegTree
 from models.data.layout import DataError, list_jpeg_tree
 from models.data.loaders import build_loader, resolve_loader
+from tests.conftest import ROOT
 
 SEED = 7
 LEVELS = torch.as_tensor(STD).view(1, 3, 1, 1)  # normalised difference x STD = difference in 0-255 pixel levels
@@ -46,18 +46,7 @@ def imagenet_like(tmp_path_factory):
     return d
 
 
-def pillow_decode(datas: list[torch.Tensor]) -> list[torch.Tensor | None]:
-    """Stands in for nvJPEG: JPEG bytes -> uint8 RGB (3, H, W), None for what does not decode."""
-    from PIL import Image
-
-    out = []
-    for data in datas:
-        try:
-            with Image.open(io.BytesIO(data.numpy().tobytes())) as img:
-                out.append(torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1).contiguous())
-        except OSError:
-            out.append(None)
-    return out
+pillow_decode = gpu_jpeg.decode_pillow  # stands in for nvJPEG: the same bytes to the same kind of tensor
 
 
 def gpu_path(root, image_size, batch_size, batches, channels_last, **kw):
@@ -405,3 +394,37 @@ def test_nvjpeg_on_the_gpu_matches_the_pillow_path(sample):
     want_x, want_y, boxes, _ = pillow_path([files[i] for i in epoch_order(len(files), SEED, 0, 0)[:12]], 64)
     assert torch.equal(y.cpu(), want_y)
     assert pixel_check(x.cpu(), want_x, boxes, 64)[1] <= 1.5  # decoder differences on top of the resize's
+
+
+# scripts/gpu_loader_check.py: the nvjpeg loader with the real torchvision decoder against Pillow. The GPU session's
+# data phase runs it with nvJPEG; `make device-kit` with torchvision's CPU decoder in .venv-gpu-kit (the kit's
+# torchvision over the GPU machine's torch 2.11.0), which this venv's pinned CPU torch cannot import.
+LOADER_CHECK = ROOT / "scripts" / "gpu_loader_check.py"
+KIT_PYTHON = ROOT / ".venv-gpu-kit" / "bin" / "python"
+
+
+def loader_check(python, sample, *extra):
+    return subprocess.run([str(python), str(LOADER_CHECK), "--sample", str(sample), "--device", "cpu", "--images",
+                           "16", "--batch", "8", *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_the_loader_check_says_in_one_line_when_torchvision_does_not_import(imagenet_like):
+    done = loader_check(sys.executable, imagenet_like)  # this venv has no torchvision
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count("FAIL") == 1 and "torchvision does not import beside torch" in done.stdout
+
+
+def kit_has_torchvision() -> bool:
+    return KIT_PYTHON.exists() and subprocess.run([str(KIT_PYTHON), "-c", "import torchvision"],
+                                                  capture_output=True, timeout=120).returncode == 0
+
+
+@pytest.mark.skipif(not kit_has_torchvision(), reason="no .venv-gpu-kit with torchvision: `make device-kit` makes it "
+                    "(several GB of CUDA wheels) and runs this check itself")
+def test_the_loader_check_passes_with_the_real_torchvision_and_enforces_its_limits(imagenet_like):
+    done = loader_check(KIT_PYTHON, imagenet_like)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok   decode: 16 JPEGs in one call on cpu" in done.stdout and "ok   loader: 2 batches of 8" in done.stdout
+    # libjpeg-turbo on both sides: the same pixels, so a limit of 0 levels (differences must be below it) fails.
+    strict = loader_check(KIT_PYTHON, imagenet_like, "--decode-levels", "0", "--loader-levels", "0")
+    assert strict.returncode == 1 and strict.stdout.count("FAIL") == 2, strict.stdout

@@ -49,6 +49,9 @@ def test_a_complete_kit_lists_every_phase_and_runs_nothing(tmp_path, kit):
     assert out.index(f"{kit}/gpu/horovod-0.28.1-cp312-cp312-linux_x86_64.whl") < out.index("scripts/gpu_horovod.sh")
     assert f"BENCH_HOROVOD_SDIST={kit}/horovod-0.28.1.tar.gz" in out and "scripts/gpu_build_check.py" in out
     assert "-m bench data make-imagenet-sample .gpu-session/imagenet-sample" in out and "--profile imagenet" in out
+    # The nvjpeg cells' pre-flight: nvJPEG against Pillow on the sample just made.
+    assert out.index("make-imagenet-sample") < out.index(
+        "scripts/gpu_loader_check.py --sample .gpu-session/imagenet-sample --device auto") < out.index("phase cells:")
     assert "-m bench doctor" in out
     assert "NCCL_DEBUG=INFO" in out and "-m bench run matrix-gpu.yaml --store" in out
     assert "-m bench report" in out
@@ -88,8 +91,16 @@ def test_the_dry_run_prints_a_time_plan_that_fits_the_loan(tmp_path, kit):
     assert len(cells) >= 6
     total = float(re.search(r"total\s+(\d+) s \(limit 720 s\)", plan).group(1))
     assert total <= 720
-    parts = [float(m) for m in re.findall(r"\s(\d+) s$", plan, re.M)]
+    parts = [float(m) for m in re.findall(r"^  .*\s(\d+) s$", plan, re.M)]
     assert abs(sum(parts) - total) <= len(parts)  # the total is the sum of what is listed (each rounded)
+    # How it splits into 600 s commands of `--phase all --deadline 540`: every cell in exactly one, each command's
+    # work within the deadline, and the worst case (a cell cut at the first deadline, rerun) within the 900 s lent.
+    split = re.findall(r"^command (\d) \(scripts/gpu_session.sh --phase all --deadline 540\): (\d+) s, (\d+) cells?",
+                       plan, re.M)
+    assert split and sum(int(n) for _, _, n in split) == len(cells)
+    assert all(int(s) <= 540 for _, s, _ in split)
+    worst = re.search(r"cut at the deadline: (\d+) s of the 900 lent", plan)
+    assert worst is None or int(worst.group(1)) <= 900
     # Without the kit's wheel (another torch there), the sdist build's ~2 minutes come out of the cells: the plan says
     # so, and the cells' budget cuts the last ones (they run most telling first: matrix-gpu.yaml's order).
     fallback = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_time_plan.py"), "--prebuilt", "no"],
@@ -107,6 +118,7 @@ def test_a_time_plan_over_its_limit_fails_saying_so():
 
 @pytest.mark.parametrize("args,says", [(["--phase", "train"], "--phase must be one of"),
                                        (["--arch", "sm90"], "--arch must be like"),
+                                       (["--deadline", "9m"], "--deadline must be a positive number"),
                                        (["--bogus"], "unknown argument")])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, kit, args, says):
     done = dry_run(tmp_path, kit, *args)
@@ -135,3 +147,69 @@ def test_a_real_phase_brings_back_one_archive_and_the_store(tmp_path, kit):
         assert {"logs/doctor.log", "done/doctor"} <= set(names), names
         log = archive.extractfile("logs/doctor.log").read().decode()
     assert "-m bench plan matrix-gpu.yaml --all" in log and "== phase doctor done" in log
+
+
+def stand_in_venv(work):
+    """The session's venv python, standing in: it execs this machine's CPU venv."""
+    (work / "venv" / "bin").mkdir(parents=True)
+    python = work / "venv" / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+
+
+def cells_phase(tmp_path, kit, *extra):
+    work, out = tmp_path / "work", tmp_path / "out"
+    if not work.exists():
+        stand_in_venv(work)
+    return subprocess.run([str(SCRIPT), "--phase", "cells", "--kit", str(kit), "--work", str(work), "--out", str(out),
+                           *extra], capture_output=True, text=True, timeout=180, cwd=ROOT), work
+
+
+def test_the_deadline_shrinks_the_cells_budget_to_what_is_left(tmp_path, kit):
+    """--deadline 400 with the default 540 s budget: the cells get what is left of 400 s since the script started
+    (bench run for real: on this CPU machine every GPU cell is planned as skipped, so it ends at once)."""
+    done, work = cells_phase(tmp_path, kit, "--deadline", "400")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    log = (work / "logs" / "cells.log").read_text()
+    seconds = int(log.split("timeout --signal=INT --kill-after=30 ")[1].split()[0])
+    assert 380 <= seconds <= 400, log
+    assert (work / "done" / "cells").exists()
+
+
+def test_a_deadline_already_past_runs_no_cells_and_leaves_the_phase_to_resume(tmp_path, kit):
+    done, work = cells_phase(tmp_path, kit, "--deadline", "1")
+    assert done.returncode == 124, done.stdout[-2000:] + done.stderr[-2000:]
+    log = (work / "logs" / "cells.log").read_text()
+    assert "no time left for cells before the 1 s deadline" in log and "bench run" not in log
+    assert not (work / "done" / "cells").exists()  # not done: the same command again resumes it
+
+
+def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
+    """`make gpu-rehearsal`'s cells, small: ci/matrix-gpu-session-rehearsal.yaml through the session's cells phase
+    with this machine's CPU venv as the session's python - Horovod's Gloo and mpirun launches with 1 and 2 processes,
+    DDP, and the Pillow loader on a JPEG sample (here a small one, where the rehearsal uses the data phase's) - every
+    cell measured, and the store and the archive brought back."""
+    import sqlite3
+    import tarfile
+
+    import yaml
+
+    from bench.datasets import make_imagenet_sample
+
+    sample = tmp_path / "sample"
+    make_imagenet_sample(sample, classes=2, per_class=16, seed=1, tfrecord=False)
+    matrix = yaml.safe_load((ROOT / "ci" / "matrix-gpu-session-rehearsal.yaml").read_text())
+    matrix["backend"]["imagenet_dir"] = str(sample)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
+    done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with sqlite3.connect(work / "bench.db") as db:
+        rows = db.execute("SELECT mpi, gpus, engine, data, status, images_per_sec FROM records").fetchall()
+    cells = {(mpi, gpus, engine, data) for mpi, gpus, engine, data, status, rate in rows if status == "ok" and rate > 0}
+    assert cells == {("gloo", 1, "horovod", "synthetic"), ("gloo", 2, "horovod", "synthetic"),
+                     ("openmpi", 1, "horovod", "synthetic"), ("openmpi", 2, "horovod", "synthetic"),
+                     ("gloo", 1, "horovod", "imagenet"), ("gloo", 2, "native", "synthetic")}, rows
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["bench.db", "gpu-session.tar.gz"]
+    with tarfile.open(out / "gpu-session.tar.gz") as archive:
+        assert {"bench.db", "logs/cells.log", "done/cells"} <= set(archive.getnames())

@@ -198,6 +198,24 @@ def decode_nvjpeg(datas: list[torch.Tensor], device: torch.device) -> list[torch
     return out
 
 
+def decode_pillow(datas: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """decode_nvjpeg's contract with Pillow on the CPU: JPEG bytes -> uint8 RGB (3, H, W) tensors, None for what does
+    not decode. The reference nvJPEG is checked against (scripts/gpu_loader_check.py, tests/test_gpu_loader.py)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    out: list[torch.Tensor | None] = []
+    for data in datas:
+        try:
+            with Image.open(io.BytesIO(data.numpy().tobytes())) as img:
+                out.append(torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1).contiguous())
+        except OSError:
+            out.append(None)
+    return out
+
+
 @dataclass(frozen=True)
 class CropFlip:
     box: tuple[int, int, int, int]  # (left, top, right, bottom), as random_resized_crop_box gives it
