@@ -200,6 +200,9 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     make_imagenet_sample(sample, classes=2, per_class=16, seed=1, tfrecord=False)
     matrix = yaml.safe_load((ROOT / "ci" / "matrix-gpu-session-rehearsal.yaml").read_text())
     matrix["backend"]["imagenet_dir"] = str(sample)
+    # The compile cell is the rehearsal's (the GPU machine's torch); here it would add a minute of compiling to the
+    # suite, and tests/test_step_settings.py compiles with this torch already.
+    matrix["include"] = [entry for entry in matrix["include"] if "compile" not in entry]
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
     done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
