@@ -69,12 +69,14 @@ scripts/gpu_session.sh --check-kit --kit "$kit"
 
 # The kit's torchvision beside the torch it was built for, proven on this CPU: the nvjpeg loader's code with the
 # real decode_jpeg (torchvision's CPU decoder) against Pillow on ImageNet-like JPEGs (scripts/gpu_loader_check.py;
-# the GPU session's data phase runs the same check with nvJPEG). Pillow as the main venv pins it.
+# the GPU session's data phase runs the same check with nvJPEG). Pillow as the main venv pins it. DALI too (not in
+# the kit: its 200 MB wheel does not fit), whose pipeline the check runs on DALI's CPU operators.
 if [ -x "$gpu_venv/bin/python" ]; then
-  say "the kit's torchvision on this CPU: the nvjpeg loader with torchvision's decoder against Pillow"
+  say "the kit's torchvision on this CPU (and DALI): the nvjpeg and dali loaders against Pillow"
   kit_pip() { "$gpu_venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
   kit_pip install -q --no-deps "$(ls "$kit/gpu"/torchvision-*.whl | head -1)"
-  kit_pip install -q "pillow==$("$py" -c 'import PIL; print(PIL.__version__)')" numpy==2.4.6
+  kit_pip install -q "pillow==$("$py" -c 'import PIL; print(PIL.__version__)')" numpy==2.4.6 \
+    nvidia-dali-cuda130==2.4.0
   sample=$(mktemp -d)
   trap 'rm -rf "$sample"' EXIT
   "$py" -m bench data make-imagenet-sample "$sample" --classes 4 --per-class 20 --profile imagenet \
@@ -90,4 +92,4 @@ total=$((tree_bytes + kit_bytes))
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 say "working tree $(mib "$tree_bytes") + kit $(mib "$kit_bytes") = $(mib "$total") (limit 64 MiB)"
 [ "$total" -le "$limit" ] || { say "over the 64 MiB a device command may carry"; exit 1; }
-echo "take along: the working tree and $(realpath --relative-to="$here" "$kit")/ (device tool: carry [\"$(realpath --relative-to="$here" "$kit")\"]); on the GPU machine: scripts/gpu_session.sh --phase all (docs/gpu.md)"
+echo "take along: the working tree and $(realpath --relative-to="$here" "$kit")/ (device tool: carry [\"$(realpath --relative-to="$here" "$kit")\"]); on the GPU machine: scripts/gpu_session.sh --phase all --deadline 540 (docs/gpu.md)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The `nvjpeg` loader with the real torchvision decoder, against Pillow, on a JPEG tree; run with a Python that has
-torch, torchvision, Pillow and numpy (the GPU machine's venv after the kit's install; `.venv-gpu-kit` here).
+"""The `nvjpeg` loader with the real torchvision decoder, against Pillow, on a JPEG tree, and the `dali` loader where
+DALI is installed; run with a Python that has torch, torchvision, Pillow and numpy (the GPU machine's venv after the
+kit's install; `.venv-gpu-kit` here, which has DALI too).
 
 On a GPU this is the session's pre-flight for real-data cells (its data phase runs it): nvJPEG decodes, and the
 loader's batches equal the Pillow-decoded ones but for the decoders' differences. On a CPU (`--device cpu`) it runs
@@ -15,7 +16,13 @@ Checks, each one line, exit 1 when any fails:
 2. loader: two batches of the loader (models/data/gpu_jpeg.py) with the real decoder equal, in labels, shapes, memory
    format and layout, those of the same loader and seed with Pillow as the decoder, and their pixels differ by under
    --loader-levels on average (the crop, resize and normalisation are shared; only the decoder differs);
-3. rate: the batched decode's images/s on this device (reported, not judged: the cells measure the loader).
+3. rate: the batched decode's images/s on this device (reported, not judged: the cells measure the loader);
+where DALI imports (not on the GPU machines lent so far: the kit has no room for its 200 MB wheel):
+4. dali: the pipeline of models/data/dali_loader.py with whole-image crops, no mirror and the files in order - every
+   other argument as the loader's - gives the labels of those files and, to within --dali-levels on average, the
+   nvjpeg path's resize and normalisation of the Pillow-decoded whole images (DALI's own decoder and resize);
+5. dali loader: two batches of the loader itself (random crops, flips, shuffled): shapes, dtype, channels-last,
+   labels among the tree's, finite; and its images/s over a few batches (reported).
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--decode-levels", type=float, default=1.0, help="0-255 levels per image, on average")
     p.add_argument("--loader-levels", type=float, default=1.0, help="0-255 levels, on average")
+    p.add_argument("--dali-levels", type=float, default=1.0, help="0-255 levels, on average")
     args = p.parse_args(argv)
 
     import torch
@@ -117,7 +125,68 @@ def main(argv=None) -> int:
     kb = sum(d.numel() for d in datas) / len(datas) / 1024
     print(f"rate: {rounds * len(datas) / took:,.0f} img/s decoding {len(datas)} JPEGs of {kb:.0f} KB on average in "
           f"one call, {rounds} times, on {device.type} (one thread)")
+    check_dali(args, device, files, report)
     return 1 if failed else 0
+
+
+def check_dali(args, device, files, report) -> None:
+    """Checks 4 and 5, where DALI imports."""
+    import torch
+
+    try:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+    except ImportError:
+        print("skip dali: nvidia-dali is not installed here")
+        return
+    from models.data import dali_loader, gpu_jpeg
+    from models.data.imagenet_torch import STD
+
+    device_id = None if device.type == "cpu" else (device.index if device.index is not None else
+                                                   torch.cuda.current_device())
+    # 4. Area 1 fits no drawn aspect ratio but the image's own, so DALI falls back to its centre crop with the ratio
+    # clamped to the range given, which is wide enough to hold every image's: the whole image.
+    shard = files[:args.batch]
+    params = dali_loader.dali_params(shard, args.batch, args.image_size, True, device_id, 2, 0, 1, 1)
+    params["reader"]["random_shuffle"] = False
+    params["decoder"].update(random_area=[1.0, 1.0], random_aspect_ratio=[0.01, 100.0])
+    params["mirror"]["probability"] = 0.0
+    it = DALIGenericIterator([dali_loader.build(params)], ["images", "labels"], reader_name=dali_loader.READER,
+                             last_batch_policy=LastBatchPolicy.DROP)
+    out = next(it)
+    x, y = dali_loader.dali_batch(out[0]["images"], out[0]["labels"], channels_last=True)
+    whole = gpu_jpeg.decode_pillow([gpu_jpeg.bytes_tensor(gpu_jpeg.read_bytes(f)) for f, _ in shard])
+    want = gpu_jpeg.crop_resize_flip_normalise(
+        whole, [gpu_jpeg.CropFlip((0, 0, img.shape[2], img.shape[1]), False) for img in whole], args.image_size, True)
+    std = torch.as_tensor(STD).view(1, 3, 1, 1)
+    labels_ok = y.cpu().tolist() == [c for _, c in shard]
+    layout_ok = (x.shape == want.shape and x.dtype == torch.float32 and x.device.type == device.type
+                 and x.is_contiguous(memory_format=torch.channels_last))
+    diff = levels(x.cpu() * std, want * std) if x.shape == want.shape else float("inf")
+    report(labels_ok and layout_ok and diff < args.dali_levels,
+           f"dali: {args.batch} whole images in file order through the loader's pipeline on {device.type}: labels "
+           f"{'equal' if labels_ok else 'DIFFER'}, shape, dtype and layout {'right' if layout_ok else 'WRONG'}, "
+           f"{diff:.3f} levels from the nvjpeg path's resize and normalisation (limit {args.dali_levels})")
+
+    # 5. The loader itself, then its rate.
+    loader = dali_loader.DaliBatches(args.sample, args.image_size, args.batch, rank=0, size=1, workers=4,
+                                     device=device, channels_last=True, seed=1)
+    classes = {c for _, c in files}
+    batches = [next(loader) for _ in range(2)]
+    ok = all(bx.shape == (args.batch, 3, args.image_size, args.image_size) and bx.dtype == torch.float32
+             and bx.is_contiguous(memory_format=torch.channels_last) and bool(torch.isfinite(bx).all())
+             and set(by.cpu().tolist()) <= classes and by.dtype == torch.int64 for bx, by in batches)
+    report(ok, f"dali loader: 2 batches of {args.batch} at {args.image_size} px (random crops, flips): shapes, dtype, "
+               f"channels-last, labels {'right' if ok else 'WRONG'}")
+    rounds = 5
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        next(loader)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    print(f"rate: {rounds * args.batch / (time.perf_counter() - start):,.0f} img/s through the dali loader "
+          f"({rounds} batches of {args.batch}, 4 threads) on {device.type}")
 
 
 if __name__ == "__main__":

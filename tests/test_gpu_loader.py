@@ -354,6 +354,14 @@ def test_dali_pipeline_arguments(sample):
     assert n["mean"] == pytest.approx([0.485 * 255, 0.456 * 255, 0.406 * 255])
     assert dali_params(files, 8, 176, False, 0, 1, 0, 1, 0)["normalize"]["output_layout"] == "CHW"
     assert p["mirror"] == {"probability": 0.5} and p["shard_size"] == len(shard)
+    assert p["resize"]["device"] == n["device"] == "gpu"
+    # No device: DALI's CPU operators, everything else the same (the loader check runs it so, with the real DALI).
+    cpu = dali_params(files, 8, 176, True, None, 6, 1, 2, 5)
+    assert (cpu["decoder"]["device"], cpu["resize"]["device"], cpu["normalize"]["device"]) == ("cpu", "cpu", "cpu")
+    assert cpu["pipeline"]["device_id"] is None
+    for key in ("reader", "mirror"):
+        assert cpu[key] == p[key]
+    assert {k: v for k, v in cpu["decoder"].items() if k != "device"} == {k: v for k, v in d.items() if k != "device"}
     with pytest.raises(DataError, match="fewer than one batch"):
         dali_params(files, 64, 176, True, 0, 1, 0, 2, 0)
 
@@ -396,9 +404,10 @@ def test_nvjpeg_on_the_gpu_matches_the_pillow_path(sample):
     assert pixel_check(x.cpu(), want_x, boxes, 64)[1] <= 1.5  # decoder differences on top of the resize's
 
 
-# scripts/gpu_loader_check.py: the nvjpeg loader with the real torchvision decoder against Pillow. The GPU session's
-# data phase runs it with nvJPEG; `make device-kit` with torchvision's CPU decoder in .venv-gpu-kit (the kit's
-# torchvision over the GPU machine's torch 2.11.0), which this venv's pinned CPU torch cannot import.
+# scripts/gpu_loader_check.py: the nvjpeg loader with the real torchvision decoder against Pillow, and the dali loader
+# where DALI imports. The GPU session's data phase runs it with nvJPEG; `make device-kit` with torchvision's CPU
+# decoder and DALI's CPU operators in .venv-gpu-kit (the kit's torchvision over the GPU machine's torch 2.11.0, and
+# DALI 2.4.0), which this venv's pinned CPU torch cannot import.
 LOADER_CHECK = ROOT / "scripts" / "gpu_loader_check.py"
 KIT_PYTHON = ROOT / ".venv-gpu-kit" / "bin" / "python"
 
@@ -414,17 +423,20 @@ def test_the_loader_check_says_in_one_line_when_torchvision_does_not_import(imag
     assert done.stdout.count("FAIL") == 1 and "torchvision does not import beside torch" in done.stdout
 
 
-def kit_has_torchvision() -> bool:
-    return KIT_PYTHON.exists() and subprocess.run([str(KIT_PYTHON), "-c", "import torchvision"],
+def kit_has_the_loaders() -> bool:
+    return KIT_PYTHON.exists() and subprocess.run([str(KIT_PYTHON), "-c", "import torchvision, nvidia.dali"],
                                                   capture_output=True, timeout=120).returncode == 0
 
 
-@pytest.mark.skipif(not kit_has_torchvision(), reason="no .venv-gpu-kit with torchvision: `make device-kit` makes it "
-                    "(several GB of CUDA wheels) and runs this check itself")
+@pytest.mark.skipif(not kit_has_the_loaders(), reason="no .venv-gpu-kit with torchvision and DALI: `make device-kit` "
+                    "makes it (several GB of CUDA wheels) and runs this check itself")
 def test_the_loader_check_passes_with_the_real_torchvision_and_enforces_its_limits(imagenet_like):
     done = loader_check(KIT_PYTHON, imagenet_like)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok   decode: 16 JPEGs in one call on cpu" in done.stdout and "ok   loader: 2 batches of 8" in done.stdout
-    # libjpeg-turbo on both sides: the same pixels, so a limit of 0 levels (differences must be below it) fails.
-    strict = loader_check(KIT_PYTHON, imagenet_like, "--decode-levels", "0", "--loader-levels", "0")
-    assert strict.returncode == 1 and strict.stdout.count("FAIL") == 2, strict.stdout
+    assert "ok   dali: 8 whole images" in done.stdout and "ok   dali loader: 2 batches of 8" in done.stdout
+    # libjpeg-turbo on both sides: the same pixels, so a limit of 0 levels (differences must be below it) fails; DALI's
+    # resize is not torch's, a hundredth of a level apart on average.
+    strict = loader_check(KIT_PYTHON, imagenet_like, "--decode-levels", "0", "--loader-levels", "0",
+                          "--dali-levels", "0.001")
+    assert strict.returncode == 1 and strict.stdout.count("FAIL") == 3, strict.stdout

@@ -14,8 +14,9 @@ The shard is passed as `files`/`labels` with DALI's own sharding left at one sha
 runs of the file list, which on a tree sorted by class would give each rank a subset of the classes.
 
 Imported only when this loader is chosen; DALI is not installed where the CPU tests run, so `dali_params` (the
-pipeline's arguments, plain data) and `dali_batch` (its outputs as the model wants them) carry what is tested.
-Not run on a GPU yet.
+pipeline's arguments, plain data) and `dali_batch` (its outputs as the model wants them) carry what is tested there.
+With no device (`device_id` None) the same pipeline runs on DALI's CPU operators: scripts/gpu_loader_check.py runs it
+so against the nvjpeg path's crop, resize and normalisation, with the real DALI on a CPU. Not run on a GPU yet.
 """
 from __future__ import annotations
 
@@ -33,32 +34,34 @@ HOST_MEMORY_PADDING = 140_544_512
 
 
 def dali_params(files: list[tuple[str, int]], batch_size: int, image_size: int, channels_last: bool,
-                device_id: int, workers: int, rank: int, size: int, seed: int) -> dict[str, Any]:
-    """The pipeline's arguments, operator by operator, as plain values (DALI's enums are filled in by `build`)."""
+                device_id: int | None, workers: int, rank: int, size: int, seed: int) -> dict[str, Any]:
+    """The pipeline's arguments, operator by operator, as plain values (DALI's enums are filled in by `build`).
+    `device_id` None: every operator on the CPU (DALI's CPU-only mode), for checking the pipeline without a GPU."""
     from models.data.gpu_jpeg import shard_files
 
     shard = shard_files(files, rank, size)
     if len(shard) < batch_size:
         raise DataError(f"rank {rank}'s shard has {len(shard)} images, fewer than one batch of {batch_size}")
+    on_gpu = device_id is not None
     return {
         "pipeline": {"batch_size": batch_size, "num_threads": max(1, workers), "device_id": device_id,
                      "seed": (seed * 1_000_003 + rank) % 2**31, "prefetch_queue_depth": 2},
         "reader": {"name": READER, "files": [f for f, _ in shard], "labels": [c for _, c in shard],
                    "random_shuffle": True, "shard_id": 0, "num_shards": 1, "pad_last_batch": False},
-        "decoder": {"device": "mixed", "output_type": "RGB", "random_area": [0.08, 1.0],
+        "decoder": {"device": "mixed" if on_gpu else "cpu", "output_type": "RGB", "random_area": [0.08, 1.0],
                     "random_aspect_ratio": [3 / 4, 4 / 3], "num_attempts": 10,
                     "device_memory_padding": DEVICE_MEMORY_PADDING, "host_memory_padding": HOST_MEMORY_PADDING},
-        "resize": {"device": "gpu", "resize_x": image_size, "resize_y": image_size, "interp_type": "INTERP_LINEAR",
+        "resize": {"device": "gpu" if on_gpu else "cpu", "resize_x": image_size, "resize_y": image_size, "interp_type": "INTERP_LINEAR",
                    "antialias": True},
         "mirror": {"probability": 0.5},
-        "normalize": {"device": "gpu", "dtype": "FLOAT", "output_layout": "HWC" if channels_last else "CHW",
+        "normalize": {"device": "gpu" if on_gpu else "cpu", "dtype": "FLOAT", "output_layout": "HWC" if channels_last else "CHW",
                       "mean": [float(m) for m in MEAN], "std": [float(s) for s in STD]},
         "shard_size": len(shard),
     }
 
 
 def build(params: dict[str, Any]):
-    """The DALI pipeline of `params`, built (needs DALI and a GPU)."""
+    """The DALI pipeline of `params`, built (needs DALI; a GPU unless the params are the CPU-only ones)."""
     from nvidia.dali import fn, pipeline_def, types
 
     decoder = {**params["decoder"], "output_type": getattr(types, params["decoder"]["output_type"])}
@@ -71,7 +74,7 @@ def build(params: dict[str, Any]):
         images = fn.decoders.image_random_crop(jpegs, **decoder)
         images = fn.resize(images, **resize)
         images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(**params["mirror"]), **normalize)
-        return images, labels.gpu()
+        return images, (labels.gpu() if params["pipeline"]["device_id"] is not None else labels)
 
     pipe = train_pipeline()
     pipe.build()
@@ -88,7 +91,8 @@ def dali_batch(images: torch.Tensor, labels: torch.Tensor, channels_last: bool) 
 
 
 class DaliBatches:
-    """Endless batches from this rank's shard through DALI; `next()` returns (images, labels) on the GPU.
+    """Endless batches from this rank's shard through DALI; `next()` returns (images, labels) on the device: the
+    GPU's (loaders.resolve_loader gives dali to GPU cells only), or the CPU, which the loader check uses.
 
     DALI stops on an image it cannot decode rather than skipping it: that is a DataError here (`bad` stays 0)."""
 
@@ -98,11 +102,11 @@ class DaliBatches:
                  device: torch.device | str, channels_last: bool, seed: int = 0):
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-        device = torch.device(device)  # a CUDA device: loaders.resolve_loader refuses dali on a CPU
+        device = torch.device(device)
         files, _ = list_jpeg_tree(root)
-        self.params = dali_params(files, batch_size, image_size, channels_last,
-                                  device.index if device.index is not None else torch.cuda.current_device(),
-                                  workers, rank, size, seed)
+        device_id = None if device.type == "cpu" else (
+            device.index if device.index is not None else torch.cuda.current_device())
+        self.params = dali_params(files, batch_size, image_size, channels_last, device_id, workers, rank, size, seed)
         self.channels_last = channels_last
         self.workers = self.params["pipeline"]["num_threads"]
         self.seen = self.bad = 0
