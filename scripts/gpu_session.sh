@@ -18,8 +18,9 @@
 # report are packed into --out/gpu-session.tar.gz (default --out: $OUT when set), with the store beside it, so each
 # command brings back everything so far.
 #
-# Usage: scripts/gpu_session.sh [--phase install|build|doctor|cells|report|all] [--out DIR] [--work DIR] [--kit DIR]
-#          [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--deadline SECONDS] [--force]
+# Usage: scripts/gpu_session.sh [--phase install|build|doctor|data|cells|report|all] [--out DIR] [--work DIR]
+#          [--kit DIR] [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--deadline SECONDS]
+#          [--force]
 #          [--dry-run | --check-kit]
 # --deadline: the cells phase ends by then, counted from this script's start (its budget shrinks to fit; under 30 s
 # left, it does not start), so one command of a tool with a time limit runs every phase and the cells in what is
