@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Seconds, with where each comes from.
-MACHINE_START_S = 90  # the device tool: "a minute or more" to start a machine (estimate)
+# The 2026-11-26 loan: 875 s of device time for 722 s of commands (77 + 93 + 329 + 223), so two machine starts and
+# the waits between four commands took 153 s: at most ~75 s a start.
+MACHINE_START_S = 90
 PHASE_S = {
     "install": 15,  # measured 11 s (call 1)
     "build-prebuilt": 15,  # the kit's Horovod wheel: pip install + the nccl_built()/ldd checks (estimate)
