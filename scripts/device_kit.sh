@@ -75,8 +75,7 @@ if [ -x "$gpu_venv/bin/python" ]; then
   say "the kit's torchvision on this CPU (and DALI): the nvjpeg and dali loaders against Pillow"
   kit_pip() { "$gpu_venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
   kit_pip install -q --no-deps "$(ls "$kit/gpu"/torchvision-*.whl | head -1)"
-  kit_pip install -q "pillow==$("$py" -c 'import PIL; print(PIL.__version__)')" numpy==2.4.6 \
-    nvidia-dali-cuda130==2.4.0
+  kit_pip install -q "pillow==$("$py" -c 'import PIL; print(PIL.__version__)')" nvidia-dali-cuda130==2.4.0
   sample=$(mktemp -d)
   trap 'rm -rf "$sample"' EXIT
   "$py" -m bench data make-imagenet-sample "$sample" --classes 4 --per-class 20 --profile imagenet \

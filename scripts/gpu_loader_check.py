@@ -7,7 +7,8 @@ On a GPU this is the session's pre-flight for real-data cells (its data phase ru
 loader's batches equal the Pillow-decoded ones but for the decoders' differences. On a CPU (`--device cpu`) it runs
 the same code with torchvision's CPU decoder (libjpeg-turbo), which proves the torchvision calls themselves - the
 batched `decode_jpeg(list, mode=RGB, device=...)` and its fallbacks - against the real library: the CPU test suite
-cannot import torchvision beside its pinned CPU torch, so it stands Pillow in for the decoder (tests/test_gpu_loader.py).
+cannot import torchvision beside its pinned CPU torch, so it stands Pillow in for the decoder
+(tests/test_gpu_loader.py).
 
 Checks, each one line, exit 1 when any fails:
 1. decode: the first --images files, decoded in one batched call, have Pillow's shapes, and differ from Pillow's
@@ -40,17 +41,49 @@ def levels(a, b) -> float:
     return float((a.detach().cpu().float() - b.detach().cpu().float()).abs().mean())
 
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def bad_input(message: str) -> int:
+    """Bad input: one line, exit 2, nothing run."""
+    print(f"gpu_loader_check: {message}", file=sys.stderr)
+    return 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints its usage too: one line is the project's rule
+        sys.exit(bad_input(message))
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--sample", required=True, help="a JPEG tree (train/<class>/*.JPEG), e.g. the session's sample")
-    p.add_argument("--device", default="auto", help="cuda, cpu, or auto (cuda when there is one)")
-    p.add_argument("--images", type=int, default=64, help="images decoded for check 1 and the rate")
-    p.add_argument("--batch", type=int, default=32, help="the loader's batch size for check 2")
-    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--device", default="auto", help="cuda, cuda:N, cpu, or auto (cuda when there is one)")
+    p.add_argument("--images", type=positive, default=64, help="images decoded for check 1 and the rate")
+    p.add_argument("--batch", type=positive, default=32, help="the loader's batch size for check 2")
+    p.add_argument("--image-size", type=positive, default=224)
     p.add_argument("--decode-levels", type=float, default=1.0, help="0-255 levels per image, on average")
     p.add_argument("--loader-levels", type=float, default=1.0, help="0-255 levels, on average")
     p.add_argument("--dali-levels", type=float, default=1.0, help="0-255 levels, on average")
     args = p.parse_args(argv)
+
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", args.device):
+        return bad_input(f"--device must be auto, cpu, cuda or cuda:N, got '{args.device}'")
+    from models.data.layout import DataError, list_jpeg_tree
+
+    try:
+        files, _ = list_jpeg_tree(args.sample)
+    except DataError as e:
+        return bad_input(f"--sample: {e}")
+    if len(files) < max(args.images, 2 * args.batch):
+        return bad_input(f"--sample {args.sample} has {len(files)} JPEGs; --images {args.images} and --batch "
+                         f"{args.batch} need {max(args.images, 2 * args.batch)}")
 
     import torch
 
@@ -62,16 +95,11 @@ def main(argv=None) -> int:
 
     from models.data import gpu_jpeg
     from models.data.imagenet_torch import STD
-    from models.data.layout import list_jpeg_tree
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, device {device} ({where})")
-    files, _ = list_jpeg_tree(args.sample)
-    if len(files) < max(args.images, 2 * args.batch):
-        print(f"FAIL {args.sample} has {len(files)} JPEGs; the checks need {max(args.images, 2 * args.batch)}")
-        return 1
     failed = 0
 
     def report(ok: bool, line: str) -> None:
@@ -131,6 +159,20 @@ def main(argv=None) -> int:
 
 def check_dali(args, device, files, report) -> None:
     """Checks 4 and 5, where DALI imports."""
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", args.device):
+        return bad_input(f"--device must be auto, cpu, cuda or cuda:N, got '{args.device}'")
+    from models.data.layout import DataError, list_jpeg_tree
+
+    try:
+        files, _ = list_jpeg_tree(args.sample)
+    except DataError as e:
+        return bad_input(f"--sample: {e}")
+    if len(files) < max(args.images, 2 * args.batch):
+        return bad_input(f"--sample {args.sample} has {len(files)} JPEGs; --images {args.images} and --batch "
+                         f"{args.batch} need {max(args.images, 2 * args.batch)}")
+
     import torch
 
     try:
@@ -190,4 +232,8 @@ def check_dali(args, device, files, report) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # its reader (e.g. `| head`) stopped reading: end as a Unix tool ends on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

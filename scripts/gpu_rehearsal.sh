@@ -45,16 +45,19 @@ rehearsal_cells=$(cat "$work/done/cells")
 "${session[@]}" --phase cells --force  # matrix-gpu.yaml: all skipped here, planned as the GPU machine would plan it
 "${session[@]}" --phase report
 
-# Every rehearsal cell measured (the cells phase goes on past failed cells; the rehearsal does not).
+# Every rehearsal cell complete: all its repeats ok, as resume counts it (the cells phase goes on past failed cells;
+# the rehearsal does not).
 "$work/venv/bin/python" - "$work/bench.db" ci/matrix-gpu-session-rehearsal.yaml <<'EOF'
-import sqlite3, sys
+import sys
 from bench.matrix import load_matrix
 from bench.plan import plan_cells
+from bench.store import Store
 wanted = {p.cell_id for p in plan_cells(load_matrix(sys.argv[2]).cells(), None) if p.runnable}
-with sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True) as db:
-    ok = {row[0] for row in db.execute("SELECT cell_id FROM records WHERE status = 'ok'")}
+with Store(sys.argv[1], read_only=True) as store:
+    ok = store.completed_cells()
 missing = sorted(wanted - ok)
-print(f"rehearsal cells measured: {len(wanted & ok)} of {len(wanted)}" + (f"; not: {', '.join(missing)}" if missing else ""))
+print(f"rehearsal cells complete: {len(wanted & ok)} of {len(wanted)}"
+      + (f"; not: {', '.join(missing)}" if missing else ""))
 sys.exit(1 if missing else 0)
 EOF
 for phase in install build doctor data cells report; do

@@ -20,8 +20,7 @@
 #
 # Usage: scripts/gpu_session.sh [--phase install|build|doctor|data|cells|report|all] [--out DIR] [--work DIR]
 #          [--kit DIR] [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--deadline SECONDS]
-#          [--force]
-#          [--dry-run | --check-kit]
+#          [--force] [--dry-run | --check-kit]
 # --deadline: the cells phase ends by then, counted from this script's start (its budget shrinks to fit; under 30 s
 # left, it does not start), so one command of a tool with a time limit runs every phase and the cells in what is
 # left: `--phase all --deadline 540` in a 600 s command. Run the same command again to resume where it stopped.
@@ -209,15 +208,13 @@ cells_budget() {  # --cells-budget, or what is left before --deadline when that 
 phase_cells() {
   # bench run resumes past the cells the store already has: a phase cut short by its budget is rerun, not redone.
   # Exit 1 (some cells failed: their reasons are in the store) ends the phase; only a cut-short run (124) does not.
-  local seconds
-  seconds=$(cells_budget)
-  if [ "$dry" = 0 ] && [ "$seconds" -lt 30 ]; then
-    echo "no time left for cells before the ${deadline} s deadline (${seconds} s): run the command again" | tee -a "$log"
-    cells_seconds=$seconds
+  cells_seconds=$(cells_budget)  # global: the message after a cut-short phase names it
+  if [ "$dry" = 0 ] && [ "$cells_seconds" -lt 30 ]; then
+    echo "no time left for cells before the ${deadline} s deadline (${cells_seconds} s): run the command again" |
+      tee -a "$log"
     return 124
   fi
-  cells_seconds=$seconds
-  step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$seconds" \
+  step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$cells_seconds" \
     "$vpy" -m bench run "$matrix" --store "$work/bench.db"
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }

@@ -440,3 +440,14 @@ def test_the_loader_check_passes_with_the_real_torchvision_and_enforces_its_limi
     strict = loader_check(KIT_PYTHON, imagenet_like, "--decode-levels", "0", "--loader-levels", "0",
                           "--dali-levels", "0.001")
     assert strict.returncode == 1 and strict.stdout.count("FAIL") == 3, strict.stdout
+
+
+@pytest.mark.parametrize("args,says", [(["--sample", "/nonexistent"], "no ImageNet JPEG tree at /nonexistent"),
+                                       (["--device", "gpu"], "--device must be auto, cpu, cuda or cuda:N"),
+                                       (["--batch", "0"], "--batch: must be at least 1"),
+                                       (["--images", "100000"], "need 100000")])
+def test_the_loader_check_refuses_bad_input_in_one_line(imagenet_like, args, says):
+    argv = [sys.executable, str(LOADER_CHECK), "--sample", str(imagenet_like), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr

@@ -42,19 +42,20 @@ def dali_params(files: list[tuple[str, int]], batch_size: int, image_size: int, 
     shard = shard_files(files, rank, size)
     if len(shard) < batch_size:
         raise DataError(f"rank {rank}'s shard has {len(shard)} images, fewer than one batch of {batch_size}")
-    on_gpu = device_id is not None
+    # DALI's operator devices: "mixed" decodes on the host and the GPU (nvJPEG); None puts every operator on the CPU.
+    decoder, gpu = ("mixed", "gpu") if device_id is not None else ("cpu", "cpu")
     return {
         "pipeline": {"batch_size": batch_size, "num_threads": max(1, workers), "device_id": device_id,
                      "seed": (seed * 1_000_003 + rank) % 2**31, "prefetch_queue_depth": 2},
         "reader": {"name": READER, "files": [f for f, _ in shard], "labels": [c for _, c in shard],
                    "random_shuffle": True, "shard_id": 0, "num_shards": 1, "pad_last_batch": False},
-        "decoder": {"device": "mixed" if on_gpu else "cpu", "output_type": "RGB", "random_area": [0.08, 1.0],
+        "decoder": {"device": decoder, "output_type": "RGB", "random_area": [0.08, 1.0],
                     "random_aspect_ratio": [3 / 4, 4 / 3], "num_attempts": 10,
                     "device_memory_padding": DEVICE_MEMORY_PADDING, "host_memory_padding": HOST_MEMORY_PADDING},
-        "resize": {"device": "gpu" if on_gpu else "cpu", "resize_x": image_size, "resize_y": image_size, "interp_type": "INTERP_LINEAR",
+        "resize": {"device": gpu, "resize_x": image_size, "resize_y": image_size, "interp_type": "INTERP_LINEAR",
                    "antialias": True},
         "mirror": {"probability": 0.5},
-        "normalize": {"device": "gpu" if on_gpu else "cpu", "dtype": "FLOAT", "output_layout": "HWC" if channels_last else "CHW",
+        "normalize": {"device": gpu, "dtype": "FLOAT", "output_layout": "HWC" if channels_last else "CHW",
                       "mean": [float(m) for m in MEAN], "std": [float(s) for s in STD]},
         "shard_size": len(shard),
     }
