@@ -12,7 +12,7 @@
 #            scripts/gpu_loader_check.py: nvJPEG decodes it as Pillow does (its failure is logged, not fatal)
 #   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
 #            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check
-#   report   `bench report`
+#   report   `bench report`, then the time plan beside what each phase and cell took (gpu_time_plan.py --against)
 # State (venv, build cache, store, job logs, phase markers) lives in --work, which a machine that keeps the tree
 # between commands keeps; after every phase the store, the job logs (NCCL's included), the phase logs and the
 # report are packed into --out/gpu-session.tar.gz (default --out: $OUT when set), with the store beside it, so each
@@ -219,8 +219,23 @@ phase_cells() {
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }
 
+records_in() {  # how many records a store holds (0 when there is no store)
+  "$python" -c 'import pathlib, sqlite3, sys
+p = pathlib.Path(sys.argv[1])
+print(sqlite3.connect(f"file:{p}?mode=ro", uri=True).execute("SELECT count(*) FROM records").fetchone()[0]
+      if p.is_file() else 0)' "$1" 2>/dev/null || echo 0
+}
+
 phase_report() {
-  step "$vpy" -m bench report --store "$work/bench.db" --out "$work/report"
+  # A machine whose GPU no cell names plans them all as skipped, which writes no record: say so (cells.log lists
+  # each cell's reason) rather than fail on `bench report`'s "no records yet".
+  if [ "$dry" = 0 ] && [ "$(records_in "$work/bench.db")" = 0 ]; then
+    echo "no records in $work/bench.db: no cell ran here (logs/cells.log says why), so no report" | tee -a "$log"
+  else
+    step "$vpy" -m bench report --store "$work/bench.db" --out "$work/report"
+  fi
+  # The loan's time plan beside what this session took, row by row, for the next loan's plan (not a failure here).
+  step --may-fail "$vpy" scripts/gpu_time_plan.py --matrix "$matrix" --against "$work"
 }
 
 # What each command brings back: everything but the venv and the build cache, as one archive plus the store. One

@@ -4,21 +4,32 @@ seconds, and the total, which must fit the loan (`--limit`, default 720 s of the
 rerun). `scripts/gpu_session.sh --dry-run` prints it; exit 1 when the total is over the limit.
 
 The figures are the first GPU run's (one H200, 2026-11-26, docs/gpu-results.md), where measured, and estimates where
-not, each marked as such; after a loan, compare them with the phases' real times (`.gpu-session/done/<phase>` holds
-"<when> in N s") and the cells' (their records' start times), and correct the constants here.
+not, each marked as such. After a loan, `--against` sets the plan beside what the loan took, row by row, and exits 1
+when the rows it can compare took over 20 % more than planned (correct the constants here before the next loan). It
+reads a session's work folder (`.gpu-session`), the `gpu-session.tar.gz` a command brought back, or a bare
+`bench.db`: a phase's seconds from `done/<phase>` ("<when> in N s"); a cell's from the store, the time from the
+previous record's write in the same run (or the run's start, for its first cell) to its own last record's write:
+process start, warm-up, windows and the runner's own work, what the plan's cell rows count. The machine's start is
+not in them: the device tool's `lease.held_s` less its commands' `wall_s` gives it.
 
 It also says how the plan splits into commands of the device tool (at most 600 s each) running
 `scripts/gpu_session.sh --phase all --deadline 540`: the first command runs the phases and the cells that end by
 the deadline; the same command again, on the still-warm machine, resumes with the rest (its phases are done).
 
 Usage: scripts/gpu_time_plan.py [--matrix matrix-gpu.yaml] [--gpu H200] [--prebuilt yes|no] [--limit 720]
-         [--deadline 540]
+         [--deadline 540] [--against .gpu-session | gpu-session.tar.gz | bench.db]
 """
 from __future__ import annotations
 
 import argparse
+import re
+import sqlite3
 import sys
+import tarfile
+import tempfile
+from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,30 +71,35 @@ def cell_seconds(cell: dict) -> float:
     return CELL_START_S * cell.get("jobs", 1) + images / rate + extra
 
 
-def plan(matrix: str, gpu: str, prebuilt: bool) -> list[tuple[str, float]]:
+class Row(NamedTuple):
+    key: str  # a phase of gpu_session.sh, a cell's id, or "machine start"
+    name: str
+    seconds: float
+
+
+def plan(matrix: str, gpu: str, prebuilt: bool) -> list[Row]:
     from bench.cell_label import cell_label
     from bench.matrix import load_matrix
     from bench.plan import plan_cells
 
-    rows = [("machine start", MACHINE_START_S), ("install", PHASE_S["install"]),
-            ("build (" + ("the kit's Horovod wheel" if prebuilt else "Horovod from the sdist") + ")",
-             PHASE_S["build-prebuilt" if prebuilt else "build-sdist"]),
-            ("doctor", PHASE_S["doctor"])]
+    rows = [Row("machine start", "machine start", MACHINE_START_S), Row("install", "install", PHASE_S["install"]),
+            Row("build", "build (" + ("the kit's Horovod wheel" if prebuilt else "Horovod from the sdist") + ")",
+                PHASE_S["build-prebuilt" if prebuilt else "build-sdist"]),
+            Row("doctor", "doctor", PHASE_S["doctor"])]
     # Cells as the GPU machine plans them: every rule but this machine's own reach (it has no GPU).
     cells = [p for p in plan_cells(load_matrix(matrix).cells(), None) if p.runnable and p.cell["gpu"] == gpu]
-    if any(p.cell["data"] == "imagenet" for p in cells):
-        rows.append(("data", PHASE_S["data"]))
-    rows += [(f"cell {cell_label(p.cell, p.nodes)}", cell_seconds(p.cell)) for p in cells]
-    rows.append(("report", PHASE_S["report"]))
+    rows.append(Row("data", "data", PHASE_S["data"]))  # gpu_session.sh runs it whatever the cells read
+    rows += [Row(p.cell_id, f"cell {cell_label(p.cell, p.nodes)}", cell_seconds(p.cell)) for p in cells]
+    rows.append(Row("report", "report", PHASE_S["report"]))
     return rows
 
 
-def commands(rows: list[tuple[str, float]], deadline: float) -> list[list[str]]:
+def commands(rows: list[Row], deadline: float) -> list[list[str]]:
     """The rows (after the machine's start) each command of `--phase all --deadline D` runs: a cell that would end
     after the deadline is left to the next command (the cells phase's timeout cuts it; the next resumes it)."""
     out: list[list[str]] = [[]]
     used = 0.0
-    for name, seconds in rows:
+    for _, name, seconds in rows:
         if name == "machine start":
             continue
         if name.startswith("cell ") and used + seconds > deadline and out[-1]:
@@ -94,26 +110,137 @@ def commands(rows: list[tuple[str, float]], deadline: float) -> list[list[str]]:
     return out
 
 
+class Taken(NamedTuple):
+    key: str  # a phase, or a cell's id
+    name: str
+    seconds: float
+    status: str  # done, or the cell's last record's status (ok, failed, interrupted, skipped)
+
+
+PHASE_DONE = re.compile(r" in (\d+) s$")
+
+
+def loan_times(source: Path) -> tuple[list[Taken], str | None]:
+    """What a loan took, in the order it ran: the phases that finished (`done/<phase>`), then each cell of each run
+    of the store, and the GPU most of its records name. `source`: a work folder, its archive, or a bench.db."""
+    if source.is_file() and tarfile.is_tarfile(source):
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(source) as archive:
+            archive.extractall(tmp, members=[m for m in archive.getmembers() if m.isfile() and
+                                             (m.name.startswith(("bench.db", "done/")))], filter="data")
+            return loan_times(Path(tmp))
+    folder, store = (source, source / "bench.db") if source.is_dir() else (None, source)
+    taken = []
+    if folder is not None and (folder / "done").is_dir():
+        for phase in ("install", "build", "doctor", "data", "cells", "report"):
+            marker = folder / "done" / phase
+            found = PHASE_DONE.search(marker.read_text().strip()) if marker.is_file() else None
+            if found and phase != "cells":  # the cells phase is its cells, row by row
+                taken.append(Taken(phase, phase, float(found.group(1)), "done"))
+    if not store.is_file():
+        return taken, None
+    cells, gpus = cell_times(store)
+    return taken + cells, (gpus.most_common(1)[0][0] if gpus else None)
+
+
+def cell_times(store: Path) -> tuple[list[Taken], Counter]:
+    """Each cell's wall time per run: from the previous cell's last write (or the run's start) to its own."""
+    from bench.cell_label import cell_label
+
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        runs = {r["run_id"]: r["started_unix"] for r in conn.execute("SELECT run_id, started_unix FROM runs")}
+        rows = conn.execute("SELECT * FROM records ORDER BY run_id, written_unix").fetchall()
+    finally:
+        conn.close()
+    last: dict[tuple[str, str], sqlite3.Row] = {}  # (run, cell) → its last record
+    for row in rows:
+        last[(row["run_id"], row["cell_id"])] = row
+    taken, gpus, previous = [], Counter(), {}
+    for (run, cell), row in sorted(last.items(), key=lambda item: (runs.get(item[0][0], 0), item[1]["written_unix"])):
+        begun = previous.get(run, runs.get(run))
+        previous[run] = row["written_unix"]
+        if begun is None:
+            continue  # an imported run: no start to count from
+        record = dict(row)
+        try:
+            name = f"cell {cell_label(record, record.get('nodes') or 1)}"
+        except (KeyError, TypeError, ValueError):
+            name = f"cell {cell}"
+        taken.append(Taken(cell, name, row["written_unix"] - begun, row["status"]))
+        if row["gpu"]:
+            gpus[row["gpu"]] += 1
+    return taken, gpus
+
+
+def against(rows: list[Row], taken: list[Taken], *, slack: float = 1.2) -> int:
+    """Prints the plan beside what the loan took; 1 when the compared rows took over `slack` times their plan."""
+    planned = {row.key: row for row in rows}
+    width = max([len(t.name) for t in taken] + [len(r.name) for r in rows] + [10])
+    print(f"  {'':<{width}}  planned   taken  taken/planned")
+    sum_planned = sum_taken = 0.0
+    for t in taken:
+        row = planned.get(t.key)
+        note = "" if t.status in ("ok", "done") else f"  ({t.status})"
+        if row is None:
+            print(f"  {t.name:<{width}}        -  {t.seconds:5.0f} s  not in the plan{note}")
+            continue
+        ratio = t.seconds / row.seconds if row.seconds else float("inf")
+        print(f"  {row.name:<{width}}  {row.seconds:5.0f} s  {t.seconds:5.0f} s  {ratio:5.2f}{note}")
+        if t.status in ("ok", "done"):
+            sum_planned += row.seconds
+            sum_taken += t.seconds
+    ran = {t.key for t in taken}
+    unrun = [r.name for r in rows if r.key not in ran and r.key != "machine start"]
+    planned_by_name = {r.name: r.seconds for r in rows}
+    for name in unrun:
+        print(f"  {name:<{width}}  {planned_by_name[name]:5.0f} s        -  not run")
+    if not sum_planned:
+        print("  nothing to compare: no planned phase or cell finished")
+        return 0
+    print(f"  {'compared':<{width}}  {sum_planned:5.0f} s  {sum_taken:5.0f} s  {sum_taken / sum_planned:5.2f}")
+    if sum_taken > slack * sum_planned:
+        print(f"gpu_time_plan: the loan took {sum_taken / sum_planned:.2f}x the plan where they compare (over "
+              f"{slack:.1f}x): correct the constants in scripts/gpu_time_plan.py before the next loan", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--matrix", default="matrix-gpu.yaml")
     p.add_argument("--gpu", default=None, help="the catalogue key the loan's GPU is (default: the slowest plan "
-                                               "of H100 and H200)")
+                                               "of H100 and H200; with --against, the GPU its records name)")
     p.add_argument("--prebuilt", choices=("yes", "no"), default="yes")
     p.add_argument("--limit", type=float, default=720.0)
     p.add_argument("--deadline", type=float, default=540.0, help="gpu_session.sh's --deadline in each command")
+    p.add_argument("--against", type=Path, default=None, metavar="PATH",
+                   help="a session's work folder, its gpu-session.tar.gz, or a bench.db: print the plan beside it")
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
+    if args.against is not None:
+        if not args.against.exists():
+            print(f"gpu_time_plan: --against {args.against}: no such file or folder", file=sys.stderr)
+            return 2
+        try:
+            taken, seen_gpu = loan_times(args.against)
+        except (sqlite3.Error, tarfile.TarError, OSError) as error:
+            print(f"gpu_time_plan: --against {args.against}: not a session folder, archive or store ({error})",
+                  file=sys.stderr)
+            return 2
+        gpu = args.gpu or seen_gpu or "H200"
+        print(f"time plan for one {gpu} loan ({args.matrix}) against {args.against}:")
+        return against(plan(args.matrix, gpu, prebuilt), taken)
     plans = {g: plan(args.matrix, g, prebuilt) for g in ([args.gpu] if args.gpu else ["H100", "H200"])}
-    gpu, rows = max(plans.items(), key=lambda item: sum(s for _, s in item[1]))
-    total = sum(s for _, s in rows)
-    width = max(len(name) for name, _ in rows)
+    gpu, rows = max(plans.items(), key=lambda item: sum(r.seconds for r in item[1]))
+    total = sum(r.seconds for r in rows)
+    width = max(len(r.name) for r in rows)
     print(f"time plan for one {gpu} loan ({args.matrix}):")
-    for name, seconds in rows:
+    for _, name, seconds in rows:
         print(f"  {name:<{width}}  {seconds:6.0f} s")
     print(f"  {'total':<{width}}  {total:6.0f} s (limit {args.limit:.0f} s)")
     split = commands(rows, args.deadline)
-    seconds = dict(rows)
+    seconds = {r.name: r.seconds for r in rows}
     for i, names in enumerate(split, 1):
         cells = [n for n in names if n.startswith("cell ")]
         print(f"command {i} (scripts/gpu_session.sh --phase all --deadline {args.deadline:.0f}): "

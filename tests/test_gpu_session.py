@@ -1,6 +1,7 @@
 """scripts/gpu_session.sh's dry run, as it runs on a machine with no GPU: a complete kit lists every phase's commands
 and exits 0 having run and written nothing; a kit missing a wheel exits non-zero naming it; bad options are one
 line and exit 2."""
+import re
 import subprocess
 import sys
 
@@ -216,3 +217,29 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     assert sorted(p.name for p in out.iterdir()) == ["bench.db", "gpu-session.tar.gz"]
     with tarfile.open(out / "gpu-session.tar.gz") as archive:
         assert {"bench.db", "logs/cells.log", "done/cells"} <= set(archive.getnames())
+    # Then the report phase on that store: the report, and the time plan beside what each cell took (a CPU's tiny
+    # cells against a GPU's plan, which counts 22 s for each start: under it).
+    report = subprocess.run([str(SCRIPT), "--phase", "report", "--kit", str(kit), "--work", str(work), "--out",
+                             str(out), "--matrix", str(tmp_path / "matrix.yaml")], capture_output=True, text=True,
+                            timeout=180, cwd=ROOT)
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    assert (work / "report" / "index.html").is_file()
+    log = (work / "logs" / "report.log").read_text()
+    plan_rows = [line for line in log.splitlines() if line.startswith("  cell cpu/")]
+    assert len(plan_rows) == len(cells) and all(re.search(r"\d s\s+\d+ s\s+\d+\.\d\d$", r) for r in plan_rows), log
+    assert re.search(r"^  compared\s+132 s\s+\d+ s\s+0\.\d\d$", log, re.M), log  # 6 cells x 22 s planned
+
+
+def test_the_report_phase_with_no_records_says_so_and_passes(tmp_path, kit):
+    """On a machine whose GPU no cell names, every cell is skipped and no record is written: the report phase says
+    so (bench report would refuse an empty store) and still sets the plan beside the phases that ran."""
+    work, out = tmp_path / "work", tmp_path / "out"
+    stand_in_venv(work)
+    (work / "done").mkdir()
+    (work / "done" / "install").write_text("2026-11-29T07:00:00Z in 9 s\n")
+    done = subprocess.run([str(SCRIPT), "--phase", "report", "--kit", str(kit), "--work", str(work), "--out",
+                           str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "no records in" in done.stdout and "no cell ran here" in done.stdout
+    assert not (work / "report").exists()
+    assert re.search(r"^  install\s+15 s\s+9 s\s+0\.60$", done.stdout, re.M), done.stdout
