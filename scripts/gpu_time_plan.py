@@ -191,10 +191,9 @@ def against(rows: list[Row], taken: list[Taken], *, slack: float = 1.2) -> int:
             sum_planned += row.seconds
             sum_taken += t.seconds
     ran = {t.key for t in taken}
-    unrun = [r.name for r in rows if r.key not in ran and r.key != "machine start"]
-    planned_by_name = {r.name: r.seconds for r in rows}
-    for name in unrun:
-        print(f"  {name:<{width}}  {planned_by_name[name]:5.0f} s        -  not run")
+    for r in rows:
+        if r.key not in ran and r.key != "machine start":
+            print(f"  {r.name:<{width}}  {r.seconds:5.0f} s        -  not run")
     if not sum_planned:
         print("  nothing to compare: no planned phase or cell finished")
         return 0
