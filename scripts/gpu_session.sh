@@ -11,7 +11,9 @@
 #            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it), then
 #            scripts/gpu_loader_check.py: nvJPEG decodes it as Pillow does (its failure is logged, not fatal)
 #   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
-#            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check
+#            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check; the
+#            store and archive synced to --out every GPU_SESSION_SYNC_S seconds (20) meanwhile, for a command killed
+#            mid-phase; a job a killed command left running is ended first
 #   report   `bench report`, then the time plan beside what each phase and cell took (gpu_time_plan.py --against)
 # State (venv, build cache, store, job logs, phase markers) lives in --work, which a machine that keeps the tree
 # between commands keeps; after every phase the store, the job logs (NCCL's included), the phase logs and the
@@ -208,14 +210,24 @@ cells_budget() {  # --cells-budget, or what is left before --deadline when that 
 phase_cells() {
   # bench run resumes past the cells the store already has: a phase cut short by its budget is rerun, not redone.
   # Exit 1 (some cells failed: their reasons are in the store) ends the phase; only a cut-short run (124) does not.
+  # A command cut at the device tool's limit leaves its running job behind (the local backend starts each job in a
+  # session of its own): on a machine still warm it would share the GPU with these cells' windows. End it first:
+  # this session's jobs only, known by their output under $work/runs.
+  if [ "$dry" = 0 ] && pgrep -f "$work/runs/" >/dev/null; then
+    echo "ending jobs a cut command left running: $(pgrep -f "$work/runs/" | tr '\n' ' ')" | tee -a "$log"
+    pkill -KILL -f "$work/runs/" || true
+    sleep 2  # the GPU's memory is freed as they exit
+  fi
   cells_seconds=$(cells_budget)  # global: the message after a cut-short phase names it
   if [ "$dry" = 0 ] && [ "$cells_seconds" -lt 30 ]; then
     echo "no time left for cells before the ${deadline} s deadline (${cells_seconds} s): run the command again" |
       tee -a "$log"
     return 124
   fi
+  syncing start
   step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$cells_seconds" \
     "$vpy" -m bench run "$matrix" --store "$work/bench.db"
+  syncing stop
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }
 
@@ -240,18 +252,50 @@ phase_report() {
 
 # What each command brings back: everything but the venv and the build cache, as one archive plus the store. One
 # archive because a tool that returns a command's files may cap their number (this project's device tool returns at
-# most 8 files, none more than 2 folders down), and the job logs alone are one file per cell.
+# most 8 files, none more than 2 folders down), and the job logs alone are one file per cell. The store goes in as a
+# snapshot (SQLite's backup API: one consistent file while `bench run` writes), and each file is renamed into place,
+# so a command killed at any moment leaves the last whole archive and store.
 sync_out() {
   [ "$out" = "$work" ] && return 0
   mkdir -p "$out"
-  local item items=()
-  for item in bench.db bench.db-wal bench.db-shm runs logs report done; do
-    [ -e "$work/$item" ] && items+=("$item")
+  local snap=$work/.snapshot item items=()
+  rm -rf "$snap" && mkdir -p "$snap"
+  if [ -e "$work/bench.db" ]; then
+    "$python" -c 'import sqlite3, sys
+src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
+src.backup(dst)
+dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, not a WAL-mode store wanting its -wal
+dst.close()' "$work/bench.db" "$snap/bench.db" 2>/dev/null || rm -f "$snap/bench.db"
+  fi
+  for item in runs logs report done; do
+    [ -e "$work/$item" ] && items+=(-C "$work" "$item")
   done
-  [ "${#items[@]}" -gt 0 ] || return 0
-  tar -czf "$out/.gpu-session.tar.gz.tmp" -C "$work" "${items[@]}" && mv -f "$out/.gpu-session.tar.gz.tmp" "$out/gpu-session.tar.gz"
-  [ -e "$work/bench.db" ] && cp -f "$work/bench.db" "$out/bench.db"
+  [ -e "$snap/bench.db" ] && items+=(-C "$snap" bench.db)
+  if [ "${#items[@]}" -gt 0 ]; then
+    tar -czf "$out/.gpu-session.tar.gz.tmp" "${items[@]}" && mv -f "$out/.gpu-session.tar.gz.tmp" "$out/gpu-session.tar.gz"
+  fi
+  if [ -e "$snap/bench.db" ]; then
+    cp -f "$snap/bench.db" "$out/.bench.db.tmp" && mv -f "$out/.bench.db.tmp" "$out/bench.db"
+  fi
+  rm -rf "$snap"
   return 0
+}
+
+# While the cells run, sync_out every SYNC_EVERY_S seconds: a command the device tool cuts at its limit (its budget
+# may be less than the 600 s asked for) still brings back every cell finished by the last sync.
+SYNC_EVERY_S=${GPU_SESSION_SYNC_S:-20}
+syncing() {  # syncing start | stop
+  if [ "$1" = start ]; then
+    [ "$dry" = 1 ] && return 0
+    # Ends when stopped (after a sync under way finishes: no torn file) or when this script is gone ($$ is its pid).
+    ( nap=; trap 'kill $nap 2>/dev/null; exit 0' TERM
+      while kill -0 $$ 2>/dev/null; do sleep "$SYNC_EVERY_S" & nap=$!; wait "$nap"; sync_out; done ) &
+    syncer=$!
+  elif [ -n "${syncer:-}" ]; then
+    kill "$syncer" 2>/dev/null || true
+    wait "$syncer" 2>/dev/null || true
+    syncer=
+  fi
 }
 
 if [ "$dry" = 1 ]; then
@@ -269,6 +313,7 @@ if [ "$dry" = 1 ]; then
 fi
 
 check_kit >&2 || exit 1
+trap 'syncing stop' EXIT
 mkdir -p "$work/logs" "$work/done"
 [ "$phase" = all ] && todo=("${PHASES[@]}") || todo=("$phase")
 for p in "${todo[@]}"; do

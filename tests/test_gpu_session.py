@@ -243,3 +243,80 @@ def test_the_report_phase_with_no_records_says_so_and_passes(tmp_path, kit):
     assert "no records in" in done.stdout and "no cell ran here" in done.stdout
     assert not (work / "report").exists()
     assert re.search(r"^  install\s+15 s\s+9 s\s+0\.60$", done.stdout, re.M), done.stdout
+
+
+def jobs_under(work):
+    """The live processes of the jobs a session started: their command lines name their output under work/runs."""
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE
+            and str(work / "runs") in " ".join(p.info["cmdline"] or [])]
+
+
+def ok_records(store) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        return db.execute("SELECT count(*) FROM records WHERE status = 'ok'").fetchone()[0]
+
+
+def test_a_command_killed_mid_cells_still_brings_back_the_cells_it_finished(tmp_path, kit):
+    """The device tool kills a command at its limit, which may come before the session's deadline (less device time
+    left than asked): the cells phase syncs the store and archive while it runs, so what finished comes back. Two
+    quick cells, then one that would run for minutes; the whole session is SIGKILLed once the two are in the store.
+    The long cell's job outlives the kill (the local backend starts each job in a session of its own): the next
+    command's cells phase ends it before anything else."""
+    import contextlib
+    import os
+    import signal
+    import sqlite3
+    import tarfile
+    import time
+
+    import psutil
+    import yaml
+
+    matrix = {"name": "killed-mid-cells",
+              "workload": {"batch_per_gpu": 4, "image_size": 32, "warmup_steps": 1, "steps": 2, "repeats": 1,
+                           "threads": 1, "channels_last": False},
+              "axes": {"gpu": ["cpu"], "framework": ["pytorch"], "mpi": ["gloo"], "ib": [False], "gpus": [1],
+                       "engine": ["horovod"], "precision": ["fp32"], "batch_per_gpu": [4, 8]},
+              # Minutes at most, should anything outlive this test.
+              "include": [{"gpu": "cpu", "mpi": "gloo", "gpus": 1, "batch_per_gpu": 2, "steps": 3000}],
+              "backend": {"name": "local", "timeout_s": 300}}
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
+    work, out = tmp_path / "work", tmp_path / "out"
+    stand_in_venv(work)
+    args = [str(SCRIPT), "--phase", "cells", "--kit", str(kit), "--work", str(work), "--out", str(out), "--matrix",
+            str(tmp_path / "matrix.yaml")]
+    session = subprocess.Popen(args, cwd=ROOT, start_new_session=True, env={**os.environ, "GPU_SESSION_SYNC_S": "1"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        waited, done = time.monotonic() + 150, 0
+        while done < 2 and time.monotonic() < waited and session.poll() is None:
+            time.sleep(1)
+            with contextlib.suppress(sqlite3.Error):  # no store yet, or its schema being made
+                done = ok_records(work / "bench.db")
+        assert done == 2 and session.poll() is None, "the two quick cells did not finish with the third running"
+        time.sleep(4)  # a sync or more since (every second here; every 20 s by default)
+        os.killpg(session.pid, signal.SIGKILL)  # the session and bench run: a command cut at its limit
+        session.wait(timeout=30)
+        # What came back: the two cells, in a whole store and a whole archive, and no half-written file.
+        assert sorted(p.name for p in out.iterdir()) == ["bench.db", "gpu-session.tar.gz"]
+        assert ok_records(out / "bench.db") == 2
+        with tarfile.open(out / "gpu-session.tar.gz") as archive:
+            assert {"bench.db", "logs/cells.log"} <= set(archive.getnames())
+            archive.extract("bench.db", tmp_path / "unpacked", filter="data")
+        assert ok_records(tmp_path / "unpacked" / "bench.db") == 2
+        # The next command (here with no time left for cells) first ends the job the cut one left running.
+        assert jobs_under(work), "the cut command's job should outlive it"
+        again = subprocess.run([*args, "--deadline", "1"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert again.returncode == 124 and "ending jobs a cut command left running" in again.stdout, again.stdout
+        time.sleep(1)
+        assert not jobs_under(work)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(session.pid, signal.SIGKILL)
+        for proc in jobs_under(work):  # whatever a failed assertion above left running
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
