@@ -231,11 +231,12 @@ phase_cells() {
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }
 
-records_in() {  # how many records a store holds (0 when there is no store)
-  "$python" -c 'import pathlib, sqlite3, sys
-p = pathlib.Path(sys.argv[1])
-print(sqlite3.connect(f"file:{p}?mode=ro", uri=True).execute("SELECT count(*) FROM records").fetchone()[0]
-      if p.is_file() else 0)' "$1" 2>/dev/null || echo 0
+records_in() {  # how many records a store holds (0 when there is no store), read as bench reads one
+  [ -f "$1" ] || { echo 0; return; }
+  "$vpy" -c 'import sys
+from bench.store import Store
+with Store(sys.argv[1], read_only=True) as store:
+    print(len(store.records()))' "$1"
 }
 
 phase_report() {

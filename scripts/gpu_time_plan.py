@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sqlite3
 import sys
 import tarfile
 import tempfile
@@ -145,15 +144,12 @@ def loan_times(source: Path) -> tuple[list[Taken], str | None]:
 def cell_times(store: Path) -> tuple[list[Taken], Counter]:
     """Each cell's wall time per run: from the previous cell's last write (or the run's start) to its own."""
     from bench.cell_label import cell_label
+    from bench.store import Store
 
-    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        runs = {r["run_id"]: r["started_unix"] for r in conn.execute("SELECT run_id, started_unix FROM runs")}
-        rows = conn.execute("SELECT * FROM records ORDER BY run_id, written_unix").fetchall()
-    finally:
-        conn.close()
-    last: dict[tuple[str, str], sqlite3.Row] = {}  # (run, cell) → its last record
+    with Store(store, read_only=True) as db:  # an older store is migrated in memory: its file stays as it was
+        runs = {r["run_id"]: r["started_unix"] for r in db.runs()}
+        rows = sorted(db.records(), key=lambda r: (r["run_id"], r["written_unix"]))
+    last: dict[tuple[str, str], dict] = {}  # (run, cell) → its last record
     for row in rows:
         last[(row["run_id"], row["cell_id"])] = row
     taken, gpus, previous = [], Counter(), {}
@@ -162,9 +158,8 @@ def cell_times(store: Path) -> tuple[list[Taken], Counter]:
         previous[run] = row["written_unix"]
         if begun is None:
             continue  # an imported run: no start to count from
-        record = dict(row)
         try:
-            name = f"cell {cell_label(record, record.get('nodes') or 1)}"
+            name = f"cell {cell_label(row, row.get('nodes') or 1)}"
         except (KeyError, TypeError, ValueError):
             name = f"cell {cell}"
         taken.append(Taken(cell, name, row["written_unix"] - begun, row["status"]))
@@ -218,12 +213,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
     if args.against is not None:
+        from bench.errors import BenchInputError
+
         if not args.against.exists():
             print(f"gpu_time_plan: --against {args.against}: no such file or folder", file=sys.stderr)
             return 2
         try:
             taken, seen_gpu = loan_times(args.against)
-        except (sqlite3.Error, tarfile.TarError, OSError) as error:
+        except (BenchInputError, tarfile.TarError, OSError) as error:
             print(f"gpu_time_plan: --against {args.against}: not a session folder, archive or store ({error})",
                   file=sys.stderr)
             return 2
