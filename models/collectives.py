@@ -117,6 +117,7 @@ class Engine:
             self._gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
             self.device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
             self._shutdown = torch_native.shutdown
+            self._leave = torch_native.leave
         else:
             try:
                 import horovod.torch as hvd
@@ -134,6 +135,7 @@ class Engine:
                              allgather_object=hvd.allgather_object,
                              broadcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0))
             self._shutdown = hvd.shutdown
+            self._leave = None
 
     def allreduce_(self, tensor, name: str) -> None:
         if self.hvd is not None:
@@ -179,6 +181,13 @@ class Engine:
 
     def shutdown(self) -> None:
         self._shutdown()
+
+    def leave(self, code: int) -> int:
+        """Ends the worker: under the native engine straight to the kernel (torch_native.leave: Gloo's thread
+        teardown can abort a finished process at exit), otherwise returns the code for sys.exit."""
+        if self._leave is not None:
+            self._leave(code)
+        return code
 
 
 def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[float], list[float]]:
@@ -311,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{top['time_median_s'] * 1e3:.2f} ms median, busbw {top['busbw_bytes_per_s'] / 1e9:.3f} GB/s",
                   flush=True)
     engine.shutdown()
-    return 0
+    return engine.leave(0)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,14 @@ usage() { echo "slurm_cluster: $*" >&2; exit 2; }
 saved() { sed -n "s/^$1=//p" "$CLUSTER/cluster.env" 2>/dev/null || true; }
 on() { local node=$1; shift; "$HERE/testcluster.sh" exec "$node" -- "$@"; }
 # Pid files hold the pid as the node sees it (each node has its own pid namespace), so they are read and signalled
-# inside the node. A node that is gone has nothing alive.
+# inside the node. A node that is gone has nothing alive. The process's name must be the daemon's the file is named
+# for (munged.pid, slurmctld.pid, slurmd-nodeI.pid): a fresh node numbers its processes from 1 again, so a pid file
+# left from an earlier cluster can name some other live process.
 pid_in() {
-  local node=$1 pid
-  pid=$(cat "$2" 2>/dev/null) && [ -n "$pid" ] && on "$node" kill -0 "$pid" 2>/dev/null && echo "$pid"
+  local node=$1 pid daemon
+  daemon=$(basename "$2" .pid); daemon=${daemon%%-node*}
+  pid=$(cat "$2" 2>/dev/null) && [ -n "$pid" ] \
+    && [ "$(on "$node" cat "/proc/$pid/comm" 2>/dev/null)" = "$daemon" ] && echo "$pid"
 }
 alive() { pid_in "$1" "$2" >/dev/null; }
 stop() {

@@ -25,7 +25,10 @@ for tool in munged munge slurmctld slurmd sinfo scontrol sbatch; do
   command -v "$tool" >/dev/null || die "$tool not found; install the Debian packages slurm-wlm and munge"
 done
 
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A pid file ($1) names a live $2 (munged, slurmctld, slurmd). The name is checked, not only the pid: pid files
+# outlive a machine's restart and their pids get reused (in one CI run slurmd.pid named an unrelated live process,
+# slurmd was not started and the node stayed 'unknown*').
+alive() { [ -s "$1" ] && [ "$(cat "/proc/$(cat "$1")/comm" 2>/dev/null)" = "$2" ]; }
 
 mkdir -p "$DIR"/{munge,state,spool,log}
 chmod 755 "$DIR"
@@ -37,7 +40,7 @@ if [ ! -s "$DIR/munge/munge.key" ]; then
   dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1 count=1024 status=none
   chmod 400 "$DIR/munge/munge.key"
 fi
-if ! alive "$DIR/munge/munged.pid"; then
+if ! alive "$DIR/munge/munged.pid" munged; then
   rm -f "$SOCKET" "$SOCKET.lock"
   munged --force --socket="$SOCKET" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/munge/munged.pid" \
     --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" \
@@ -55,15 +58,15 @@ if slurm_conf_update "$CONF" "$NEW"; then CHANGED=1; fi
 [ -e /etc/slurm/slurm.conf ] || { mkdir -p /etc/slurm; ln -s "$CONF" /etc/slurm/slurm.conf; }
 
 # --- daemons ------------------------------------------------------------------------------------------------------
-stop() { if alive "$1"; then kill "$(cat "$1")"; for _ in $(seq 50); do alive "$1" || break; sleep 0.1; done; fi; }
+stop() { if alive "$1" "$2"; then kill "$(cat "$1")"; for _ in $(seq 50); do alive "$1" "$2" || break; sleep 0.1; done; fi; }
 if [ "$CHANGED" = 1 ]; then
-  stop "$DIR/slurmd.pid"
-  stop "$DIR/slurmctld.pid"
+  stop "$DIR/slurmd.pid" slurmd
+  stop "$DIR/slurmctld.pid" slurmctld
 fi
-if ! alive "$DIR/slurmctld.pid"; then
+if ! alive "$DIR/slurmctld.pid" slurmctld; then
   slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
 fi
-if ! alive "$DIR/slurmd.pid"; then
+if ! alive "$DIR/slurmd.pid" slurmd; then
   slurmd -f "$CONF" >>"$DIR/log/slurmd.out" 2>&1 || die "slurmd did not start (see $DIR/log/slurmd.log)"
 fi
 

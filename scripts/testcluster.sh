@@ -84,10 +84,14 @@ shape_node() {
   fi
 }
 
-# The host's pid of node $1's pid 1 (its init, which holds the node's namespaces), if it is alive.
+# The host's pid of node $1's pid 1 (its init, which holds the node's namespaces), if it is alive. Alive means in the
+# node's network namespace, not only a live pid: init.pid outlives a machine's restart and its pid gets reused, and
+# entering an unrelated process's namespaces would run the node's work on the host.
 init_pid() {
-  local pidfile=$DIR/node$1/init.pid
-  [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && cat "$pidfile"
+  local pidfile=$DIR/node$1/init.pid pid
+  pid=$(cat "$pidfile" 2>/dev/null) && [ -n "$pid" ] || return 1
+  [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$(ns "$1")" 2>/dev/null)" ] \
+    && [ -n "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" ] && echo "$pid"
 }
 
 # `taskset -c CPU` when node $1 is pinned (up --pin), else nothing: the prefix for anything started in the node.

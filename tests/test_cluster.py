@@ -10,7 +10,9 @@ cluster's ssh_config: through the launcher's own option where it has one (Open M
 import os
 import random
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,14 +158,19 @@ def launch_native_pair(cluster, run_dir: Path) -> tuple[tuple[int, int], tuple[P
     with open(logs[0], "w") as log1, open(logs[1], "w") as log2:
         first = cluster.popen("node1", torchrun, env=cluster.env(env), stdout=log1, stderr=log1)
         second = cluster.popen("node1", ["ssh", "node2", remote], env=cluster.env(), stdout=log2, stderr=log2)
+        deadline = time.monotonic() + TIMEOUT
         try:
-            codes = first.wait(timeout=TIMEOUT), second.wait(timeout=TIMEOUT)
+            for proc in (first, second):
+                try:
+                    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    break  # the assertion shows both logs: a hang says more there than in a bare TimeoutExpired
         finally:
             for proc in (first, second):
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-    return codes, logs, out
+    return (first.returncode, second.returncode), logs, out
 
 
 def test_native_engine_across_two_nodes(cluster, tmp_path):

@@ -325,3 +325,30 @@ def test_an_unreachable_cluster_is_bad_input_before_anything_runs(slurm, tmp_pat
     assert line.startswith("bench: error: slurm backend: the cluster does not answer: "), result.stderr
     assert not (tmp_path / "results" / "runs").exists()
 
+
+
+def test_a_stale_pid_file_naming_another_process_does_not_pass_for_slurmd(slurm):
+    """Pid files outlive a machine's restart and their pids get reused: one CI run found slurmd.pid naming an unrelated
+    live process, took it for slurmd, never started one, and the node stayed 'unknown*'. The script must check the
+    name behind the pid, start the real slurmd, and leave the other process alone."""
+    pid_file = Path(os.environ.get("BENCH_SLURM_DIR", "/var/lib/bench-slurm")) / "slurmd.pid"
+    slurmd = psutil.Process(int(pid_file.read_text()))
+    assert slurmd.name() == "slurmd"
+    slurmd.terminate()
+    slurmd.wait(timeout=30)
+    bystander = subprocess.Popen(["sleep", "120"])
+    try:
+        pid_file.write_text(f"{bystander.pid}\n")
+        started = subprocess.run(["bash", str(ROOT / "scripts" / "slurm_local.sh")], capture_output=True, text=True,
+                                 timeout=120, check=False)
+        assert started.returncode == 0, started.stderr
+        restarted = psutil.Process(int(pid_file.read_text()))
+        assert restarted.name() == "slurmd" and restarted.pid != bystander.pid
+        assert bystander.poll() is None, "the script signalled a process that is not its daemon"
+    finally:
+        bystander.kill()
+        bystander.wait()
+    # The node serves jobs again: a short job runs to the end.
+    ran = subprocess.run(["srun", "-N1", "-n1", "-t", "1", "true"], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert ran.returncode == 0, ran.stderr
