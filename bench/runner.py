@@ -40,6 +40,7 @@ class RunSummary:
     failed: list[tuple[PlannedCell, str]] = field(default_factory=list)
     resumed: int = 0
     skipped: int = 0
+    not_retried: int = 0  # runnable cells left alone by --skip-failed: their last attempt failed
     cells_s: float = 0.0  # wall time of the cells run (their jobs, from submit to the last record stored)
     probe_s: float = 0.0  # wall time of the compute probes measured before them (bench/backends/compute_probe.py)
     probes_measured: int = 0
@@ -48,7 +49,8 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed else 0
+        # A cell left failed by --skip-failed still stands failed: the matrix is not measured.
+        return 1 if self.failed or self.not_retried else 0
 
 
 def transport_of(planned: PlannedCell, outcome: Outcome) -> dict[str, Any]:
@@ -114,10 +116,13 @@ BUSY_WAIT_S = 1.0  # every remaining cell is claimed by another live run: look a
 
 
 def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_id: str, rerun: bool = False,
-             console: Console | None = None) -> RunSummary:
+             skip_failed: bool = False, console: Console | None = None) -> RunSummary:
     """Each cell is claimed in the store before it runs, so two runs on one store never measure the same cell at
     once: a cell another live run holds is put back in the queue and looked at again later (measured by then:
-    counted as resumed; abandoned by a dead run: claimed, its leftover processes swept, and run here)."""
+    counted as resumed; abandoned by a dead run: claimed, its leftover processes swept, and run here).
+
+    skip_failed: cells whose last attempt failed or timed out are not tried again (a cell that hangs until its
+    timeout would cost that timeout on every resume). With rerun every cell runs; the CLI refuses the two together."""
     console = console or Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
     summary = RunSummary(run_id)
     done = set() if rerun else store.completed_cells()
@@ -128,6 +133,14 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
     if summary.resumed:
         console.print(f"resume: {summary.resumed} cell(s) already measured in the store, not rerun "
                       f"(use --rerun to measure again)")
+    if skip_failed and not rerun:
+        failed_before = store.failed_cells()
+        held = [p for p in todo if p.cell_id in failed_before]
+        todo = [p for p in todo if p.cell_id not in failed_before]
+        summary.not_retried = len(held)
+        for p in held:
+            console.print(f"not retried {p.label()}: its last attempt (run {failed_before[p.cell_id]}) failed; "
+                          f"--skip-failed  {p.cell_id}", highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     queue = deque(todo)

@@ -10,8 +10,8 @@
 #   data     the ImageNet-like JPEG sample the matrix's real-data cells read, made there by `bench data
 #            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it), then
 #            scripts/gpu_loader_check.py: nvJPEG decodes it as Pillow does (its failure is logged, not fatal)
-#   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store; rerun the
-#            phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check; the
+#   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store, and past
+#            cells that failed in an earlier command; rerun the phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check; the
 #            store and archive synced to --out every GPU_SESSION_SYNC_S seconds (20) meanwhile, for a command killed
 #            mid-phase; a job a killed command left running is ended first
 #   report   `bench report`, then the time plan beside what each phase and cell took (gpu_time_plan.py --against)
@@ -224,9 +224,14 @@ phase_cells() {
       tee -a "$log"
     return 124
   fi
+  # A cell that failed or timed out in an earlier command is not tried again (--skip-failed): one hung to its
+  # timeout would spend it twice out of a 15-minute loan. GPU_SESSION_RETRY_FAILED=1 tries them again (say, after
+  # a fix between commands).
+  local retry=(--skip-failed)
+  [ "${GPU_SESSION_RETRY_FAILED:-0}" = 1 ] && retry=()
   syncing start
   step --may-fail env NCCL_DEBUG=INFO timeout --signal=INT --kill-after=30 "$cells_seconds" \
-    "$vpy" -m bench run "$matrix" --store "$work/bench.db"
+    "$vpy" -m bench run "$matrix" --store "$work/bench.db" "${retry[@]}"
   syncing stop
   case "$last_rc" in 0|1) return 0 ;; *) return "$last_rc" ;; esac
 }

@@ -136,6 +136,24 @@ def test_a_hung_rank_that_ignores_sigterm_is_killed_at_the_timeout(tmp_path):
     assert "bench fault: hang at step 3" in json.loads(row["record_json"])["log_tail"]
     assert time.monotonic() - started < 120  # SIGTERM ignored, SIGKILL followed within seconds
 
+    # Resuming with --skip-failed does not spend the timeout again: the cell is named, not run, and still failed.
+    again = bench_cli("run", "m.yaml", "--timeout", "45", "--skip-failed", cwd=tmp_path, timeout=300,
+                      env={"BENCH_FAULT": "hang:rank=1:step=3"})
+    assert again.returncode == 1, again.stderr[-2000:]
+    assert f"its last attempt (run {row['run_id']}) failed; --skip-failed  {row['cell_id']}" in again.stderr
+    assert "0 ok, 0 failed, 1 failed before and not retried" in again.stderr
+    assert [r["status"] for r in records(tmp_path)] == ["timeout"]
+    assert not (tmp_path / "results" / "runs").exists() or \
+        len(list((tmp_path / "results" / "runs").iterdir())) == 1  # no job directory for the second run
+
+
+def test_rerun_and_skip_failed_together_are_bad_input(tmp_path):
+    (tmp_path / "m.yaml").write_text(WORKER_FAULTS, encoding="utf-8")
+    result = bench_cli("run", "m.yaml", "--rerun", "--skip-failed", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "--rerun" in result.stderr and "--skip-failed" in result.stderr
+    assert not (tmp_path / "results").exists()
+
 
 CONTROLLER = f"""
 name: controller

@@ -55,8 +55,17 @@ def test_a_complete_kit_lists_every_phase_and_runs_nothing(tmp_path, kit):
         "scripts/gpu_loader_check.py --sample .gpu-session/imagenet-sample --device auto") < out.index("phase cells:")
     assert "-m bench doctor" in out
     assert "NCCL_DEBUG=INFO" in out and "-m bench run matrix-gpu.yaml --store" in out
+    # A cell failed or timed out in an earlier command is not run again (its timeout is not spent twice).
+    assert re.search(r"-m bench run matrix-gpu\.yaml --store \S+ --skip-failed\n", out), out
     assert "-m bench report" in out
     assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
+
+
+def test_retry_failed_runs_the_cells_that_failed_before(tmp_path, kit, monkeypatch):
+    monkeypatch.setenv("GPU_SESSION_RETRY_FAILED", "1")
+    done = dry_run(tmp_path, kit)
+    assert done.returncode == 0, done.stderr
+    assert "-m bench run matrix-gpu.yaml --store" in done.stdout and "--skip-failed" not in done.stdout
 
 
 @pytest.mark.parametrize("pin", ["pydantic-core==2.50.4", "cloudpickle==3.1.2"])

@@ -39,6 +39,23 @@ def test_completed_cells_need_every_repeat_ok_in_one_run(tmp_path):
         assert store.completed_cells() == {ok_cell[0].cell_id}
 
 
+def test_failed_cells_are_those_whose_newest_attempt_failed_or_timed_out(tmp_path):
+    def attempt(run_id, status, **cell):
+        rec = record(run_id=run_id, repeat=0, repeats=1, **cell)
+        return parse_record(rec if status == "ok" else {**rec, "status": status, "error": status})
+
+    with Store(tmp_path / "b.db") as store:
+        store.write_many([attempt("a", "failed", steps=2),      # failed, then measured: not failed
+                          attempt("a", "failed", steps=3),      # failed, then interrupted: tried again
+                          attempt("a", "ok", steps=4),          # measured, then a --rerun failed: measured
+                          attempt("a", "failed", steps=5)])     # failed, nothing since
+        store.write_many([attempt("b", "ok", steps=2), attempt("b", "interrupted", steps=3),
+                          attempt("b", "timeout", steps=4), attempt("b", "timeout", steps=6),
+                          attempt("import:x:1", "failed", steps=7)])  # an imported failure is no attempt here
+        ids = {steps: attempt("z", "ok", steps=steps).cell_id for steps in (2, 3, 4, 5, 6, 7)}
+        assert store.failed_cells() == {ids[5]: "a", ids[6]: "b"}
+
+
 def test_newer_schema_and_non_sqlite_files_are_refused_untouched(tmp_path):
     path = tmp_path / "b.db"
     Store(path).close()

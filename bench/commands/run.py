@@ -17,6 +17,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
     add_store_argument(parser)
     parser.add_argument("--rerun", action="store_true", help="measure cells again even if the store has them")
+    parser.add_argument("--skip-failed", action="store_true",
+                        help="resume past failed cells too: a cell whose last attempt failed or timed out is not "
+                             "tried again (still counted failed: exit 1)")
     parser.add_argument("--where", default=None,
                         help="run only these cells: key=value[,key=v1|v2...] or a cell id, e.g. mpi=gloo,gpus=2 "
                              "(`bench plan MATRIX --where ...` shows which)")
@@ -33,6 +36,9 @@ def run(args) -> int:
     from bench.plan import plan_cells, select_cells
     from bench.store import Store, check_writable
 
+    if args.rerun and getattr(args, "skip_failed", False):
+        raise BenchInputError("--rerun measures every cell again and --skip-failed leaves failed ones alone; "
+                              "give one of them")
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
     matrix = load_matrix(args.matrix)  # all input is checked before anything is written
@@ -95,7 +101,8 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
                         source_json=of_checkout().to_json(),
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons,
                               **({"where": args.where} if args.where else {})})
-        summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun, console=console)
+        summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun,
+                           skip_failed=getattr(args, "skip_failed", False), console=console)
         store.finish_run(run_id)
     except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
         raise RunFailed(f"{store_path}: the store refused a write ({e.reason}); cells already recorded are kept") \
@@ -105,6 +112,7 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
         console.print(f"compute probes: {summary.probes_measured} measured, {summary.probes_reused} reused, "
                       f"{summary.probes_failed} failed; {summary.probe_s:.0f} s, {share} the cells' "
                       f"{summary.cells_s:.0f} s ({store_path.parent / 'probes' / 'compute.json'})", highlight=False)
-    console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed, {summary.resumed} already in the "
-                  f"store, {summary.skipped} skipped; store: {store_path}")
+    not_retried = f", {summary.not_retried} failed before and not retried" if summary.not_retried else ""
+    console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed{not_retried}, {summary.resumed} "
+                  f"already in the store, {summary.skipped} skipped; store: {store_path}")
     return summary.exit_code

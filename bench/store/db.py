@@ -215,6 +215,20 @@ class Store:
         return {cell for cell, _ in complete_runs(*zip(*rows))} if rows else set()
 
     @guarded(UNUSABLE)
+    def failed_cells(self) -> dict[str, str]:
+        """Cells whose newest attempt ended failed or timeout, not completed by any run: cell id → that attempt's run id.
+        What `run --skip-failed` leaves alone. The newest record is the attempt's verdict (a failure record is
+        written after the job's ok ones); an interrupted or skipped attempt is not a failure of the cell."""
+        rows = self.conn.execute(
+            "SELECT cell_id, run_id, status FROM records WHERE rowid IN (SELECT MAX(rowid) FROM records "
+            "WHERE run_id NOT LIKE ? GROUP BY cell_id)", (IMPORT_RUN_PREFIX + "%",)).fetchall()
+        failed = {cell: run for cell, run, status in rows if status in ("failed", "timeout")}
+        if not failed:
+            return {}
+        done = self._completed_cells(None)  # an older run measured it: resume skips it anyway
+        return {cell: run for cell, run in failed.items() if cell not in done}
+
+    @guarded(UNUSABLE)
     def records(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every record (column → value), or a run's."""
         return self._dicts("SELECT * FROM records" + (" WHERE run_id = ?" if run_id is not None else ""),
