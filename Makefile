@@ -26,8 +26,10 @@ run: install
 	echo "store: results/bench.db   report: reports/index.html (also reports/summary.md)"; \
 	exit $$status
 
+# --durations: the slowest tests named in every CI log, so a test that starts to cost minutes is seen (the suite must
+# stay within CI's time on 2 cores).
 test: install-test
-	$(PY) -m pytest -m "not diagnose"
+	$(PY) -m pytest -m "not diagnose" --durations=30
 
 # The slowed-cell and emulated-cluster proofs of docs/diagnose.md (~3 min each on a busy 2-core machine); the suite
 # keeps their small real tests (tests/test_expected.py, tests/test_diagnose.py).
