@@ -11,8 +11,8 @@
 #            make-imagenet-sample` into .gpu-session/imagenet-sample (the kit has no room for it), then
 #            scripts/gpu_loader_check.py: nvJPEG decodes it as Pillow does (its failure is logged, not fatal)
 #   cells    `bench run matrix-gpu.yaml` on the local backend (resumes past cells already in the store, and past
-#            cells that failed in an earlier command; rerun the phase if its time ran out), with NCCL_DEBUG=INFO, power sampled and the CUDA-event cross-check; the
-#            store and archive synced to --out every GPU_SESSION_SYNC_S seconds (20) meanwhile, for a command killed
+#            cells that failed in an earlier command; rerun the phase if its time ran out), with NCCL_DEBUG=INFO,
+#            power sampled and the CUDA-event cross-check; the store and archive synced to --out every GPU_SESSION_SYNC_S seconds (20) meanwhile, for a command killed
 #            mid-phase; a job a killed command left running is ended first
 #   report   `bench report`, then the time plan beside what each phase and cell took (gpu_time_plan.py --against)
 # State (venv, build cache, store, job logs, phase markers) lives in --work, which a machine that keeps the tree

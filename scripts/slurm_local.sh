@@ -58,7 +58,11 @@ if slurm_conf_update "$CONF" "$NEW"; then CHANGED=1; fi
 [ -e /etc/slurm/slurm.conf ] || { mkdir -p /etc/slurm; ln -s "$CONF" /etc/slurm/slurm.conf; }
 
 # --- daemons ------------------------------------------------------------------------------------------------------
-stop() { if alive "$1" "$2"; then kill "$(cat "$1")"; for _ in $(seq 50); do alive "$1" "$2" || break; sleep 0.1; done; fi; }
+stop() {
+  alive "$1" "$2" || return 0
+  kill "$(cat "$1")"
+  for _ in $(seq 50); do alive "$1" "$2" || break; sleep 0.1; done
+}
 if [ "$CHANGED" = 1 ]; then
   stop "$DIR/slurmd.pid" slurmd
   stop "$DIR/slurmctld.pid" slurmctld

@@ -88,10 +88,10 @@ shape_node() {
 # node's network namespace, not only a live pid: init.pid outlives a machine's restart and its pid gets reused, and
 # entering an unrelated process's namespaces would run the node's work on the host.
 init_pid() {
-  local pidfile=$DIR/node$1/init.pid pid
-  pid=$(cat "$pidfile" 2>/dev/null) && [ -n "$pid" ] || return 1
-  [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$(ns "$1")" 2>/dev/null)" ] \
-    && [ -n "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" ] && echo "$pid"
+  local pid net
+  pid=$(cat "$DIR/node$1/init.pid" 2>/dev/null) && [ -n "$pid" ] || return 1
+  net=$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null) || return 1
+  [ "$net" = "$(stat -L -c %i "/run/netns/$(ns "$1")" 2>/dev/null)" ] && echo "$pid"
 }
 
 # `taskset -c CPU` when node $1 is pinned (up --pin), else nothing: the prefix for anything started in the node.

@@ -36,7 +36,7 @@ def run(args) -> int:
     from bench.plan import plan_cells, select_cells
     from bench.store import Store, check_writable
 
-    if args.rerun and getattr(args, "skip_failed", False):
+    if args.rerun and args.skip_failed:
         raise BenchInputError("--rerun measures every cell again and --skip-failed leaves failed ones alone; "
                               "give one of them")
     if args.timeout is not None and args.timeout <= 0:
@@ -102,7 +102,7 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
                         plan={"cells": len(planned), "skipped": len(skipped), "skip_reasons": reasons,
                               **({"where": args.where} if args.where else {})})
         summary = run_plan(planned, backend, store, run_id=run_id, rerun=args.rerun,
-                           skip_failed=getattr(args, "skip_failed", False), console=console)
+                           skip_failed=args.skip_failed, console=console)
         store.finish_run(run_id)
     except StoreError as e:  # the run's own bookkeeping row could not be written (disk filled up, say)
         raise RunFailed(f"{store_path}: the store refused a write ({e.reason}); cells already recorded are kept") \

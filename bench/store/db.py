@@ -216,8 +216,8 @@ class Store:
 
     @guarded(UNUSABLE)
     def failed_cells(self) -> dict[str, str]:
-        """Cells whose newest attempt ended failed or timeout, not completed by any run: cell id → that attempt's run id.
-        What `run --skip-failed` leaves alone. The newest record is the attempt's verdict (a failure record is
+        """Cells whose newest attempt ended failed or timeout, not completed by any run: cell id → that attempt's run
+        id. What `run --skip-failed` leaves alone. The newest record is the attempt's verdict (a failure record is
         written after the job's ok ones); an interrupted or skipped attempt is not a failure of the cell."""
         rows = self.conn.execute(
             "SELECT cell_id, run_id, status FROM records WHERE rowid IN (SELECT MAX(rowid) FROM records "
