@@ -36,10 +36,10 @@ test: install-test
 test-diagnose: install-test
 	$(PY) -m pytest -m diagnose
 
-# Markers registered in setup.cfg: tests that launch or train for real, drive a browser, or are slow.
-SLOW_MARKS := e2e or launcher or workload or browser or slow or cluster or gpu_build or images
+# --fast (tests/conftest.py): leaves out every mark registered in setup.cfg (tests that launch or train for real,
+# drive a browser, build, or take minutes: the diagnose proofs too), read from setup.cfg so the two cannot drift.
 test-fast: install-test
-	$(PY) -m pytest -m "not ($(SLOW_MARKS))"
+	$(PY) -m pytest --fast
 
 # Speed checks. The peer comparison needs torchvision for Horovod's example (pure-Python parts only on CPU torch);
 # see docs/measurements.md for benchmarks/compare_peer_pytorch.py and benchmarks/harness_overhead.py.
@@ -53,7 +53,7 @@ gpu-build:
 	@scripts/install.sh build-tools
 	@scripts/gpu_build.sh
 
-# The main venv first: the kit's ImageNet sample is made by bench itself (bench/datasets.py).
+# The main venv first: the kit's ImageNet sample is made by bench itself (bench/execution/datasets.py).
 device-kit: install
 	@scripts/device_kit.sh
 

@@ -16,7 +16,7 @@ import traceback
 
 from bench.analysis import AnalysisError
 from bench.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, VERBS, command
-from bench.errors import BenchInputError, RunFailed
+from bench.core.errors import BenchInputError, RunFailed
 
 __all__ = ["EXIT_BUG", "EXIT_FAILED", "EXIT_OK", "EXIT_PIPE", "EXIT_USAGE", "Terminated", "build_parser", "main"]
 

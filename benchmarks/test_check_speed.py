@@ -48,7 +48,7 @@ def test_check_verb_10k_cells_from_baseline_files(benchmark, tmp_path, capsys):
     the table and summary printed."""
     import argparse
 
-    from bench.baseline import build_baseline, save_baseline
+    from bench.checks.baseline import build_baseline, save_baseline
     from bench.commands.check import run as cmd_check
 
     for name, slowdown, seed in (("a", 1.0, 1), ("b", 0.7, 2)):

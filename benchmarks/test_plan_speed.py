@@ -4,9 +4,9 @@ Run: make bench   (or: .venv/bin/python -m pytest benchmarks --benchmark-only)
 """
 import math
 
-from bench.backends.local import LocalBackend
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.local.backend import LocalBackend
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 
 BIG = """
 name: big

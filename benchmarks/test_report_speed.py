@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.report.render import report_from_store
 from bench.store import Store
 from tests.factories import record

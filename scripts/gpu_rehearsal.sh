@@ -49,8 +49,8 @@ rehearsal_cells=$(cat "$work/done/cells")
 # the rehearsal does not).
 "$work/venv/bin/python" - "$work/bench.db" ci/matrix-gpu-session-rehearsal.yaml <<'EOF'
 import sys
-from bench.matrix import load_matrix
-from bench.plan import plan_cells
+from bench.planning.matrix import load_matrix
+from bench.planning.plan import plan_cells
 from bench.store import Store
 wanted = {p.cell_id for p in plan_cells(load_matrix(sys.argv[2]).cells(), None) if p.runnable}
 with Store(sys.argv[1], read_only=True) as store:

@@ -77,9 +77,9 @@ class Row(NamedTuple):
 
 
 def plan(matrix: str, gpu: str, prebuilt: bool) -> list[Row]:
-    from bench.cell_label import cell_label
-    from bench.matrix import load_matrix
-    from bench.plan import plan_cells
+    from bench.cells.label import cell_label
+    from bench.planning.matrix import load_matrix
+    from bench.planning.plan import plan_cells
 
     rows = [Row("machine start", "machine start", MACHINE_START_S), Row("install", "install", PHASE_S["install"]),
             Row("build", "build (" + ("the kit's Horovod wheel" if prebuilt else "Horovod from the sdist") + ")",
@@ -143,7 +143,7 @@ def loan_times(source: Path) -> tuple[list[Taken], str | None]:
 
 def cell_times(store: Path) -> tuple[list[Taken], Counter]:
     """Each cell's wall time per run: from the previous cell's last write (or the run's start) to its own."""
-    from bench.cell_label import cell_label
+    from bench.cells.label import cell_label
     from bench.store import Store
 
     with Store(store, read_only=True) as db:  # an older store is migrated in memory: its file stays as it was
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
     if args.against is not None:
-        from bench.errors import BenchInputError
+        from bench.core.errors import BenchInputError
 
         if not args.against.exists():
             print(f"gpu_time_plan: --against {args.against}: no such file or folder", file=sys.stderr)

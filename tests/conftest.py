@@ -1,3 +1,4 @@
+import configparser
 import os
 import subprocess
 import sys
@@ -6,6 +7,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def slow_marks(setup_cfg: Path = ROOT / "setup.cfg") -> tuple[str, ...]:
+    """The marks registered in setup.cfg's [tool:pytest] markers: every one is a slow tier that `--fast` (make
+    test-fast) leaves out. Read from the file, not config.getini("markers"), which also holds the plugins' own marks
+    (timeout, benchmark) that say nothing about speed."""
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg, encoding="utf-8")
+    lines = parser.get("tool:pytest", "markers", fallback="").splitlines()
+    return tuple(line.split(":", 1)[0].strip() for line in lines if line.strip())
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="leave out every test with a mark registered in setup.cfg (the slow tiers): make test-fast")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--fast"):
+        return
+    slow = set(slow_marks())
+    left_out = [item for item in items if slow & {m.name for m in item.iter_markers()}]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in set(left_out)]
 
 
 def pytest_configure(config):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.cell import cell_id
-from bench.record import parse_record
+from bench.planning.cell import cell_id
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.factories import cell, record
 

@@ -15,7 +15,7 @@ from bench.ab import image_side
 from bench.ab.cpuquota import CpuGroup, cpu_controller_root, make_group, proc_mounts
 from bench.ab.sides import SOURCE_ROOT, ReadySide, side_command
 from bench.ab.spec import parse_side
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images.engines import Engine, find_engine
 from tests.conftest import bench_cli
 from tests.test_images_built import ENGINE as RUNNING_ENGINE

@@ -38,7 +38,7 @@ def test_two_ranks_end_with_the_averaged_weights(tmp_path, framework, flavour, c
 
 @pytest.mark.parametrize("launcher", ["torchrun", "openmpi"])
 def test_native_engine_ends_with_the_averaged_weights(tmp_path, launcher):
-    from bench.backends.cell_launch import free_port as _free_port
+    from bench.backends.shared.cell_launch import free_port as _free_port
     from bench.launch import TORCHRUN
 
     out = tmp_path / "weights.txt"

@@ -17,8 +17,9 @@ import pytest
 from azure.ai.ml import load_job
 from azure.ai.ml.entities import Command
 
+from bench.backend_settings.azureml import AzureMLConfig
 from bench.backends import make_backend
-from bench.backends.azureml import (
+from bench.backends.azureml.backend import (
     RECORDS,
     AzureMLBackend,
     Handle,
@@ -26,16 +27,15 @@ from bench.backends.azureml import (
     fabric_env,
     resolve_workspace,
 )
-from bench.backend_settings.azureml import AzureMLConfig
-from bench.backends.cell_launch import MODELS_DIR
-from bench.catalog import catalog
-from bench.cell import PlannedCell, cell_id
-from bench.errors import BenchInputError
+from bench.backends.shared.cell_launch import MODELS_DIR
+from bench.core.errors import BenchInputError
+from bench.core.redact import redact_text
+from bench.facts.catalog import catalog
 from bench.images import recipes
 from bench.launch.evidence import debug_env
-from bench.matrix import load_matrix, load_matrix_text
-from bench.plan import plan_cells
-from bench.redact import redact_text
+from bench.planning.cell import PlannedCell, cell_id
+from bench.planning.matrix import load_matrix, load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, bench_cli
 
 FAKE_KEY = "A1b2" * 21 + "xy=="  # 86 base64 characters + "==": the shape of a storage account key

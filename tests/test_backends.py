@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends import BACKENDS, load
 from bench.backend_settings.section import BackendSettings
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix_text
+from bench.backends import BACKENDS, load
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import load_matrix_text
 
 BACKEND_DIR = Path(__file__).resolve().parent.parent / "bench" / "backends"
 INTERFACE = ("from_settings", "reach_reason", "prepare", "render", "describe", "submit", "poll", "collect", "cancel")
@@ -54,16 +54,34 @@ def _imports(path: Path):
                 yield a.name, []
 
 
+def _backend_of(module: str) -> str | None:
+    """The backend a bench.backends module belongs to (its package or its module), None for shared code."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in BACKENDS else None
+
+
 def test_no_backend_imports_another_backend_or_a_private_helper():
-    """Shared code lives in shared modules (cell_launch, outcome, launcher_job, ...); a backend's module is its own."""
-    modules = {e.impl.split(":")[0] for e in BACKENDS.values()}
-    for path in sorted(BACKEND_DIR.glob("*.py")):
-        me = f"bench.backends.{path.stem}"
+    """Shared code lives in bench/backends/shared/ (cell_launch, outcome, launcher_job, ...); a backend's package
+    or module is its own, and the shared code imports no backend."""
+    assert {_backend_of(e.impl.split(":")[0]) for e in BACKENDS.values()} == set(BACKENDS)
+    for path in sorted(BACKEND_DIR.rglob("*.py")):
+        me = ".".join(("bench", "backends", *path.relative_to(BACKEND_DIR).with_suffix("").parts))
+        mine = _backend_of(me)
         for module, names in _imports(path):
             if module.startswith("bench.backends"):
-                assert module not in modules - {me}, f"{path.name} imports backend module {module}"
+                theirs = _backend_of(module)
+                assert theirs in (None, mine), f"{path.relative_to(BACKEND_DIR)} imports backend module {module}"
                 private = [n for n in names if n.startswith("_")]
-                assert not private, f"{path.name} imports private {private} from {module}"
+                assert not private, f"{path.relative_to(BACKEND_DIR)} imports private {private} from {module}"
+
+
+def test_the_shared_package_holds_no_backend_and_every_backend_package_is_one():
+    """No flat prefix families: a backend of more than one module is a package named after it."""
+    flat = sorted(p.stem for p in BACKEND_DIR.glob("*.py") if p.stem not in ("__init__", "base") + tuple(BACKENDS))
+    assert not flat, f"modules in bench/backends/ that are neither a backend nor base.py: {flat} (shared/ or a package)"
+    for name in BACKENDS:
+        package, module = BACKEND_DIR / name, BACKEND_DIR / f"{name}.py"
+        assert package.is_dir() != module.is_file(), f"backend {name}: one package or one module, not both or none"
 
 
 def _calls(path: Path, name: str) -> int:
@@ -73,20 +91,20 @@ def _calls(path: Path, name: str) -> int:
 
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_every_backend_turns_a_job_into_an_outcome_through_the_one_ladder(name):
-    path = BACKEND_DIR / f"{BACKENDS[name].impl.split(':')[0].rsplit('.', 1)[1]}.py"
+    path = BACKEND_DIR.parent.parent / f"{BACKENDS[name].impl.split(':')[0].replace('.', '/')}.py"
     assert _calls(path, "classify") >= 1, f"{path.name} does not use outcome.classify"
     assert _calls(path, "Outcome") == 0, f"{path.name} builds an Outcome itself instead of classify"
 
 
 def test_only_the_launch_module_asks_for_a_runtime_or_a_cells_env():
     """One place renders a cell's launch: the backends say where it goes (Placement), cell_launch says what it is."""
-    users = sorted(p.name for p in BACKEND_DIR.glob("*.py")
+    users = sorted(p.name for p in BACKEND_DIR.rglob("*.py")
                    if any(m in ("bench.launch.runtimes", "bench.launch.cellenv") for m, _ in _imports(p)))
     assert users == ["cell_launch.py"]
 
 
 def test_the_guard_module_names_itself_as_python_m_runs_it():
-    from bench.backends import guard
+    from bench.backends.shared import guard
 
     assert guard.MODULE == guard.__name__
     assert guard.remote_command("py", "--sweep", "t")[2:] == ["py", "-m", guard.__name__, "--sweep", "t"]

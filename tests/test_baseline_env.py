@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from models.envprobe import base_probe
 from tests.conftest import bench_cli

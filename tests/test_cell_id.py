@@ -4,9 +4,9 @@ import json
 import shutil
 from pathlib import Path
 
-from bench.baseline import load_baseline
-from bench.cell import ID_ADDED_KEY_DEFAULTS, ID_SCHEME_1_KEYS, cell_id, cell_id_text
-from bench.matrix import load_matrix, load_matrix_text
+from bench.checks.baseline import load_baseline
+from bench.planning.cell import ID_ADDED_KEY_DEFAULTS, ID_SCHEME_1_KEYS, cell_id, cell_id_text
+from bench.planning.matrix import load_matrix, load_matrix_text
 from bench.store import STORE_SCHEMA_VERSION, Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,6 +87,6 @@ def test_a_store_from_before_opens_and_resume_counts_its_cells(tmp_path):
 
 
 def test_recorded_defaults_name_keys_added_after_scheme_1():
-    from bench.matrix import CELL_KEYS
+    from bench.planning.matrix import CELL_KEYS
 
     assert set(ID_ADDED_KEY_DEFAULTS) <= set(CELL_KEYS) - ID_SCHEME_1_KEYS

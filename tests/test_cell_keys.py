@@ -1,8 +1,8 @@
-"""bench/cell_keys.py (what analysis and the store index by) against the matrix schema that defines the keys."""
+"""bench/cells/keys.py (what analysis and the store index by) against the matrix schema that defines the keys."""
 import pytest
 
-from bench import cell_keys
-from bench.matrix import CORE_AXES, Workload, check_cell_keys
+from bench.cells import keys as cell_keys
+from bench.planning.matrix import CORE_AXES, Workload, check_cell_keys
 
 
 def test_keys_equal_the_schema():
@@ -13,7 +13,8 @@ def test_keys_equal_the_schema():
 
 
 def test_a_key_added_to_the_schema_only_is_refused():
-    """What bench.matrix runs at import: a Workload field cell_keys lacks (or an axis) stops bench, naming it."""
+    """What bench.planning.matrix runs at import: a Workload field bench.cells.keys lacks (or an axis) stops bench,
+    naming it."""
     check_cell_keys(tuple(CORE_AXES), tuple(Workload.model_fields))
     with pytest.raises(RuntimeError, match="out of step.*'new_key'"):
         check_cell_keys(tuple(CORE_AXES), (*Workload.model_fields, "new_key"))

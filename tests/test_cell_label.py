@@ -1,4 +1,4 @@
-"""The one cell label (bench/cell_label.py): unique per cell, the same from a plan, a store row or a baseline row."""
+"""The one cell label (bench/cells/label.py): unique per cell, the same from a plan, a store row or a baseline row."""
 from __future__ import annotations
 
 import math
@@ -7,12 +7,15 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.cell import cell_id
-from bench.cell_keys import CELL_KEYS, WORKLOAD_DEFAULTS
-from bench.cell_label import PATH_KEYS, PROTOCOL_KEYS, TOKENS, cell_label
-from bench.matrix import load_matrix_text
+from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
+from bench.cells.label import PROTOCOL_KEYS, TOKENS, cell_label
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
 from tests.conftest import ROOT
 
+# The keys the label's path part and its precision token show (cell_label spells them out; the rest are TOKENS or
+# the protocol token).
+PATH_KEYS = ("gpu", "framework", "mpi", "ib", "gpus", "model", "engine", "data", "data_layout", "precision")
 BASE = {"gpu": "cpu", "framework": "pytorch", "mpi": "gloo", "ib": False, "gpus": 2, **WORKLOAD_DEFAULTS}
 # One other value per workload key (the axes are in the path part).
 OTHER = {"model": "allreduce", "engine": "native", "data": "imagenet", "data_layout": "tfrecord",

@@ -1,13 +1,13 @@
-"""bench/backends/cell_launch.py: one function renders a cell's launch for every backend; a backend only says where
-the cell goes (a Placement)."""
+"""bench/backends/shared/cell_launch.py: one function renders a cell's launch for every backend; a backend only says
+where the cell goes (a Placement)."""
 from pathlib import Path
 
 import pytest
 
-from bench.backends.cell_launch import Placement, launch_for, threads_for
-from bench.backends.process import TOKEN_VAR
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.shared.cell_launch import Placement, launch_for, threads_for
+from bench.backends.shared.process import TOKEN_VAR
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 
 
 def cells(axes: str):

@@ -76,8 +76,8 @@ def test_junit_has_one_case_per_cell_and_the_regression_is_a_failure_naming_cell
 
 
 def test_every_output_names_a_cell_by_its_one_label(outputs):
-    """Terminal, JSON, JUnit and the GitHub summary: the same label, bench.cell_label's (docs/ci/README.md)."""
-    from bench.cell_label import cell_label
+    """Terminal, JSON, JUnit and the GitHub summary: the same label, bench.cells.label's (docs/ci/README.md)."""
+    from bench.cells.label import cell_label
 
     d, r, summary = outputs
     doc = json.loads((d / "out.json").read_text())

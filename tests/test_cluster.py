@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.launch.evidence import debug_layers, parse_transport
+from bench.launch.evidence import parse_transport
 from bench.launch.runtimes import runtime_for
+from tests.conftest import ROOT
+from tests.test_transport import debug_layers
 
 DEBUG_ENV = debug_layers()  # every layer's switches that make it name its transport, keyed by layer
-from tests.conftest import ROOT
 
 pytestmark = pytest.mark.cluster
 

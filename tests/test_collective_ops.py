@@ -3,12 +3,12 @@ and the record's validation both use, the sizes allgather moves, their own cell 
 import pytest
 
 from bench.analysis.collectives import fit_alpha_beta, fit_stacks
-from bench.backends.cell_launch import worker_program
-from bench.cell import PlannedCell, cell_id
-from bench.errors import BenchInputError
-from bench.feasibility import build_reason
-from bench.matrix import load_matrix_text
-from bench.record import COLLECTIVE_MODELS, parse_record
+from bench.backends.shared.cell_launch import worker_program
+from bench.core.errors import BenchInputError
+from bench.planning.cell import PlannedCell, cell_id
+from bench.planning.feasibility import build_reason
+from bench.planning.matrix import load_matrix_text
+from bench.records.schema import COLLECTIVE_MODELS, parse_record
 from models.collectives import op_sizes, size_row, sweep_sizes
 from models.registry import COLLECTIVES
 

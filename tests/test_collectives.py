@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from bench.cell import cell_id, cell_id_text
-from bench.matrix import load_matrix_text
+from bench.planning.cell import cell_id, cell_id_text
+from bench.planning.matrix import load_matrix_text
 from models.collectives import sweep_sizes
 from models.contention import contended_sizes
 from tests.conftest import bench_cli
@@ -120,9 +120,9 @@ def test_a_collective_cell_has_its_own_id_and_training_ids_do_not_move():
 
 
 def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_flags(tmp_path):
-    from bench.backends.cell_launch import worker_program
-    from bench.cell import PlannedCell
-    from bench.feasibility import build_reason
+    from bench.backends.shared.cell_launch import worker_program
+    from bench.planning.cell import PlannedCell
+    from bench.planning.feasibility import build_reason
 
     tf, = load_matrix_text("name: t\nworkload: {model: allreduce}\naxes: {gpu: [cpu], framework: [tensorflow]}\n"
                            ).cells()

@@ -1,5 +1,5 @@
-"""The compute probe (bench/analysis/probe.py, bench/backends/compute_probe.py) and the verdict of co-located cells
-that rests on it (bench/analysis/expected.py): hand-made numbers for the arithmetic, the stale rule and the cache,
+"""The compute probe (bench/analysis/probe.py, bench/backends/local/compute_probe.py) and the verdict of co-located
+cells that rests on it (bench/analysis/expected.py): hand-made numbers for the arithmetic, the stale rule and the cache,
 and one real probe of two plain PyTorch processes."""
 import dataclasses
 import json
@@ -11,10 +11,22 @@ import pandas as pd
 import pytest
 
 from bench.analysis.expected import expected_cells
-from bench.analysis.probe import LOADED_PER_CORE, MAX_AGE_S, ProbeResult, compute_key, fresh, key_text, match, overlapping, \
-    stale_reason, summarize, to_entry
-from bench.backends import compute_probe
-from bench.cell import PlannedCell
+from bench.analysis.probe import (
+    LOADED_PER_CORE,
+    MAX_AGE_S,
+    ProbeResult,
+    compute_key,
+    fresh,
+    key_text,
+    match,
+    overlapping,
+    stale_reason,
+    summarize,
+    to_entry,
+)
+from bench.backends.local import compute_probe
+from bench.launch import analysis_facts
+from bench.planning.cell import PlannedCell
 from tests.factories import cell
 
 BATCH = 16
@@ -48,7 +60,7 @@ def table(two_step, one_rate=33.0, **overrides):
 
 def verdict_of(windows, two_step, earlier=(), p=None, **overrides):
     (e,) = expected_cells(table(two_step, **overrides), ranks={"two": windows}, probes={"two": p or probe()},
-                          history={"two": list(earlier)})
+                          history={"two": list(earlier)}, flavours=analysis_facts())
     return e
 
 
@@ -79,18 +91,18 @@ def test_the_engine_part_is_named_by_the_flavour_that_runs_it(mpi, words):
     assert f"{words} cost 40% of compute on shared cores (measured)" in e.describe()
 
 
-def test_every_registered_flavour_has_its_engine_words():
-    from bench.analysis.expected import ENGINE_WORDS
+def test_every_registered_flavour_names_its_own_threads():
     from bench.launch import LAUNCHERS
 
-    assert set(ENGINE_WORDS) == set(LAUNCHERS)
+    facts = analysis_facts()
+    assert set(facts.threads) == set(LAUNCHERS) and set(facts.stand_in_order) == set(LAUNCHERS)
     for name, flavour in LAUNCHERS.items():
-        assert flavour.title in ENGINE_WORDS[name], name
+        assert flavour.title in facts.threads_of(name), name
 
 
 def test_without_a_probe_the_old_rule_holds_and_a_co_located_cell_says_it_had_none():
     windows = [[rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]]
-    (e,) = expected_cells(table(1.52), ranks={"two": windows}, probes={})
+    (e,) = expected_cells(table(1.52), ranks={"two": windows}, probes={}, flavours=analysis_facts())
     assert e.links == "data sheet" and e.below and "no compute probe" in e.describe()
 
 
@@ -232,8 +244,8 @@ def test_a_real_probe_of_two_plain_pytorch_processes(tmp_path):
 
 
 def test_earlier_runs_and_the_probe_a_cell_ran_with_are_found_from_the_store_frames():
-    from bench.analysis.expected import earlier_windows
     from bench.analysis.probe import probes_for
+    from bench.analysis.windows import earlier_windows
 
     ok = pd.DataFrame({"cell_id": ["two", "two"], "run_id": ["20261128T0600Z-b", "20261128T0600Z-b"],
                        "start_unix": [5100.0, 5110.0]})
@@ -250,8 +262,7 @@ def test_earlier_runs_and_the_probe_a_cell_ran_with_are_found_from_the_store_fra
 
 def test_what_a_cell_measured_beyond_its_probe_is_kept_and_read_back_for_later_runs_of_its_stack(tmp_path):
     """`make clean` removes the store, not the probes folder: a later run still has the earlier runs' engine cost."""
-    from bench.analysis.expected import cost_entry
-    from bench.analysis.probe import costs_for
+    from bench.analysis.probe import cost_entry, costs_for
 
     c = {**cell(gpus=2, batch_per_gpu=BATCH), "nodes": 1}
     p = probe()
@@ -263,17 +274,18 @@ def test_what_a_cell_measured_beyond_its_probe_is_kept_and_read_back_for_later_r
     path = compute_probe.cache_path(tmp_path)
     compute_probe.store(path, to_entry(compute_key(c), p, []))
     compute_probe.store(path, entry, "costs")
-    assert len(compute_probe.load(path)) == 1 and len(compute_probe.load_costs(path)) == 1
+    assert len(compute_probe.load(path)) == 1 and len(compute_probe.read(path)["costs"]) == 1
     t = table(2.0 + 0.05 + 0.0667)
     sites = {"two": ("vm", 3000.0)}
-    stored = costs_for(t, {}, [], {"two": p}, compute_probe.load_costs(path), sites)
+    stored = costs_for(t, {}, [], {"two": p}, compute_probe.read(path)["costs"], sites)
     assert stored == {"two": [entry["parts"]]}
     assert costs_for(t, {}, [{"cell_id": "two", "run_id": "20261128T0500Z-a"}], {"two": p},
                      [entry], sites) == {}  # the store holds that run: read from the store, not twice
     other = dataclasses.replace(p, measured_unix=1500.0)
     assert costs_for(t, {}, [], {"two": other}, [entry], sites) == {}  # measured against another probe: not comparable
     windows = [[rank(0, 2.00, 0.05), rank(1, 2.00, 0.05)] for _ in range(5)]
-    (e,) = expected_cells(t, ranks={"two": windows}, probes={"two": p}, history={}, stored=stored)
+    (e,) = expected_cells(t, ranks={"two": windows}, probes={"two": p}, history={}, stored=stored,
+                          flavours=analysis_facts())
     assert e.below and "where 1 earlier run of this cell measured 40%" in e.verdict
 
 
@@ -293,7 +305,7 @@ def test_copies_that_never_measured_at_once_are_measured_again_with_twice_the_wi
 
 
 def test_the_local_backend_keeps_a_cells_costs_against_the_probe_it_ran_with(tmp_path, monkeypatch):
-    from bench.backends.local import LocalBackend
+    from bench.backends.local.backend import LocalBackend
 
     c = cell(gpus=2, batch_per_gpu=BATCH, threads=1)
     planned = PlannedCell(c, "two", "planned")
@@ -304,7 +316,7 @@ def test_the_local_backend_keeps_a_cells_costs_against_the_probe_it_ran_with(tmp
     assert backend.before_cell(planned).seconds == 9.0
     backend.after_cell(planned, "20261128T0500Z-a", [{"images_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
                                                       "per_rank": [rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]}])
-    (kept,) = compute_probe.load_costs(compute_probe.cache_path(tmp_path))
+    (kept,) = compute_probe.read(compute_probe.cache_path(tmp_path))["costs"]
     assert kept["probe_measured_unix"] == loaded.measured_unix and kept["parts"]["engine"] == pytest.approx(0.40)
     backend.probe_compute = False  # `bench run --no-probe`
     assert backend.before_cell(planned) is None

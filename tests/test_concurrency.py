@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from bench.cell import cell_id
-from bench.matrix import load_matrix_text
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
 from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
 from tests.conftest import ROOT, TINY_WORKLOAD
 
 WRITER = """
 import sys, time
 from pathlib import Path
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.factories import record
 go = Path(sys.argv[3])
@@ -70,7 +70,7 @@ def test_a_claim_of_a_dead_process_on_this_host_expires_at_once(tmp_path):
 
 
 def test_a_cell_complete_meanwhile_is_not_claimed(tmp_path):
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
     from tests.factories import record
 
     with Store(tmp_path / "b.db") as store:

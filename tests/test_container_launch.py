@@ -10,13 +10,13 @@ import subprocess
 import pytest
 from pydantic import ValidationError
 
-from bench.backends.hosts import HostsBackend
 from bench.backend_settings.hosts import HostsConfig
-from bench.backends.slurm import SlurmBackend
 from bench.backend_settings.slurm import SlurmConfig
+from bench.backends.hosts.backend import HostsBackend
+from bench.backends.slurm import SlurmBackend
 from bench.launch import LAUNCHERS
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import TINY_WORKLOAD
 
 IMAGE = "bench-pt-tf-openmpi:cpu"

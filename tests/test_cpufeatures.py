@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis.regress import mark_cpu_differences
-from bench.baseline import load_baseline
-from bench.record import parse_record
+from bench.checks.baseline import load_baseline
+from bench.records.schema import parse_record
 from bench.report.environments import environments
 from bench.store import Store
 from models.cpufeatures import SPEED_FLAGS, cpu_line, cpu_probe, differences, parse_cpuinfo, signature

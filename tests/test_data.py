@@ -2,17 +2,17 @@
 import json
 import random
 import re
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
 from bench.analysis.scaling import input_bound
-from bench.backends.outcome import last_error
-from bench.datasets import make_imagenet_sample
+from bench.backends.shared.outcome import last_error
+from bench.execution.datasets import make_imagenet_sample
 from models.data.augment import random_resized_crop_box
 from models.data.imagenet_torch import Batches
 from models.data.layout import DataError, list_jpeg_tree

@@ -86,11 +86,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
 
 
 def test_cell_hosts_takes_a_cell_id_or_a_selection_naming_one_cell(tmp_path, capsys):
-    """`bench diagnose --cell`: the one selection syntax (bench/cell_selection.py); the hosts are its ranks' hosts."""
-    from bench.cell import cell_id
+    """`bench diagnose --cell`: the one selection syntax (bench/cells/selection.py); the hosts are its ranks' hosts."""
     from bench.commands.diagnose import cell_hosts
-    from bench.errors import BenchInputError
-    from bench.record import parse_record
+    from bench.core.errors import BenchInputError
+    from bench.planning.cell import cell_id
+    from bench.records.schema import parse_record
     from bench.store import Store
     from tests.factories import cell, record
 

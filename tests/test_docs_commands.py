@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, main
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", ROOT / "docker" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -189,8 +189,8 @@ def test_every_documented_command_is_known_to_bench(line):
 def _workspace(d: Path) -> Path:
     """What the runnable lines read: the repository's matrices and CI files, a store with records of two GPU types,
     a prices file, a reference CSV as `ref.csv`, a saved baseline `NAME`."""
-    from bench.matrix import load_matrix
-    from bench.record import parse_record
+    from bench.planning.matrix import load_matrix
+    from bench.records.schema import parse_record
     from bench.store import Store
     from tests.factories import record
 

@@ -1,13 +1,13 @@
 """End to end, for real: matrix → Horovod ResNet-50 under horovodrun (Gloo) and mpirun (Open MPI) → SQLite store
 → report opened in a headless browser. Also: resume, failure isolation, timeout with no orphan processes."""
 import json
-import re
 import os
+import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -221,8 +221,8 @@ def test_doctor_checks_horovod_by_importing(tmp_path):
 def test_doctor_names_what_is_missing(tmp_path, monkeypatch, capsys):
     import venv
 
-    from bench import doctor
     from bench.cli import main
+    from bench.execution import doctor
 
     venv.create(tmp_path / "empty", with_pip=False)  # a Python with no torch, TensorFlow or Horovod
     monkeypatch.setattr(doctor.sys, "executable", str(tmp_path / "empty" / "bin" / "python"))

@@ -1,5 +1,5 @@
 """A failed cell's reason is the most telling line of its log."""
-from bench.backends.outcome import last_error as _last_error
+from bench.backends.shared.outcome import last_error as _last_error
 
 HOROVODRUN = """[0]<stderr>:Traceback (most recent call last):
 [0]<stderr>:  File "x.py", line 3, in <module>

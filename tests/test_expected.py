@@ -3,9 +3,13 @@ interval, the straggler from per-rank compute times, and the step's breakdown (p
 import pandas as pd
 import pytest
 
+from bench.analysis.breakdown import breakdown
 from bench.analysis.collectives import fit_alpha_beta
-from bench.analysis.expected import TOLERANCE, breakdown, expected_cells, straggler, verdict, windows_of
+from bench.analysis.expected import TOLERANCE, expected_cells, verdict
+from bench.analysis.straggler import straggler
 from bench.analysis.whatif import predict
+from bench.analysis.windows import windows_of
+from bench.launch import analysis_facts
 from tests.factories import cell
 
 
@@ -25,7 +29,7 @@ def ranks(compute_per_step, steps=4, comm=0.01):
 
 def test_expected_is_n_times_the_one_worker_rate_less_the_exposed_allreduce():
     t = table(two_rate=3800.0, one_rate=2000.0)  # a fast worker: the allreduce is not all hidden
-    (e,) = expected_cells(t)
+    (e,) = expected_cells(t, flavours=analysis_facts())
     p = predict("cpu", 2, 2000.0, int(t.loc[1, "batch_per_gpu"]), fabric="tcp")
     assert e.expected == pytest.approx(p.images_per_sec) and p.exposed_s > 0 and e.expected < 4000.0
     assert e.links == "data sheet" and e.expected_low < e.expected < e.expected_high
@@ -33,7 +37,7 @@ def test_expected_is_n_times_the_one_worker_rate_less_the_exposed_allreduce():
 
 
 def test_a_cell_far_under_its_expected_value_is_below_expected_with_the_gap_and_its_interval():
-    (e,) = expected_cells(table(two_rate=20.0))
+    (e,) = expected_cells(table(two_rate=20.0), flavours=analysis_facts())
     assert e.below and e.gap == pytest.approx(1 - 20.0 / e.expected)
     assert e.gap_low < e.gap < e.gap_high
     assert e.verdict.startswith(f"below expected by {100 * e.gap:.0f}%")
@@ -49,7 +53,7 @@ def test_the_tolerance_and_the_intervals_decide_the_verdict():
 def test_a_cell_without_a_one_worker_cell_in_its_series_has_no_expected_value_and_says_why():
     t = table(two_rate=30.0)
     t.loc[0, "batch_per_gpu"] = 999  # another series now
-    (e,) = expected_cells(t)
+    (e,) = expected_cells(t, flavours=analysis_facts())
     assert e.expected is None and "no 1-worker cell" in e.why
 
 
@@ -58,9 +62,9 @@ def test_a_measured_fit_of_the_stack_replaces_the_data_sheet():
     r = t.iloc[1]
     rows = [{"bytes": b, "time_median_s": 1e-3 + b / 1e7, "world_size": 2} for b in (1e5, 1e6, 1e7, 1e8)]
     stack = tuple(bool(r[k]) if k == "ib" else r[k] for k in ("gpu", "mpi", "ib", "engine", "nodes"))
-    (e,) = expected_cells(t, {stack: fit_alpha_beta(rows, stack)})
+    (e,) = expected_cells(t, {stack: fit_alpha_beta(rows, stack)}, flavours=analysis_facts())
     assert e.links == "measured fit"
-    (sheet,) = expected_cells(t)
+    (sheet,) = expected_cells(t, flavours=analysis_facts())
     assert e.expected < sheet.expected  # 10 MB/s is slower than the data sheet's shared-memory link
 
 

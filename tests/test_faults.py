@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.cell import cell_id
-from bench.matrix import load_matrix_text
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
 from tests.conftest import ROOT, TINY_WORKLOAD, bench_cli
 
 pytestmark = pytest.mark.e2e
@@ -222,7 +222,7 @@ def test_controller_sigkilled_mid_cell_leaves_no_workers_and_the_next_run_resume
 def test_controller_sigkilled_while_it_creates_and_opens_the_store(tmp_path):
     """Killed at moments of start-up right after the store file appears (creation, migrations, WAL set-up), each
     time with a fresh store: what is left behind is sound and opens at today's schema."""
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
     from bench.store import STORE_SCHEMA_VERSION, Store
     from tests.factories import record
 
@@ -250,7 +250,7 @@ def test_controller_sigkilled_while_it_creates_and_opens_the_store(tmp_path):
 
 WRITER = """
 import sys
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.factories import record
 store = Store(sys.argv[1])
@@ -291,8 +291,8 @@ def test_sigkill_during_store_writes_keeps_whole_jobs_only_and_a_sound_store(tmp
 
 def test_a_dead_runs_claim_is_taken_over_and_its_leftover_processes_swept(tmp_path):
     """The second line of defence behind the watchdog: the next run sweeps a stale claim's job token."""
-    from bench.backends.process import TOKEN_VAR
-    from bench.backends.local import LocalBackend
+    from bench.backends.local.backend import LocalBackend
+    from bench.backends.shared.process import TOKEN_VAR
     from bench.store import Store
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

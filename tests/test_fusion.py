@@ -48,13 +48,6 @@ def test_a_longer_cycle_or_no_fusion_changes_the_operation_count_as_horovod_woul
         f.simulate(grads, 0.0, link)
 
 
-def test_settings_come_from_the_environment_else_the_versions_defaults():
-    assert f.fusion_settings({}, "0.28.1") == (1e-3, 128 * 1024 * 1024)
-    assert f.fusion_settings({}, "0.13.2") == (5e-3, 64 * 1024 * 1024)
-    assert f.fusion_settings({"HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_FUSION_THRESHOLD": "0"}, "0.28.1") == (0.0035, 0)
-    assert f.fusion_settings({}, None) == (1e-3, 128 * 1024 * 1024)
-
-
 def _documented_runs(script: str, timeout: int):
     """Every `python benchmarks/<script> …` line of docs/scaling-model.md, run as written with this Python from the
     repository root: (the doc's text, each finished run, all checked to exit 0)."""

@@ -5,8 +5,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS, load_matrix_text
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import CELL_KEYS, load_matrix_text
 
 FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.backends import hosts_probes
+from bench.backends.hosts import probes as hosts_probes
 from bench.cli import main
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.factories import record
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.catalog import sku_of_gpu
-from bench.record import GpuRan
+from bench.facts.catalog import sku_of_gpu
+from bench.records.schema import GpuRan
 from models.gpu_facts import FACT_FIELDS, gpu_what_ran, smi_row_for
 from models.gpu_plan import plan_compute, plan_device
 from models.gpu_query import parse_query_gpu

@@ -1,5 +1,5 @@
-"""The JPEG sample behind GPU input-pipeline figures (bench/datasets.py, profile "imagenet"): ImageNet-like to a
-decoder - pixel dimensions and bytes per file near ILSVRC-2012's (~400x350 px, ~110 KB) - while the default
+"""The JPEG sample behind GPU input-pipeline figures (bench/execution/datasets.py, profile "imagenet"): ImageNet-like to
+a decoder - pixel dimensions and bytes per file near ILSVRC-2012's (~400x350 px, ~110 KB) - while the default
 ("small") profile, which the CPU tests use, stays as it was."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from bench.datasets import make_imagenet_sample
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
+from bench.execution.datasets import make_imagenet_sample
 
 
 def _files(root: Path) -> list[Path]:

@@ -3,8 +3,8 @@ substring would take an A100 PCIe for an A100 SXM4, an H100 NVL for an H100 SXM5
 cell only on GPUs of that SKU."""
 import pytest
 
-from bench.backends import local
-from bench.catalog import catalog
+from bench.backends.local import backend as local
+from bench.facts.catalog import catalog
 
 # GPU names as nvidia-smi --query-gpu=name prints them (NVIDIA driver product names).
 SMI_NAMES = {

@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from tests.conftest import ROOT
 
 STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"

@@ -204,7 +204,7 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
 
     import yaml
 
-    from bench.datasets import make_imagenet_sample
+    from bench.execution.datasets import make_imagenet_sample
 
     sample = tmp_path / "sample"
     make_imagenet_sample(sample, classes=2, per_class=16, seed=1, tfrecord=False)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import models.meter as meter
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from models.common import measure_windows, single_process_comm
 from models.cuda_timing import EventTimer
 from models.gpu_window import GpuWindow

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from bench.analysis.history import change_points
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.conftest import bench_cli
 from tests.factories import record

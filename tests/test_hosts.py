@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.hosts import HostsBackend
 from bench.backend_settings.hosts import HostsConfig, read_hostfile
-from bench.backends.hosts_nodes import node_verdict
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.hosts.backend import HostsBackend
+from bench.backends.hosts.nodes import node_verdict
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 ROOT = Path(__file__).resolve().parent.parent

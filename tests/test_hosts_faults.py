@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.guard import LEASH_GRACE_S
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.shared.guard import LEASH_GRACE_S
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 150  # the cells' timeout: every fault must end its cell well before it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images import recipes
 from bench.images.build import _pem_bodies, build_argv
 from bench.images.engines import Engine, find_engine

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.catalog import catalog
+from bench.facts.catalog import catalog
 from bench.images import mpijob, recipes
 from bench.launch import LAUNCHERS
-from bench.matrix import load_matrix
+from bench.planning.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 HADOLINT = Path(sys.executable).parent / "hadolint"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images import recipes
 from bench.images.build import find_leaks
-from bench.images.check import IMAGE_USER, per_rank_hosts, run_cell
+from bench.images.check import IMAGE_USER, run_cell
 from bench.images.engines import find_engine
 from bench.images.pip_settings import host_pip_settings
 
@@ -84,7 +84,8 @@ def test_a_two_worker_cell_runs_inside_the_image_as_its_user(image, tmp_path):
         assert row["mpi"] == "openmpi" and row["world_size"] == 2 and row["images_per_sec"] > 0
         assert row["effective_transport"], row["transport_evidence"]
         record = json.loads(row["record_json"])
-        assert len(per_rank_hosts(row)) == 2 and record["env_probe"]["python"].startswith("3.11")
+        ranks = json.loads(row["record_json"]).get("per_rank", [])
+        assert len(ranks) == 2 and record["env_probe"]["python"].startswith("3.11")
     # The store was written by the image's user, not by root.
     assert (tmp_path / "work" / "image-check.db").stat().st_uid == int(IMAGE_USER.split(":")[0])
 

@@ -9,13 +9,13 @@ import pytest
 from conftest import bench_cli
 from factories import record
 
-from bench.importer import (
+from bench.facts.reference import REFERENCE_DIR
+from bench.imports.importer import (
     imported_cell_id,
     is_imported,
     provenance,
     read_import,
 )
-from bench.reference import REFERENCE_DIR
 from bench.store import Store
 
 TF = REFERENCE_DIR / "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"
@@ -101,7 +101,7 @@ def test_import_is_idempotent_and_source_is_kept_apart(tmp_path):
     with Store(db) as store:
         store.begin_run("r1", matrix_name="m", matrix_path="m.yaml", backend="local", host="h", bench_version="0",
                         plan={})
-        from bench.record import parse_record
+        from bench.records.schema import parse_record
         store.write(parse_record(record()))
         measured = store.completed_cells()
     for _ in range(2):
@@ -156,7 +156,7 @@ def test_a_bad_row_late_in_a_reference_file_writes_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_csv_round_trip_with_export(tmp_path):
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
 
     a = tmp_path / "a.db"
     with Store(a) as store:
@@ -182,7 +182,7 @@ def test_csv_round_trip_with_export(tmp_path):
 
 
 def test_a_tampered_export_is_refused(tmp_path):
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
 
     a = tmp_path / "a.db"
     with Store(a) as store:
@@ -197,7 +197,7 @@ def test_a_tampered_export_is_refused(tmp_path):
 
 
 def test_read_import_rejects_a_bad_source_name(tmp_path):
-    from bench.errors import BenchInputError
+    from bench.core.errors import BenchInputError
 
     with pytest.raises(BenchInputError, match="--source"):
         read_import(TF, "no spaces please")

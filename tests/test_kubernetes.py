@@ -16,18 +16,31 @@ import pytest
 import yaml
 
 from bench.backend_settings.kubernetes import KubernetesConfig
-from bench.backends import kubernetes_schema
-from bench.backends.kubernetes import KubernetesBackend
-from bench.backends.kubernetes_manifests import job_name, worker_hosts
-from bench.catalog import catalog
-from bench.errors import BenchInputError
+from bench.backends.kubernetes import schema as kubernetes_schema
+from bench.backends.kubernetes.backend import KubernetesBackend
+from bench.backends.kubernetes.manifests import job_name, worker_hosts
+from bench.core.errors import BenchInputError
+from bench.facts.catalog import catalog
 from bench.images import mpijob
-from bench.matrix import load_matrix, load_matrix_text
-from bench.plan import plan_cells
+from bench.planning.matrix import load_matrix, load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, bench_cli
-from tests.test_kubernetes_follow import (MPI_CREATED, MPI_RUNNING, PT_CREATED, PT_RUNNING, cond, container,
-                                          launcher, mpi_labels, mpijob as mpijob_object, pod, pt_labels, pytorchjob,
-                                          unschedulable, worker)
+from tests.test_kubernetes_follow import (
+    MPI_CREATED,
+    MPI_RUNNING,
+    PT_CREATED,
+    PT_RUNNING,
+    cond,
+    container,
+    launcher,
+    mpi_labels,
+    pod,
+    pt_labels,
+    pytorchjob,
+    unschedulable,
+    worker,
+)
+from tests.test_kubernetes_follow import mpijob as mpijob_object
 
 pytest.importorskip("kubernetes_validate", reason="the core schema comes with kubernetes-validate (.[kubernetes])")
 
@@ -326,7 +339,7 @@ def test_ctrl_c_and_the_timeout_delete_the_job(tmp_path):
 
 
 def test_a_refused_submit_fails_its_cell_with_one_line_and_leaves_nothing(tmp_path):
-    from bench.backends.kubernetes_api import ClusterError
+    from bench.backends.kubernetes.api import ClusterError
 
     p = _cell(_backend(tmp_path))
     api = PlayedBack([], [], create_error=ClusterError('403 Forbidden: mpijobs.kubeflow.org is forbidden: User '

@@ -1,4 +1,4 @@
-"""The Kubernetes API wrapper (bench/backends/kubernetes_api.py), as far as it can be checked without an API server:
+"""The Kubernetes API wrapper (bench/backends/kubernetes/api.py), as far as it can be checked without an API server:
 client errors as one line (on the client's own exception objects, from a real urllib3 response where the client
 builds them from one), the job kinds' resources, the kubeconfig and its failures, the client missing, and a call to
 an address where nothing listens."""
@@ -10,9 +10,18 @@ import sys
 
 import pytest
 
-from bench.backends.kubernetes_api import (KINDS, LOG_CHUNK, NO_CLIENT, ClusterApi, ClusterError, error_line,
-                                           keep_end, plural_of, require_client, resource_of)
-from bench.errors import BenchInputError
+from bench.backends.kubernetes.api import (
+    KINDS,
+    LOG_CHUNK,
+    NO_CLIENT,
+    ClusterApi,
+    ClusterError,
+    error_line,
+    keep_end,
+    require_client,
+    resource_of,
+)
+from bench.core.errors import BenchInputError
 
 NEED_CLIENT = "checks the kubernetes client's own exceptions and config loading (pip install kubernetes)"
 
@@ -112,12 +121,12 @@ def test_a_connection_error_says_the_api_server_cannot_be_reached():
 
 # --- kinds ---------------------------------------------------------------------------------------------------------
 def test_each_job_kind_has_its_operators_group_version_and_plural():
-    assert plural_of("MPIJob") == "mpijobs" and plural_of("PyTorchJob") == "pytorchjobs"
+    assert resource_of("MPIJob")[2] == "mpijobs" and resource_of("PyTorchJob")[2] == "pytorchjobs"
     assert resource_of("MPIJob") == ("kubeflow.org", "v2beta1", "mpijobs")
     assert resource_of("PyTorchJob") == ("kubeflow.org", "v1", "pytorchjobs")
     assert set(KINDS) == {"MPIJob", "PyTorchJob"}
     with pytest.raises(BenchInputError, match="unknown job kind 'TFJob'"):
-        plural_of("TFJob")
+        resource_of("TFJob")
 
 
 # --- a log's end ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Where a Kubernetes training job stands (bench/backends/kubernetes_follow.py): every rule of `job_state`, the pod
+"""Where a Kubernetes training job stands (bench/backends/kubernetes/follow.py): every rule of `job_state`, the pod
 holding rank 0's log, and the records streamed in that log.
 
 Where each shape comes from:
@@ -23,7 +23,7 @@ import datetime
 
 import pytest
 
-from bench.backends.kubernetes_follow import (JobState, job_state, launcher_pod, records_from_log, STUCK_WAITING)
+from bench.backends.kubernetes.follow import STUCK_WAITING, JobState, job_state, launcher_pod, records_from_log
 
 NEED_CLIENT = "pod objects are built with the kubernetes client's model classes (pip install kubernetes)"
 T0 = "2025-03-01T10:00:00Z"

@@ -122,6 +122,23 @@ def test_every_exception_is_still_needed():
     assert layers.exceptions <= used, f"stale exceptions: {sorted(layers.exceptions - used)}"
 
 
+# The entry points: the only modules the table may place by name; every other module is placed by its package.
+ENTRY_POINTS = {"bench", "bench.cli", "bench.__main__", "bench.images.__main__"}
+
+
+def test_the_folders_tell_the_layer():
+    """A newcomer reads a module's layer off its path: the table names packages, the tree has no loose modules
+    beside the entry points, and each package sits in one layer."""
+    layers = parse_layers(DOC.read_text(encoding="utf-8"))
+    by_name = {p for p in layers.patterns if not p.endswith(".*")}
+    assert by_name <= ENTRY_POINTS, f"modules placed by name, not by their folder: {sorted(by_name - ENTRY_POINTS)}"
+    loose = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "cli.py"], f"loose modules in bench/: {loose}"
+    for package in sorted(p.parent for p in (ROOT / "bench").glob("*/__init__.py")):
+        name = f"bench.{package.name}"
+        assert f"{name}.*" in layers.patterns, f"{name}: no row of the layer table names it"
+
+
 # The rule on a package of its own: a layered table, files, and the offences it must print.
 TABLE = """
 | # | layer | modules | what |

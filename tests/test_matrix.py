@@ -1,8 +1,8 @@
 """Expansion semantics (axes product, exclude, GitHub-Actions include) and validation messages."""
 import pytest
 
-from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS, load_matrix_text
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import CELL_KEYS, load_matrix_text
 
 
 def cells(text):

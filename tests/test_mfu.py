@@ -15,10 +15,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.analysis.mfu import (EXPORT_COLUMNS, catalogue_peaks, export_columns, mfu, peak_format, power_of,
-                                with_mfu, with_power)
-from bench.catalog import PEAK_FORMATS, catalog
-from bench.model_flops import flops_per_image, model_flops
+from bench.analysis.mfu import (
+    EXPORT_COLUMNS,
+    catalogue_peaks,
+    export_columns,
+    mfu,
+    peak_format,
+    power_of,
+    with_mfu,
+    with_power,
+)
+from bench.facts.catalog import PEAK_FORMATS, catalog
+from bench.facts.model_flops import flops_per_image, model_flops
 from models import flops
 from tests.conftest import ROOT, bench_cli
 
@@ -81,7 +89,7 @@ def test_a_wrong_entry_fails(tmp_path):
 
 
 def test_every_image_size_the_matrices_use_has_a_count():
-    from bench.matrix import load_matrix
+    from bench.planning.matrix import load_matrix
     from models.registry import COLLECTIVES
 
     used = set()
@@ -142,7 +150,7 @@ def test_every_gpu_sku_has_a_dense_peak_for_each_precision_it_supports():
 def test_a_bad_peak_is_refused():
     from pydantic import ValidationError
 
-    from bench.catalog import GpuSku
+    from bench.facts.catalog import GpuSku
 
     base = catalog()["H200"].model_dump()
     with pytest.raises(ValidationError, match="fp8"):
@@ -273,7 +281,7 @@ def test_export_adds_mfu_and_power_columns(h200):
 
 
 def test_cpu_records_export_and_report_without_mfu(tmp_path):
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
     from bench.store import Store
     from tests.factories import record
 

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis.expected import expected_cells, stand_in_words
+from bench.analysis.expected import expected_cells
 from bench.analysis.missing import MISSING, is_missing, json_value, text
-from bench.record import parse_record
+from bench.analysis.stand_in import stand_in_words
+from bench.launch import analysis_facts
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.conftest import bench_cli
 from tests.factories import cell, record
@@ -255,7 +257,7 @@ def test_a_twin_wins_over_a_stand_in_and_the_fewest_differences_win_next():
     rows = [_row("ompi1", 20.0, mpi="openmpi", gpus=1), _row("gloo1", 30.0, mpi="gloo", gpus=1),
             _row("gloo2", 50.0, mpi="gloo", gpus=2), _row("ddp2", 50.0, mpi="gloo", engine="native", gpus=2),
             _row("mpich2", 30.0, mpi="mpich", gpus=2), _row("ib2", 30.0, mpi="openmpi", ib=True, gpus=2)]
-    got = {e.cell_id: e for e in expected_cells(pd.DataFrame(rows))}
+    got = {e.cell_id: e for e in expected_cells(pd.DataFrame(rows), flavours=analysis_facts())}
     assert got["gloo2"].baseline_id == "gloo1" and got["gloo2"].stand_in == ""
     assert got["ddp2"].baseline_id == "gloo1" and got["ddp2"].stand_in == "the Horovod 1-worker cell"
     assert got["mpich2"].baseline_id == "ompi1" and got["mpich2"].stand_in == "the openmpi 1-worker cell"
@@ -274,9 +276,9 @@ def test_settings_that_change_compute_never_stand_in():
                                                "differs in precision)"),
                       (dict(gpu="V100"), "no 1-worker cell on V100")):
         rows = [_row("one", 20.0, mpi="openmpi", gpus=1), _row("two", 30.0, mpi="mpich", gpus=2, **over)]
-        (e,) = expected_cells(pd.DataFrame(rows))
+        (e,) = expected_cells(pd.DataFrame(rows), flavours=analysis_facts())
         assert e.expected is None and e.baseline_id is None and e.why == why, over
-    (e,) = expected_cells(pd.DataFrame([_row("two", 30.0, gpus=2)]))
+    (e,) = expected_cells(pd.DataFrame([_row("two", 30.0, gpus=2)]), flavours=analysis_facts())
     assert e.why == "no 1-worker cell in this store"
 
 

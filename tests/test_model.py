@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from bench.analysis import AnalysisError
+from bench.analysis import study_validation as study
 from bench.analysis import whatif as m
 from bench.cli import main
-from bench.reference import REFERENCE_DIR, RUNS, VALIDATION_FILE
-from bench.reference import validation_rows as read_reference
+from bench.facts.reference import REFERENCE_DIR, RUNS, VALIDATION_FILE
+from bench.facts.reference import validation_rows as read_reference
 
 REF = REFERENCE_DIR / VALIDATION_FILE
 
@@ -49,7 +50,7 @@ def test_ring_has_the_bandwidth_and_latency_limits():
     intra_only = m.allreduce_s(4, 4, g, m.LINKS["pcie3"], None)
     assert m.predict("V100", 32, 357.0, 64, fabric="tcp", links=fast, overlap=0).comm_s == \
         pytest.approx(intra_only, rel=1e-4)
-    assert m.predict("V100", 32, 357.0, 64, fabric="tcp", links=m.with_tcp(0.1), overlap=0).efficiency < 0.1
+    assert m.predict("V100", 32, 357.0, 64, fabric="tcp", links=study.with_tcp(0.1), overlap=0).efficiency < 0.1
 
 
 def test_fp16_gradients_halve_the_bandwidth_time():
@@ -86,7 +87,7 @@ def test_published_efficiencies_match_the_reference_readme_rounding():
               ("P100", "ib"): 78, ("P100", "tcp"): 53, ("V100", "ib"): 57, ("V100", "tcp"): 37}
     for key, pct in readme.items():
         assert abs(100 * pub[key] - pct) <= 0.6, key
-    same = m.reference_efficiencies(read_reference(), baseline="same-mpi")
+    same = study.reference_efficiencies(read_reference(), baseline="same-mpi")
     assert round(100 * same["V100"]["ib"]) == 61 and round(100 * same["V100"]["tcp"]) == 38
 
 
@@ -94,7 +95,7 @@ def test_validation_table_against_the_reference():
     from dataclasses import replace
 
     pub = _published_from_csv()
-    rows = m.validate(read_reference())
+    rows = study.validate(read_reference())
     assert len(rows) == 8
     links = {**m.LINKS, "host-stage-vm": replace(m.LINKS["host-stage-vm"], beta_Bps=rows[0]["stage_GBps"] * 1e9)}
     for r in rows:
@@ -115,14 +116,14 @@ def test_validation_table_against_the_reference():
 def test_the_unexplained_series_are_exactly_the_misses_and_their_reason_matches_the_published_bars():
     """UNEXPLAINED names every 32-GPU miss beyond ±10 and nothing else, and the figures its K80 text quotes are the
     published bars' (per-GPU rate against the series' own 1-GPU bar, in one NC24r)."""
-    rows = m.validate(read_reference())
-    assert {(r["gpu"], r["fabric"]) for r in rows if abs(r["error_points"]) > 10} == set(m.UNEXPLAINED)
-    assert all(r["unexplained"] == m.UNEXPLAINED.get((r["gpu"], r["fabric"])) for r in rows)
-    from bench.reference import published_series
+    rows = study.validate(read_reference())
+    assert {(r["gpu"], r["fabric"]) for r in rows if abs(r["error_points"]) > 10} == set(study.UNEXPLAINED)
+    assert all(r["unexplained"] == study.UNEXPLAINED.get((r["gpu"], r["fabric"])) for r in rows)
+    from bench.facts.reference import published_series
 
     pub = published_series()
     k80 = pub[pub["gpu"] == "K80"].set_index(["fabric", "gpus"])["efficiency"]
-    why = m.UNEXPLAINED[("K80", "tcp")]
+    why = study.UNEXPLAINED[("K80", "tcp")]
     assert f"at 4 GPUs ({round(100 * k80[('tcp', 4)])}% of the 1-GPU rate" in why
     assert f"3 GPUs reach {round(100 * k80[('tcp', 3)])}%" in why
     assert f"Intel MPI's host path {round(100 * k80[('ib', 4)])}% on the same VM" in why
@@ -138,12 +139,12 @@ def test_model_validate_says_what_it_does_not_explain(capsys):
 
 def test_the_staging_rate_is_fitted_on_its_series_only_and_matches_the_constant():
     ref = read_reference()
-    beta = m.fit_vm_stage(ref)
+    beta = study.fit_vm_stage(ref)
     assert beta == pytest.approx(m.LINKS["host-stage-vm"].beta_Bps, rel=0.01)  # the constant is the fit, rounded
     # Moving a held-out series' published bars moves nothing in the fit.
     moved = [{**r, "images_per_sec_total": str(float(r["images_per_sec_total"]) * 0.5)}
              if r["gpu_type"] == "P100" and r["mpi"] == "IntelMPI" else r for r in ref]
-    assert m.fit_vm_stage(moved) == pytest.approx(beta)
+    assert study.fit_vm_stage(moved) == pytest.approx(beta)
 
 
 def test_nccl_2_2s_flat_ring_loads_each_nic_with_every_gpu_of_the_ring():
@@ -219,18 +220,18 @@ def test_model_verb_refuses_bad_input_in_one_line(capsys):
 
 def test_validation_takes_rows_not_files():
     """The model reads nothing itself: rows in, numbers out; rows it cannot use are an AnalysisError. Each row
-    carries its run's fabric and route (bench.reference.RUNS, as validation_rows adds them)."""
+    carries its run's fabric and route (bench.facts.reference.RUNS, as validation_rows adds them)."""
     rows = [{"model_arg": "resnet50", "status": "final", "gpu_type": "V100", "mpi": mpi, "total_gpus": n,
              "images_per_sec_total": x, "fabric": RUNS[mpi].fabric, "route": RUNS[mpi].route}
             for mpi, n, x in (("none (local)", 1, 350.0), ("IntelMPI", 1, 340.0), ("IntelMPI", 32, 6400.0),
                               ("OpenMPI+NCCL", 1, 345.0), ("OpenMPI+NCCL", 32, 4200.0))]
-    out = m.reference_efficiencies(rows)
+    out = study.reference_efficiencies(rows)
     assert out["V100"]["ib"] == pytest.approx(6400 / (32 * 350)) and out["V100"]["tcp"] == pytest.approx(4200 / 11200)
-    assert [(r["gpu"], r["fabric"], r["path"]) for r in m.validate(rows)] == [("V100", "ib", "host"),
+    assert [(r["gpu"], r["fabric"], r["path"]) for r in study.validate(rows)] == [("V100", "ib", "host"),
                                                                              ("V100", "tcp", "nccl-ring")]
     with pytest.raises(AnalysisError, match="no TCP"):
-        m.reference_efficiencies([r for r in rows if r["mpi"] != "OpenMPI+NCCL"])
+        study.reference_efficiencies([r for r in rows if r["mpi"] != "OpenMPI+NCCL"])
     with pytest.raises(AnalysisError, match="no OpenMPI"):
-        m.reference_efficiencies([r for r in rows if (r["mpi"], r["total_gpus"]) != ("OpenMPI+NCCL", 32)])
+        study.reference_efficiencies([r for r in rows if (r["mpi"], r["total_gpus"]) != ("OpenMPI+NCCL", 32)])
     with pytest.raises(AnalysisError, match="without images_per_sec_total"):
-        m.reference_efficiencies([{k: v for k, v in rows[0].items() if k != "images_per_sec_total"}])
+        study.reference_efficiencies([{k: v for k, v in rows[0].items() if k != "images_per_sec_total"}])

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import bench
-from bench.backends.hosts_nodes import MARKER, PROBE, probe
+from bench.backends.hosts.nodes import MARKER, PROBE, probe
 from tests.conftest import ROOT
 
 KEYS = {"host", "python", "bench", "models", "horovod", "cores", "gpus", "marker", "iface"}

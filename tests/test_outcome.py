@@ -1,8 +1,8 @@
-"""One ladder turns how a job ended into an Outcome on every backend (bench/backends/outcome.py): each rung, the
+"""One ladder turns how a job ended into an Outcome on every backend (bench/backends/shared/outcome.py): each rung, the
 order between them, and the reasons the backends have always given."""
 import pytest
 
-from bench.backends.outcome import JobEnd, classify
+from bench.backends.shared.outcome import JobEnd, classify
 
 RECORDS = [{"repeat": 0}, {"repeat": 1}]
 OMPI_DIED = ("--------------------------------------------------------------------------\n"

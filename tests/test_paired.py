@@ -7,10 +7,9 @@ import pytest
 
 from bench.ab.spec import parse_side
 from bench.analysis import AnalysisError
-from bench.analysis.paired import (PairedSettings, detectable_slowdown, interleave, pair_values, paired_verdict,
-                                   power_at)
+from bench.analysis.paired import PairedSettings, detectable_slowdown, interleave, pair_values, paired_verdict, power_at
 from bench.analysis.stats import t_cdf, t_quantile
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 
 @pytest.mark.parametrize("p,df,expected", [  # Student's t table values

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from bench.backends.local import LocalBackend, local_gpus
-from bench.catalog import catalog
-from bench.cell import cell_id
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.local.backend import LocalBackend, local_gpus
+from bench.facts.catalog import catalog
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, bench_cli
 
 
@@ -66,7 +66,7 @@ def test_feasible_gpu_cells_are_planned_without_a_backend_and_unreachable_on_loc
 def test_reasons_shared_between_cells_are_those_each_cell_gets_alone(tmp_path):
     """The plan memoises reasons on the fields the rules read: a field left out of its key would hand one cell's
     reason (or none) to another that differs only there (a collective cell and a training cell once did)."""
-    from bench.feasibility import build_reason, hardware_reason
+    from bench.planning.feasibility import build_reason, hardware_reason
 
     cells = load_matrix_text("name: t\naxes: {gpu: [cpu, V100], model: [resnet50, allreduce], "
                              "framework: [pytorch, tensorflow, keras], engine: [horovod, native], mpi: [gloo, mpich], "
@@ -95,7 +95,7 @@ def test_cell_id_is_stable_content_addressed_and_order_independent():
     for key, value in (("steps", 51), ("ib", True), ("threads", 2), ("channels_last", False)):
         assert cell_id({**c, key: value}) != cell_id(c)
     # Same id in another process (no dependence on hash seeds or dict order).
-    code = ("from bench.matrix import load_matrix_text; from bench.cell import cell_id;"
+    code = ("from bench.planning.matrix import load_matrix_text; from bench.planning.cell import cell_id;"
             "print(cell_id(load_matrix_text('name: t\\naxes: {gpu: [V100, A100], gpus: [1, 2]}\\n').cells()[0]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONHASHSEED": "123"}, check=True).stdout.strip()
@@ -164,8 +164,8 @@ def test_plan_summary_of_the_default_matrix_is_short_when_piped(tmp_path):
 
 
 def test_select_cells_keeps_plan_order_takes_a_cell_id_and_refuses_a_selection_of_none():
-    from bench.errors import BenchInputError
-    from bench.plan import select_cells
+    from bench.core.errors import BenchInputError
+    from bench.planning.plan import select_cells
 
     planned = plan("name: t\naxes: {gpu: [cpu, V100], mpi: [gloo, openmpi], gpus: [1, 2]}\n")
     assert select_cells(planned, None) == planned and select_cells(planned, " ") == planned

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cell import cell_id
-from bench.matrix import load_matrix
-from bench.record import parse_record
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix
+from bench.records.schema import parse_record
 from bench.store import Store
 from benchmarks.prediction_shaped import MATRIX, compare_condition, markdown, step_parts, training_matrix
 from models.registry import COLLECTIVES

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from bench.errors import BenchInputError
-from bench.record import parse_record
+from bench.core.errors import BenchInputError
+from bench.records.schema import parse_record
 from tests.factories import record
 
 

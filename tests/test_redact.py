@@ -1,5 +1,5 @@
 """Secret shapes are replaced by a marker wherever bench writes them."""
-from bench.redact import REDACTED, redact_argv, redact_env, redact_text
+from bench.core.redact import REDACTED, redact_argv, redact_env, redact_text
 
 SAS_URL = "https://acct.blob.core.windows.net/data?sv=2022-11-02&ss=b&sp=rl&sig=AbCd%2Bsecret%2Fsig%3D"
 CONN = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=c2VjcmV0a2V5c2VjcmV0a2V5PT0=;EndpointSuffix=x"

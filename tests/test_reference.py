@@ -1,4 +1,4 @@
-"""bench/reference.py: the one home of the published 2018 Batch AI study — its files, the one table of what each
+"""bench/facts/reference.py: the one home of the published 2018 Batch AI study — its files, the one table of what each
 published run was, and the one reader every user (import, the model's validation, the report) derives from."""
 import ast
 import csv
@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from bench import reference
-from bench.errors import BenchInputError
-from bench.importer import read_import
+from bench.core.errors import BenchInputError
+from bench.facts import reference
+from bench.imports.importer import read_import
 from tests.conftest import ROOT
 
 
@@ -19,12 +19,13 @@ def _csv_rows(name):
 
 
 def test_it_is_a_low_level_module():
-    """Only the standard library, pandas, bench.errors and bench.catalog: no analysis, report, store or command."""
-    tree = ast.parse((ROOT / "bench" / "reference.py").read_text(encoding="utf-8"))
+    """Only the standard library, pandas, bench.core.errors and bench.facts.catalog: no analysis, report, store or
+    command."""
+    tree = ast.parse((ROOT / "bench" / "facts" / "reference.py").read_text(encoding="utf-8"))
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     bench = {m for m in names if m == "bench" or m.startswith("bench.")}
-    assert bench <= {"bench.errors", "bench.catalog"}, bench
+    assert bench <= {"bench.core.errors", "bench.facts.catalog"}, bench
     assert {m.split(".")[0] for m in names - bench} <= set(sys.stdlib_module_names) | {"pandas"}, names
 
 

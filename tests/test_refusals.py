@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from bench.backends.local import LocalBackend
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.local.backend import LocalBackend
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 from models import allocator
 from models.common import parse_args
 from models.registry import WORKLOAD_RULES, WORKLOADS, workload_refusal
@@ -44,7 +44,7 @@ def _no_setting(why: str):
 REFUSALS = {
     # The declared rules.
     "refusal": ("rules", RULES),
-    # Bounds the matrix's schema enforces (bench/matrix.py): such a matrix never plans.
+    # Bounds the matrix's schema enforces (bench/planning/matrix.py): such a matrix never plans.
     "f\"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}\"":
         _matrix_rejects("batch_per_gpu: 0", "image_size: 0", "steps: 0", "repeats: 0"),
     "f'--{name} must be positive, got {getattr(args, name)}'": _matrix_rejects("steps: 0", "repeats: 0"),
@@ -195,7 +195,7 @@ def test_the_workers_flags_take_every_value_the_matrix_can_hold(monkeypatch):
     """The worker's parser (argparse `choices`) is a refusal too: it must never refuse a value the plan lets through."""
     from typing import get_args
 
-    from bench.matrix import Workload
+    from bench.planning.matrix import Workload
 
     monkeypatch.setattr(allocator, "state", allocator.state)
     for field, flag in (("precision", "--precision"), ("engine", "--engine"), ("data_layout", "--data-layout")):

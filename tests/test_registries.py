@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import transport
-from bench.images import recipes
 from bench.backends import BACKENDS
-from bench.catalog import catalog
-from bench.feasibility import build_reason
+from bench.facts.catalog import catalog
+from bench.images import recipes
 from bench.launch import LAUNCHERS, Flavour, LaunchSpec, Rendered, Ssh, runtimes
 from bench.launch.flavour import ImageRecipe
-from bench.matrix import load_matrix_text
+from bench.planning.feasibility import build_reason
+from bench.planning.matrix import load_matrix_text
+from bench.records import transport
 from models.registry import WORKLOADS
 
 LOGS = Path(__file__).parent / "data" / "transport"
@@ -99,9 +99,17 @@ def flavour_gaps(f: Flavour) -> list[str]:
                 return f"the {gen} image does not build against {f.abi}"
         return None
     need("an image recipe", image)
-    # bench doctor's probe (bench/doctor.py) renders a 2-rank launch with it and checks the controller it reports.
+    # bench doctor's probe (bench/execution/doctor.py) renders a 2-rank launch with it and checks the controller it
+    # reports.
     need("a Horovod controller for bench doctor's probe", lambda: f.controller not in ("mpi", "gloo")
          and f"controller {f.controller!r} is neither mpi nor gloo")
+    need("the expected value's facts (progress_threads naming its title, an int stand_in_rank)",
+         lambda: not (f.title in str(getattr(f, "progress_threads", "")) and isinstance(getattr(f, "stand_in_rank",
+                                                                                          None), int)))
+    # The MPI operator's CRD (bench/data/kubernetes/) enumerates spec.mpiImplementation.
+    need("the clusters' facts (mpi_operator_implementation, srun_starts_ranks)",
+         lambda: getattr(f, "mpi_operator_implementation", None) not in ("OpenMPI", "Intel", "MPICH")
+         or not isinstance(f.srun_starts_ranks, bool))
     need("planning answers (native engine, Azure ML launch)",
          lambda: f.native not in (None, "torchrun", "launcher") or f.azureml_launch not in ("mpi", "own"))
 
@@ -128,7 +136,8 @@ class _HalfDone(Flavour):
 def test_an_incomplete_flavour_is_named_with_what_it_lacks(monkeypatch):
     monkeypatch.setitem(LAUNCHERS, "halfdone", _HalfDone())
     gaps = flavour_gaps(LAUNCHERS["halfdone"])
-    for piece in ("argv rendering", "debug switches", "log parser", "image recipe", "a matrix value"):
+    for piece in ("argv rendering", "debug switches", "log parser", "image recipe", "a matrix value",
+                  "expected value's facts", "clusters' facts"):
         assert any(g.startswith("flavour halfdone: ") and piece in g for g in gaps), (piece, gaps)
     # ... and the pieces it does have are not reported
     assert not any("runtime" in g or "fabric env" in g for g in gaps), gaps
@@ -137,7 +146,7 @@ def test_an_incomplete_flavour_is_named_with_what_it_lacks(monkeypatch):
 def test_matrix_names_come_from_the_registries():
     from typing import get_args
 
-    from bench.matrix import Backend, Framework, MpiFlavour
+    from bench.planning.matrix import Backend, Framework, MpiFlavour
 
     assert get_args(MpiFlavour) == tuple(LAUNCHERS)
     assert get_args(Framework) == tuple(WORKLOADS)
@@ -150,11 +159,11 @@ def _one_of(names) -> str:
 
 
 def test_a_registered_flavour_is_a_matrix_value(monkeypatch):
-    # The Literal is built from the registry when bench.matrix is imported: a name outside it is rejected with the
-    # file and line, naming every registered value, so feasibility never sees an unknown flavour.
+    # The Literal is built from the registry when bench.planning.matrix is imported: a name outside it is rejected with
+    # the file and line, naming every registered value, so feasibility never sees an unknown flavour.
     import re
 
-    from bench.errors import BenchInputError
+    from bench.core.errors import BenchInputError
 
     with pytest.raises(BenchInputError, match=re.escape(f"axes.mpi[0]: must be {_one_of(LAUNCHERS)}")):
         load_matrix_text("name: t\naxes: {gpu: [cpu], mpi: [no-such-mpi]}\n")
@@ -184,14 +193,15 @@ def test_every_backend_class_is_registered():
 
     import bench.backends
     from bench.backends import load
+    from bench.backends.base import Backend
 
-    registered = {load(e.impl) for e in BACKENDS.values()}
-    for info in pkgutil.iter_modules(bench.backends.__path__):
-        module = importlib.import_module(f"bench.backends.{info.name}")
+    registered = {load(e.impl) for e in BACKENDS.values()} | {Backend}  # Backend: the interface itself
+    for info in pkgutil.walk_packages(bench.backends.__path__, "bench.backends."):
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and callable(getattr(cls, "from_settings", None)) \
                     and not getattr(cls, "_is_protocol", False):  # base.Backend, the interface itself
-                assert cls in registered, f"bench/backends/{info.name}.py: {cls.__name__} is not in BACKENDS"
+                assert cls in registered, f"{info.name}: {cls.__name__} is not in BACKENDS"
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))
@@ -208,13 +218,14 @@ def test_every_backend_is_importable_with_the_runner_interface(name):
 def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
     from typing import get_args
 
-    from bench.matrix import DataKind, Precision, Workload
+    from bench.planning.matrix import DataKind, Precision, Workload
 
     w = WORKLOADS[framework]
     models_dir = Path(__file__).resolve().parent.parent / "models"
     assert (models_dir / w["script"]).is_file(), f"workload {framework}: no script {w['script']}"
     assert isinstance(w["version"], str) and w["version"], f"workload {framework}: no version"
-    # bench doctor finds the framework and its Horovod build through these (bench/doctor.py keeps no list of its own)
+    # bench doctor finds the framework and its Horovod build through these (bench/execution/doctor.py keeps no list of
+    # its own)
     assert isinstance(w.get("imports"), str) and w["imports"], f"workload {framework}: no module for doctor to import"
     assert "horovod_module" in w, f"workload {framework}: no horovod_module (None if it rides on another's)"
     assert set(w["data"]) <= set(get_args(DataKind)), f"workload {framework}: data outside the matrix's"

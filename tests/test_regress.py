@@ -1,4 +1,5 @@
-"""Regression verdicts (bench/analysis/regress.py), baselines (bench/baseline.py) and `bench check` exit codes."""
+"""Regression verdicts (bench/analysis/regress.py), baselines (bench/checks/baseline.py) and `bench check` exit
+codes."""
 import itertools
 import json
 import math
@@ -8,18 +9,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analysis.regress import (CheckSettings, compare, mann_whitney, normalize_ratio_to, observations,
-                                    ratio_interval, verdict)
 from bench.analysis import AnalysisError
-from bench.cell_selection import parse_selection
-from bench.errors import BenchInputError
-from bench.matrix import CELL_KEYS
-from bench.record import parse_record
+from bench.analysis.regress import (
+    CheckSettings,
+    compare,
+    mann_whitney,
+    normalize_ratio_to,
+    observations,
+    ratio_interval,
+    verdict,
+)
+from bench.cells.selection import parse_selection
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import CELL_KEYS
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.conftest import bench_cli
 from tests.factories import cell as make_cell
 from tests.factories import record
-
 
 # --- synthetic window-level frames ------------------------------------------------------------------------------
 

@@ -19,9 +19,9 @@ from bench.analysis.compare import at_fixed_scale, compare, precision_table
 from bench.analysis.cost import Price, cost_table, merge_prices
 from bench.analysis.scaling import cell_summary, scaling, split_imported
 from bench.analysis.stats import bootstrap_ci, bootstrap_many, ratio_ci, ratio_ci_many
-from bench.errors import BenchInputError
-from bench.record import parse_record
-from bench.cell_selection import matches, parse_selection
+from bench.cells.selection import matches, parse_selection
+from bench.core.errors import BenchInputError
+from bench.records.schema import parse_record
 from bench.report.prices import load_prices
 from bench.store import Store
 from tests.conftest import bench_cli
@@ -104,7 +104,7 @@ def test_cost_per_million_images_by_hand():
 
 
 def test_catalogue_prices_are_dated_and_cpu_has_none():
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     skus = catalog()
     assert skus["cpu"].price_per_hour_usd is None
@@ -366,8 +366,9 @@ def test_a_legend_names_what_differs_and_the_title_what_is_shared():
 
 
 def test_published_series_and_predictions_equal_the_csv_and_the_model():
-    from bench.analysis.whatif import predict, predicted_series
-    from bench.reference import REFERENCE_DIR, published_series
+    from bench.analysis.study_validation import predicted_series
+    from bench.analysis.whatif import predict
+    from bench.facts.reference import REFERENCE_DIR, published_series
 
     with open(REFERENCE_DIR / "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv", newline="") as f:
         bars = {(r["gpu_type"], r["mpi"], int(r["total_gpus"])): float(r["images_per_sec_total"])

@@ -4,7 +4,7 @@ import pytest
 
 from bench.analysis.scaling import cell_summary, imported_mask, latest_complete, scaling
 from bench.backends import BACKENDS
-from bench.record import parse_record
+from bench.records.schema import parse_record
 from bench.store import Store
 from tests.factories import record
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cell import cell_id
-from bench.matrix import load_matrix_text
-from bench.redact import REDACTED
+from bench.core.redact import REDACTED
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 ACCOUNT_KEY = "Zm9vYmFyc2VjcmV0a2V5" + "Q" * 64 + "AB=="  # 86 base64 characters + "==": an Azure storage key
@@ -83,7 +83,7 @@ def all_text_under(d: Path) -> dict[Path, str]:
 
 
 def test_each_shape_is_redacted_in_text_and_ordinary_lines_are_left_alone():
-    from bench.redact import redact_argv, redact_env, redact_text
+    from bench.core.redact import redact_argv, redact_env, redact_text
 
     said = redact_text(SAY)
     assert [name for name, secret in SECRETS.items() if secret in said] == []

@@ -16,11 +16,11 @@ import pandas as pd
 import psutil
 import pytest
 
-from bench.backends.slurm import SlurmBackend
 from bench.backend_settings.slurm import SlurmConfig
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.slurm import SlurmBackend
+from bench.core.errors import BenchInputError
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, TINY_WORKLOAD, bench_cli
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""The source a run ran (bench/source_revision.py) and "what changed" naming it first: a real git repository made
+"""The source a run ran (bench/core/source_revision.py) and "what changed" naming it first: a real git repository made
 here, a real `bench run` recording its checkout's commit, and a real `bench ab` of two git refs (e2e) whose
 what-changed starts with the source revision and the file under models/ that differs, with no per-run value."""
 import json
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.analysis.envdiff import diff_environments, environment_of
-from bench.source_revision import SourceRevision, differing_files, of_checkout, source_text
+from bench.core.source_revision import SourceRevision, differing_files, of_checkout, source_text
 from tests.conftest import ROOT, TINY_WORKLOAD, bench_cli
 
 
@@ -109,10 +109,10 @@ def test_no_per_run_value_is_ever_a_change(env_a, env_b, path_name, path_a, path
 def test_ab_puts_the_sides_revisions_and_the_files_between_them_first(repo, tmp_path, monkeypatch):
     """ab's what-changed from the runs table: a side whose bench recorded no revision (a git ref older than schema
     11) gets the one the session knows (copy_labelled), and the files between the two sides' commits follow."""
-    import bench.source_revision as source
+    import bench.core.source_revision as source
     from bench.ab.session import copy_labelled
     from bench.commands.ab import side_differences
-    from bench.record import parse_record
+    from bench.records.schema import parse_record
     from bench.store import Store
     from tests.factories import record
 

@@ -16,20 +16,30 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.backends.cell_launch import worker_program
-from bench.cell import ID_ADDED_KEY_DEFAULTS, PlannedCell, cell_id, cell_id_text
-from bench.cell_label import cell_label
-from bench.cell_selection import matches, parse_selection
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix, load_matrix_text
-from bench.plan import plan_cells
-from bench.record import parse_record
+from bench.backends.shared.cell_launch import worker_program
+from bench.cells.label import cell_label
+from bench.cells.selection import matches, parse_selection
+from bench.core.errors import BenchInputError
+from bench.planning.cell import ID_ADDED_KEY_DEFAULTS, PlannedCell, cell_id, cell_id_text
+from bench.planning.matrix import load_matrix, load_matrix_text
+from bench.planning.plan import plan_cells
+from bench.records.schema import parse_record
 from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
 from models import step_settings
 from models.common import parse_args, single_process_comm
 from models.gpu_plan import ComputePlan, DevicePlan
-from models.step_settings import (LoaderError, StaticBatch, by_shape, graph_forward_backward, graph_scope,
-                                  graph_whole_step, resolve_loader, sgd_kernel, sgd_options, whole_step)
+from models.step_settings import (
+    LoaderError,
+    StaticBatch,
+    by_shape,
+    graph_forward_backward,
+    graph_scope,
+    graph_whole_step,
+    resolve_loader,
+    sgd_kernel,
+    sgd_options,
+    whole_step,
+)
 from tests.conftest import ROOT
 from tests.factories import record
 
@@ -497,7 +507,7 @@ def test_auto_resolves_to_what_this_tree_and_device_have():
 def test_a_real_data_cpu_worker_records_the_loader_and_kernel_that_ran(tmp_path):
     """The PyTorch worker on the generated JPEG sample with loader auto and foreach SGD, one window: its record says
     Pillow ran (auto on a CPU), the foreach kernel, no compile, no graphs; bench's record schema takes it."""
-    from bench.datasets import make_imagenet_sample
+    from bench.execution.datasets import make_imagenet_sample
 
     make_imagenet_sample(tmp_path / "inet", classes=2, per_class=8, tfrecord=False)
     [planned] = _plan("{gpu: [cpu], data: [imagenet]}", "{batch_per_gpu: 4, image_size: 32, warmup_steps: 1, "

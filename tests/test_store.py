@@ -5,8 +5,8 @@ from contextlib import closing
 import pandas as pd
 import pytest
 
-from bench.errors import BenchInputError
-from bench.record import parse_record
+from bench.core.errors import BenchInputError
+from bench.records.schema import parse_record
 from bench.store import STORE_SCHEMA_VERSION, Store, StoreError
 from tests.factories import record
 

@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from bench.matrix import CELL_KEYS
-from bench.record import parse_record
+from bench.planning.matrix import CELL_KEYS
+from bench.records.schema import parse_record
 from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
 from tests.factories import record
 

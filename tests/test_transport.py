@@ -1,5 +1,6 @@
-"""bench.transport: recorded real logs (and documented-format excerpts) -> effective transport; mismatch rules.
-Most cases go through bench.launch.evidence, which looks the flavour up by name and hands it to bench.transport."""
+"""bench.records.transport: recorded real logs (and documented-format excerpts) -> effective transport; mismatch rules.
+Most cases go through bench.launch.evidence, which looks the flavour up by name and hands it to
+bench.records.transport."""
 from __future__ import annotations
 
 import re
@@ -8,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from bench.launch import LAUNCHERS
-from bench.launch.evidence import debug_env, debug_layers, parse_transport
-from bench.transport import SHARED_DEBUG_ENV, Transport, debug_env_for, mismatch, parse_log, verdict
+from bench.launch.evidence import debug_env, parse_transport
+from bench.records.transport import SHARED_DEBUG_ENV, Transport, debug_env_for, mismatch, parse_log, verdict
+
+
+def debug_layers() -> dict[str, dict[str, str]]:
+    """Every layer's switches: the shared layers' and each registered flavour's own (keyed by its name)."""
+    return {**SHARED_DEBUG_ENV, **{name: dict(f.debug) for name, f in LAUNCHERS.items()}}
+
 
 DATA = Path(__file__).parent / "data" / "transport"
 
@@ -194,7 +201,7 @@ def test_debug_env_per_flavour():
         cpu, gpu = debug_env(mpi, False), debug_env(mpi, True)
         assert "NCCL_DEBUG" not in cpu
         assert gpu == {**cpu, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-    assert set(debug_layers()) == {"nccl", "ucx", *LAUNCHERS}
+    assert set(debug_layers()) == {"nccl", "ucx", *LAUNCHERS}  # one entry per shared layer and per flavour
     # no layer floods: no trace/debug-everything levels
     flat = {k: v for env in debug_layers().values() for k, v in env.items()}
     assert flat["NCCL_DEBUG"] != "TRACE" and flat["UCX_LOG_LEVEL"] not in ("debug", "trace")
@@ -202,7 +209,8 @@ def test_debug_env_per_flavour():
 
 
 class _LineCounter:
-    """A flavour of its own (bench.transport.Reader): the pure module needs no registry, only what it is handed."""
+    """A flavour of its own (bench.records.transport.Reader): the pure module needs no registry, only what it is
+    handed."""
     debug = {"MY_DEBUG": "1"}
     layers = ("ucx",)
 

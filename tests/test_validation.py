@@ -6,8 +6,8 @@ import sqlite3
 import pytest
 
 from bench.cli import main
-from bench.errors import BenchInputError
-from bench.record import parse_record
+from bench.core.errors import BenchInputError
+from bench.records.schema import parse_record
 from tests.conftest import TINY_WORKLOAD, bench_cli
 from tests.factories import record
 
@@ -149,9 +149,9 @@ def test_bad_record_is_one_line_naming_where_and_the_store_is_unchanged(tmp_path
 
 
 def test_a_bad_worker_record_fails_its_cell_instead_of_reaching_the_store_as_a_measurement():
-    from bench.backends.outcome import Outcome
-    from bench.cell import PlannedCell
-    from bench.runner import records_for
+    from bench.backends.shared.outcome import Outcome
+    from bench.execution.runner import records_for
+    from bench.planning.cell import PlannedCell
 
     raw = {**record(run_id="r"), "images_per_sec": -1.0}
     cell = PlannedCell(raw["cell"], raw["cell_id"], "planned")
@@ -205,9 +205,9 @@ SHELLY_DIR = "evil dir; touch PWNED1 $(touch PWNED2) `touch PWNED3` 'q\"\n&& tou
 
 
 def test_shell_looking_values_reach_the_launcher_as_single_argv_elements(tmp_path, monkeypatch):
-    from bench.backends.local import LocalBackend
-    from bench.matrix import load_matrix_text
-    from bench.plan import plan_cells
+    from bench.backends.local.backend import LocalBackend
+    from bench.planning.matrix import load_matrix_text
+    from bench.planning.plan import plan_cells
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / SHELLY_DIR / "train" / "n0001").mkdir(parents=True)

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends.local import LocalBackend
-from bench.backends.slurm import SlurmBackend
 from bench.backend_settings.slurm import SlurmConfig
-from bench.cell import cell_id
-from bench.errors import BenchInputError
-from bench.matrix import load_matrix_text
-from bench.plan import plan_cells
+from bench.backends.local.backend import LocalBackend
+from bench.backends.slurm import SlurmBackend
+from bench.core.errors import BenchInputError
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix_text
+from bench.planning.plan import plan_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 PERIOD_US = 100_000
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.ab.cpuquota import CpuGroup, proc_mounts
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images.check import IN_IMAGE, hand_to_image_user, user_container_argv
 from bench.images.engines import Engine, find_engine
 

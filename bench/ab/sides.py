@@ -11,12 +11,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.ab.cpuquota import CpuGroup
 from bench.ab import image_side
+from bench.ab.cpuquota import CpuGroup
 from bench.ab.spec import SideSpec
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
+from bench.core.source_revision import SourceRevision
 from bench.images.engines import Engine
-from bench.source_revision import SourceRevision
 
 # This checkout: the source a side runs when it names no git ref (PYTHONPATH points here, so this bench and its
 # models/ run, whatever the Python's site-packages hold).

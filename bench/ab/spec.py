@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")  # [registry/]name[:tag][@digest]

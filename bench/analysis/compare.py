@@ -11,7 +11,8 @@ import pandas as pd
 
 from bench.analysis import AnalysisError
 from bench.analysis.stats import ratio_ci_many
-from bench.cell_keys import CELL_KEYS
+from bench.cells.keys import CELL_KEYS
+
 
 def match_keys(summary: pd.DataFrame, axis: str) -> list[str]:
     if axis not in CELL_KEYS:

@@ -19,7 +19,7 @@ class Price:
 
 
 def catalogue_prices() -> dict[str, Price]:
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     return {key: Price(sku.price_per_hour_usd, sku.price_read, "catalogue") for key, sku in catalog().items()}
 

@@ -138,7 +138,7 @@ def environment_of(records: Iterable[dict], bench_versions: Iterable[str] = (),
                    sources: Iterable[str] = ()) -> dict[str, str]:
     """A side's records (parsed record_json dicts, or a DataFrame with a record_json column) → "what" → value; a
     value the records disagree on is "a | b" (sorted). `bench_versions` and `sources` (SourceRevision.text() of
-    each run, bench/source_revision.py) come from the runs table."""
+    each run, bench/core/source_revision.py) come from the runs table."""
     if hasattr(records, "columns"):
         records = [json.loads(t) for t in records["record_json"].dropna()] if "record_json" in records else []
     seen: dict[str, set[str]] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable
 
 from models.gradients import Gradient, resnet50_gradients, resnet50_layers  # noqa: F401 (fusion's inputs)
 
@@ -26,7 +26,6 @@ from models.gradients import Gradient, resnet50_gradients, resnet50_layers  # no
 # from 64MB to 128MB", #2468); before, 5 ms and 64 MB.
 DEFAULT_CYCLE_S = 1e-3
 DEFAULT_THRESHOLD_BYTES = 128 * 1024 * 1024
-BEFORE_0_21 = (5e-3, 64 * 1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -81,24 +80,6 @@ def simulate(gradients: list[Gradient], backward_s: float, op_s: Callable[[int],
         raise ValueError("backward_s and cycle_s must be positive")
     return simulate_shared(gradients, backward_s, lambda n: (op_s(n), 1.0), op_s, idle_rate=1.0, cycle_s=cycle_s,
                            threshold_bytes=threshold_bytes, bytes_per_param=bytes_per_param)
-
-
-def fusion_settings(env: Mapping[str, str], horovod_version: str | None = None) -> tuple[float, int]:
-    """(cycle seconds, threshold bytes) a run used: HOROVOD_CYCLE_TIME (ms) and HOROVOD_FUSION_THRESHOLD (bytes)
-    from its environment, else the defaults of its Horovod version (before 0.21: 5 ms, 64 MB)."""
-    cycle, threshold = DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES
-    if horovod_version:
-        try:
-            major_minor = tuple(int(p) for p in horovod_version.split(".")[:2])
-        except ValueError:
-            major_minor = (1, 0)
-        if major_minor < (0, 21):
-            cycle, threshold = BEFORE_0_21
-    if env.get("HOROVOD_CYCLE_TIME"):
-        cycle = float(env["HOROVOD_CYCLE_TIME"]) / 1000
-    if env.get("HOROVOD_FUSION_THRESHOLD") not in (None, ""):
-        threshold = int(env["HOROVOD_FUSION_THRESHOLD"])
-    return cycle, threshold
 
 
 def simulate_shared(gradients: list[Gradient], backward_s: float,

@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench.analysis.missing import is_missing
 
-# What `bench export` adds to every record (derived, never imported: bench/importer.py leaves them out).
+# What `bench export` adds to every record (derived, never imported: bench/imports/importer.py leaves them out).
 EXPORT_COLUMNS = ("flops_per_image", "peak_format", "peak_tflops", "mfu", "mean_watts_per_gpu", "joules_per_image")
 POWER_COLUMNS = ("mean_watts_per_gpu", "joules_per_image")
 _KEY = ["run_id", "cell_id", "job", "repeat"]
@@ -60,13 +60,13 @@ def mfu(images_per_sec_per_gpu: float, flops_per_image: float, peak_tflops: floa
 
 def catalogue_peaks() -> dict[str, dict[str, float]]:
     """gpu key → {format: dense TFLOP/s per GPU}, from the catalogue (empty for cpu)."""
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     return {key: dict(sku.peak_tflops) for key, sku in catalog().items()}
 
 
 def table_flops(model: str, image_size: int) -> int | None:
-    from bench.model_flops import flops_per_image
+    from bench.facts.model_flops import flops_per_image
 
     return flops_per_image(model, image_size)
 

@@ -1,10 +1,10 @@
 """The compute probe, as data: what N workers sharing a node compute when nothing else runs there — no launcher, no
 communication library — and when such a measurement may stand for a cell (pure: dicts in, results out; running the
-probe and its cache file are bench/backends/compute_probe.py's).
+probe and its cache file are bench/backends/local/compute_probe.py's).
 
 Key. A probe answers for every cell with the same compute settings on the same machine: every cell key but
 PROBE_FREE_KEYS (who carries the allreduce and how often the cell is measured, none of which changes what one worker
-computes), the worker count on the node, and the workload's version. A key added to the cell (bench/cell_keys.py)
+computes), the worker count on the node, and the workload's version. A key added to the cell (bench/cells/keys.py)
 is a compute setting until it is listed here: a probe is never shared across a setting nobody has judged.
 
 Stale. A stored probe stands for a cell on the machine it was measured on (hostname, cores this process may use,
@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from bench.cell_keys import CELL_KEYS
+from bench.cells.keys import CELL_KEYS
 
 PROBE_VERSION = 1
 MAX_AGE_S = 7 * 24 * 3600
@@ -299,3 +299,23 @@ def probes_for(table, ok, windows: Mapping[str, list[list[dict]]], entries: list
         if p is not None:
             out[r["cell_id"]] = p
     return out
+
+
+def cost_entry(cell: Mapping[str, Any], probe, records: list[Mapping[str, Any]], run_id: str,
+               identity: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One measured cell's parts beyond its probe (measured_parts), as the cache keeps
+    them: for later runs of the same stack with the same probe to compare with. None with no phases."""
+    from bench.analysis.step_split import measured_parts
+
+    rates = [float(r["images_per_sec"]) for r in records if r.get("images_per_sec")]
+    windows = [list(r.get("per_rank") or []) for r in records]
+    if not rates or not any(windows):
+        return None
+    step = int(cell["gpus"]) * int(cell["batch_per_gpu"]) / statistics.median(rates)
+    parts = measured_parts(cell, probe, windows, step)
+    if parts is None:
+        return None
+    keep = {k: float(v) for k, v in parts.items() if k in ("engine", "communication", "engine and communication")}
+    return {"key": compute_key(cell), "stack": stack_of(cell), "identity": dict(identity), "run_id": run_id,
+            "measured_unix": max(float(r.get("end_unix") or 0.0) for r in records),
+            "probe_measured_unix": probe.measured_unix, "parts": keep}

@@ -23,8 +23,8 @@ import pandas as pd
 
 from bench.analysis import AnalysisError
 from bench.analysis.stats import mann_whitney, median_ci, ratio_interval
-from bench.cell_keys import CELL_KEYS
-from bench.cell_selection import describe, matches
+from bench.cells.keys import CELL_KEYS
+from bench.cells.selection import describe, matches
 
 VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-data", "incomparable")
 
@@ -225,7 +225,7 @@ def _feature_note(base: set[str | None], cand: set[str | None]) -> str | None:
 def mark_cpu_differences(result: pd.DataFrame, baseline_windows: pd.DataFrame,
                          candidate_windows: pd.DataFrame) -> pd.DataFrame:
     """Notes cells whose baseline and candidate ran on CPUs with different speed-deciding features (window rows
-    with `cpu_features`, see bench/check_sides.py). A CPU cell (gpu 'cpu') of a FEATURE_BOUND_PRECISIONS precision
+    with `cpu_features`, see bench/checks/sides.py). A CPU cell (gpu 'cpu') of a FEATURE_BOUND_PRECISIONS precision
     with different features becomes `incomparable`: its ratio measures the machines, not the change. Other cells
     keep their verdict and carry the note (fp32 moves less with these features; a GPU cell's math runs on the GPU);
     a side without recorded features is noted for bf16/fp16 cells only."""

@@ -10,15 +10,15 @@ import pandas as pd
 
 from bench.analysis.stats import bootstrap_many, median_ci
 from bench.backend_settings.registry import BACKENDS
-from bench.cell_keys import CELL_KEYS, INPUT_KEYS
-from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
+from bench.cells.keys import CELL_KEYS, INPUT_KEYS
+from bench.records.completeness import IMPORT_RUN_PREFIX, complete_runs
 
 # A series is every cell setting except the worker count: the same SKU, framework, MPI, fabric and workload.
 SERIES_KEYS = [k for k in CELL_KEYS if k != "gpus"]
 
 
 def latest_complete(records: pd.DataFrame) -> pd.DataFrame:
-    """The ok records of each cell's most recent run that completed it (bench.completeness, the rule the store's
+    """The ok records of each cell's most recent run that completed it (bench.records.completeness, the rule the store's
     resume uses too; imported published references excluded: see split_imported)."""
     if records.empty:
         return records

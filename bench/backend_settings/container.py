@@ -1,5 +1,5 @@
-"""The `container:` setting of the hosts and Slurm backends (bench/backends/container.py runs it): which image every
-worker of a cell runs in, with which engine, and where the image keeps the worker's Python and models/."""
+"""The `container:` setting of the hosts and Slurm backends (bench/backends/shared/container.py runs it): which image
+every worker of a cell runs in, with which engine, and where the image keeps the worker's Python and models/."""
 from __future__ import annotations
 
 from typing import Literal

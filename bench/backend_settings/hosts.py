@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bench.backend_settings.container import ContainerSettings
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 # Host names and ssh values reach launcher command lines and ssh's own option strings: plain words only.
 HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
@@ -43,7 +43,7 @@ class HostsConfig(BaseModel):
     # records and log land in <workdir>/runs/<run>/<cell>/job<k>/. null = the results directory (then it must be
     # shared). Checked before a cell runs: a node that does not see it fails its cells.
     workdir: str | None = None
-    # Run every worker inside this image on its node (podman, docker or apptainer; bench/backends/container.py):
+    # Run every worker inside this image on its node (podman, docker or apptainer; bench/backends/shared/container.py):
     # the launcher stays outside, each rank is the worker in the image. null = the nodes' own Python.
     container: ContainerSettings | None = None
 

@@ -1,5 +1,6 @@
 """The matrix's `backend.kubernetes` section: which cluster namespace cells go to as Kubeflow jobs, in which image,
-and how their pods are placed (bench/backends/kubernetes.py renders and follows them; docs/backends.md, "Kubernetes").
+and how their pods are placed (bench/backends/kubernetes/backend.py renders and follows them; docs/backends.md,
+"Kubernetes").
 
 Values that end up in a manifest are checked twice: here for their shape (names as Kubernetes writes them), and
 when rendered, against the operators' own CRD schemas and Kubernetes' core schema, so a setting that makes an
@@ -12,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bench.redact import SENSITIVE_NAME
+from bench.core.redact import SENSITIVE_NAME
 
 # Kubernetes' own name rules (DNS-1123 label / subdomain), and a label key: an optional DNS prefix, then a name.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"

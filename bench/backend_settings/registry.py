@@ -17,11 +17,12 @@ class BackendEntry:
 
 
 BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("bench.backends.local:LocalBackend"),
+    "local": BackendEntry("bench.backends.local.backend:LocalBackend"),
     "slurm": BackendEntry("bench.backends.slurm:SlurmBackend", "bench.backend_settings.slurm:SlurmConfig"),
-    "azureml": BackendEntry("bench.backends.azureml:AzureMLBackend", "bench.backend_settings.azureml:AzureMLConfig"),
-    "hosts": BackendEntry("bench.backends.hosts:HostsBackend", "bench.backend_settings.hosts:HostsConfig"),
-    "kubernetes": BackendEntry("bench.backends.kubernetes:KubernetesBackend",
+    "azureml": BackendEntry("bench.backends.azureml.backend:AzureMLBackend",
+                            "bench.backend_settings.azureml:AzureMLConfig"),
+    "hosts": BackendEntry("bench.backends.hosts.backend:HostsBackend", "bench.backend_settings.hosts:HostsConfig"),
+    "kubernetes": BackendEntry("bench.backends.kubernetes.backend:KubernetesBackend",
                                "bench.backend_settings.kubernetes:KubernetesConfig"),
 }
 

@@ -39,8 +39,8 @@ class SlurmConfig(BaseModel):
     # Directory shared by the submit host and the compute nodes (records and logs are written there);
     # null = the results directory, which then must itself be shared.
     shared_dir: str | None = None
-    # Run every worker inside this image (bench/backends/container.py): engine pyxis (srun --container-image; needs
-    # `launch: srun`, so cells whose ranks srun cannot start are skipped saying so) or apptainer (`apptainer exec
+    # Run every worker inside this image (bench/backends/shared/container.py): engine pyxis (srun --container-image;
+    # needs `launch: srun`, so cells whose ranks srun cannot start are skipped saying so) or apptainer (`apptainer exec
     # IMAGE` as each rank's program, under the cell's launcher or srun). null = the nodes' own Python.
     container: ContainerSettings | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.backend_settings.registry import BACKENDS, BackendEntry, load
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 __all__ = ["BACKENDS", "BackendEntry", "load", "make_backend"]
 

@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.backends.outcome import Outcome
-from bench.backends.cell_launch import CellLaunch, Placement, cell_dir, launch_for
-from bench.backends.container import apptainer_prefix, pyxis_options
-from bench.backends.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
-from bench.backends.outcome import JobEnd, classify
-from bench.backends.records import read_end, read_records, tail_of
 from bench.backend_settings.slurm import SlurmConfig
-from bench.cell import PlannedCell
-from bench.errors import BenchInputError
-from bench.launch import Rendered
+from bench.backends.base import Backend
+from bench.backends.shared.cell_launch import CellLaunch, Placement, cell_dir, launch_for
+from bench.backends.shared.container import apptainer_prefix, pyxis_options
+from bench.backends.shared.data_reach import imagenet_reach_reason, make_imagenet_sample_if_needed
+from bench.backends.shared.outcome import JobEnd, Outcome, classify
+from bench.backends.shared.records import read_end, read_records, tail_of
+from bench.core.errors import BenchInputError
+from bench.launch import Rendered, flavour_named
+from bench.planning.cell import PlannedCell
 
 # Job states in which the job has not finished yet (everything else is final).
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
@@ -53,7 +53,7 @@ class Handle:
     lost: str | None = None  # why we stopped being able to ask about the job
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     name = "slurm"
 
     def __init__(self, config: SlurmConfig, results_dir: Path, timeout_s: float, python: str = sys.executable,
@@ -124,7 +124,7 @@ class SlurmBackend:
 
     # --- planning -------------------------------------------------------------------------------------------------
     def reach_reason(self, cell: dict[str, Any], nodes: int) -> str | None:
-        from bench.catalog import catalog
+        from bench.facts.catalog import catalog
 
         if reason := imagenet_reach_reason(cell, self.imagenet_dir, self.imagenet_sample):
             return reason
@@ -133,7 +133,8 @@ class SlurmBackend:
         if cell["engine"] == "native" and nodes > 1:
             return f"engine=native on {nodes} nodes: the slurm backend starts DDP on one node only"
         if (c := self.config.container) is not None and c.engine == "pyxis" and (
-                self.config.launch != "srun" or cell["engine"] == "native" or cell["mpi"] == "gloo"):
+                self.config.launch != "srun" or cell["engine"] == "native"
+                or not flavour_named(cell["mpi"]).srun_starts_ranks):
             return ("container.engine pyxis needs srun to start every rank (launch: srun, an MPI flavour, "
                     "engine horovod); use apptainer for launcher-started cells")
         if nodes > 1 and self.config.iface:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bench.analysis.missing import json_value, text
-from bench.cell_keys import CELL_KEYS
+from bench.cells.keys import CELL_KEYS
 
 CHECK_FORMAT, CHECK_FORMAT_VERSION = "bench-check-result", 1
 _NUMBERS = ("baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate_median", "candidate_ci_low",

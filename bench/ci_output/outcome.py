@@ -11,7 +11,7 @@ from bench.analysis import missing
 
 @dataclass(frozen=True)
 class CellOutcome:
-    label: str          # the cell's one label (bench.cell_label), unique per cell
+    label: str          # the cell's one label (bench.cells.label), unique per cell
     cell_id: str        # "" where the command matches cells on their keys (ab)
     verdict: str        # regressed, improved, unchanged, inconclusive, insufficient-data, incomparable
     ratio: float        # new/old throughput; NaN when not computed

@@ -8,7 +8,7 @@ import sys
 
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.shared import add_ci_output_arguments, add_store_argument, check_output_path
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B is slower"
 
@@ -43,7 +43,7 @@ def run(args) -> int:
     from bench.ab.session import Session, check_sides, remove_workdir
     from bench.ab.spec import parse_side
     from bench.analysis.paired import MIN_PAIRS, PairedSettings
-    from bench.matrix import load_matrix
+    from bench.planning.matrix import load_matrix
     from bench.store import Store, check_writable
 
     specs = [parse_side("A", args.a), parse_side("B", args.b)]
@@ -111,8 +111,8 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=()):
     the sides' SideSpecs, for what their records cannot show)."""
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
-    from bench.cell_keys import CELL_KEYS
-    from bench.cell_label import cell_label
+    from bench.cells.keys import CELL_KEYS
+    from bench.cells.label import cell_label
 
     run_side = {r.run_id: (r.pair, r.side) for r in side_runs if r.run_id}
     df = training_only(store.dataframe())
@@ -137,9 +137,9 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=()):
 def side_differences(df, run_side, run_rows, specs=()):
     """What differs between side A's and side B's recorded environments (bench/analysis/envdiff.py), the source
     first: each side's revision (runs.source_json) and, where each side ran one revision, the files under bench/ and
-    models/ that differ between them (bench/source_revision.py)."""
+    models/ that differ between them (bench/core/source_revision.py)."""
     from bench.analysis.envdiff import diff_environments, environment_of
-    from bench.source_revision import SourceRevision, differing_files, source_text
+    from bench.core.source_revision import SourceRevision, differing_files, source_text
 
     by_id = {r["run_id"]: r for r in run_rows}
     runs = {side: [by_id.get(r, {"run_id": r}) for r, (_, s) in run_side.items() if s == side] for side in ("A", "B")}
@@ -190,7 +190,7 @@ def print_results(results, diffs, settings, session_id) -> None:
 
 
 def print_differences(diffs) -> None:
-    from bench.commands.shared import print_changes
+    from bench.commands.lines import print_changes
 
     print_changes(diffs, "side A", "side B")
 

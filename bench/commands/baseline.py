@@ -1,4 +1,4 @@
-"""`bench baseline save NAME [--run RUN ...]` and `bench baseline list`: baseline files (bench/baseline.py) from
+"""`bench baseline save NAME [--run RUN ...]` and `bench baseline list`: baseline files (bench/checks/baseline.py) from
 runs in the store."""
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def add_arguments(parser) -> None:
 def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, baselines_dir: Path,
                     out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Saves the runs `run_specs` name (default the latest) as baseline NAME; returns its path and document."""
-    from bench.baseline import build_baseline, check_name, save_baseline
-    from bench.check_sides import open_store_with_runs, resolve_run
+    from bench.checks.baseline import build_baseline, check_name, save_baseline
+    from bench.checks.sides import open_store_with_runs, resolve_run
 
     check_name(name)
     store = open_store_with_runs(store_path)
@@ -50,7 +50,7 @@ def save_from_store(name: str, run_specs: list[str], *, store_path: str | Path, 
 
 
 def run(args) -> int:
-    from bench.baseline import list_baselines
+    from bench.checks.baseline import list_baselines
 
     baselines_dir = Path(args.baselines_dir)
     if args.baseline_verb == "save":

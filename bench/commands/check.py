@@ -1,15 +1,20 @@
 """`bench check --baseline B [--candidate C]`: regression verdicts per cell; exit 1 when a cell regressed.
-bench/check_sides.py finds the two sides, bench/analysis/regress.py decides, this prints."""
+bench/checks/sides.py finds the two sides, bench/analysis/regress.py decides, this prints."""
 from __future__ import annotations
 
 import sys
 
 from bench.analysis import missing
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.commands import EXIT_FAILED, EXIT_OK
-from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
-                                   check_output_path, print_changes, what_changed)
-from bench.errors import BenchInputError
+from bench.commands.lines import print_changes, what_changed
+from bench.commands.shared import (
+    add_baselines_dir_argument,
+    add_ci_output_arguments,
+    add_store_argument,
+    check_output_path,
+)
+from bench.core.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
 
@@ -32,8 +37,8 @@ def add_arguments(parser) -> None:
 
 
 def parse_normalize(text: str | None):
-    """`none` (absolute images/sec) or `ratio-to:<selection>` (bench/cell_selection.py's syntax)."""
-    from bench.cell_selection import parse_selection
+    """`none` (absolute images/sec) or `ratio-to:<selection>` (bench/cells/selection.py's syntax)."""
+    from bench.cells.selection import parse_selection
 
     if text is None or text == "none":
         return None
@@ -58,9 +63,15 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from bench.analysis.regress import (CheckSettings, compare, mark_cpu_differences, normalize_ratio_to,
-                                        observations, summary_counts)
-    from bench.check_sides import resolve_side
+    from bench.analysis.regress import (
+        CheckSettings,
+        compare,
+        mark_cpu_differences,
+        normalize_ratio_to,
+        observations,
+        summary_counts,
+    )
+    from bench.checks.sides import resolve_side
 
     settings = CheckSettings(min_effect=args.min_effect)
     check_output_path("--json", args.json_path)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 HELP = "data sets for real-data cells"
 
@@ -16,14 +16,14 @@ def add_arguments(parser) -> None:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--profile", choices=("small", "imagenet"), default="small",
                    help="small: tiny images for CPU cells (default); imagenet: ImageNet-like pixel and file sizes "
-                        "(~400x350 px, ~110 KB), for GPU loader figures (bench/datasets.py)")
+                        "(~400x350 px, ~110 KB), for GPU loader figures (bench/execution/datasets.py)")
     d.add_argument("--layouts", choices=("both", "jpeg"), default="both",
                    help="both: the JPEG tree and TFRecord shards (default); jpeg: the tree alone")
     d.add_argument("--workers", type=int, default=1, help="processes drawing the imagenet profile's images")
 
 
 def run(args) -> int:
-    from bench.datasets import make_imagenet_sample
+    from bench.execution.datasets import make_imagenet_sample
 
     try:
         if args.workers < 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.shared import add_store_argument
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 HELP = "find the slow node or link: per-node compute probes and pairwise transfers between the hosts"
 
@@ -50,7 +50,7 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
         from pathlib import Path
 
         from bench.backends import make_backend
-        from bench.matrix import load_matrix
+        from bench.planning.matrix import load_matrix
 
         settings = load_matrix(args.matrix).spec.backend
         if settings.name != "hosts" or settings.hosts is None:
@@ -62,9 +62,9 @@ def hosts_and_ssh(args) -> tuple[list[str], object]:
 
 def cell_hosts(store_path: str, selection: str) -> list[str]:
     """The hosts of the cell's ranks in its newest ok record; prints its expected value and slow rank first.
-    `selection`: bench/cell_selection.py's syntax, naming one cell."""
-    from bench.cell_selection import describe, matches, parse_selection
-    from bench.commands.shared import expected_lines, probe_entries
+    `selection`: bench/cells/selection.py's syntax, naming one cell."""
+    from bench.cells.selection import describe, matches, parse_selection
+    from bench.commands.lines import expected_lines, probe_entries
     from bench.store import Store
 
     chosen = parse_selection(selection, "--cell")
@@ -86,7 +86,7 @@ def cell_hosts(store_path: str, selection: str) -> list[str]:
 
 
 def run(args) -> int:
-    from bench.backends.hosts_probes import ProbeError, diagnose, ssh_runner
+    from bench.backends.hosts.probes import ProbeError, diagnose, ssh_runner
 
     hosts, ssh = hosts_and_ssh(args)
     try:

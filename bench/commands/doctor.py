@@ -9,7 +9,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bench.doctor import report
+    from bench.execution.doctor import report
 
     text, code = report()
     print(text)

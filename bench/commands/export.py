@@ -23,7 +23,7 @@ def run(args) -> int:
 
     from bench.analysis.mfu import export_columns
     from bench.analysis.missing import CSV_MISSING, csv_ready, json_lines
-    from bench.errors import BenchInputError
+    from bench.core.errors import BenchInputError
     from bench.store import Store
 
     with Store(args.store, read_only=True) as store:

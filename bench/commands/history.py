@@ -6,7 +6,7 @@ import time
 
 from bench.commands import EXIT_OK
 from bench.commands.shared import add_store_argument
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 HELP = "each cell's throughput over runs, with change points and what changed there"
 _BARS = "▁▂▃▄▅▆▇█"
@@ -51,10 +51,10 @@ def environment_change(store, cell_id: str, run_before: str, run_after: str, ver
 def run(args) -> int:
     from bench.analysis.collectives import training_only
     from bench.analysis.history import cell_histories, run_series
-    from bench.cell_label import cell_label
-    from bench.cell_selection import matches, parse_selection
-    from bench.check_sides import open_store_with_runs
-    from bench.source_revision import source_text
+    from bench.cells.label import cell_label
+    from bench.cells.selection import matches, parse_selection
+    from bench.checks.sides import open_store_with_runs
+    from bench.core.source_revision import source_text
 
     if not 0 < args.min_shift < 1:
         raise BenchInputError(f"--min-shift must be between 0 and 1, got {args.min_shift:g}")

@@ -3,7 +3,7 @@ and mpijob.py render them, build.py builds them, check.py runs a cell inside one
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images.push import DEFAULT_LOG_DIR
 
 HELP = "container images for cluster backends (docker/rendered): render, list, build, check, push"
@@ -65,7 +65,7 @@ def _render(args, recipes) -> int:
 
 
 def _list(recipes) -> int:
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
     from bench.images import mpijob
 
     rows = [(v.id, v.image, " ".join(k for k in catalog() if recipes.cuda_generation(k) == v.generation))

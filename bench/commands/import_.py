@@ -14,7 +14,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bench.importer import import_file
+    from bench.imports.importer import import_file
 
     batch, n = import_file(args.file, args.store, args.source)
     left = "".join(f"; {k}: {v} row(s) left out" for k, v in batch.left_out.items())

@@ -1,10 +1,10 @@
 """`bench model --validate`: the α-β what-if model (bench/analysis/whatif.py) against the published 2018 Batch AI
-32-GPU efficiencies (docs/scaling-model.md). The published study is read through bench/reference.py and this module
-prints; the model itself only computes."""
+32-GPU efficiencies (docs/scaling-model.md). The published study is read through bench/facts/reference.py and this
+module prints; the model itself only computes."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 HELP = "the what-if scaling model: predicted vs published efficiency (--validate)"
 
@@ -21,8 +21,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bench import reference as study
-    from bench.analysis.whatif import DEFAULT_OVERLAP, gradient_bytes, validate, with_tcp
+    from bench.analysis.study_validation import validate, with_tcp
+    from bench.analysis.whatif import DEFAULT_OVERLAP, gradient_bytes
+    from bench.facts import reference as study
 
     if not args.validate:
         raise BenchInputError("nothing to do: add --validate (predicted vs published 32-GPU efficiency; "
@@ -63,8 +64,8 @@ def run(args) -> int:
 
 def all_points() -> list[str]:
     """One line per published series: the model's error at each worker count (the study charts' residuals)."""
-    from bench.analysis.whatif import residuals
-    from bench.reference import published_series
+    from bench.analysis.study_validation import residuals
+    from bench.facts.reference import published_series
 
     res = residuals(published_series())
     return [f"  {gpu} · {series}: " + " ".join(f"{n}:{e:+.0f}" for n, e in zip(s["gpus"], s["residual_points"]))

@@ -30,9 +30,9 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from bench.matrix import load_matrix
-    from bench.plan import plan_cells, select_cells
-    from bench.runner import new_run_id
+    from bench.execution.runner import new_run_id
+    from bench.planning.matrix import load_matrix
+    from bench.planning.plan import plan_cells, select_cells
 
     matrix = load_matrix(args.matrix)
     backend = backend_for(args.backend, matrix, Path("results"))
@@ -97,7 +97,7 @@ def _print_every_cell(console, name: str, planned) -> None:
     from rich.table import Table
 
     table = Table(title=f"{name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
-    # The cell by its one label (bench/cell_label.py): what it is and every setting that differs from the defaults.
+    # The cell by its one label (bench/cells/label.py): what it is and every setting that differs from the defaults.
     for col in ("cell_id", "cell", "status", "reason"):
         table.add_column(col, overflow="fold")
     for p in planned:

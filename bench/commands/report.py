@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from bench.commands.shared import probe_entries
+    from bench.commands.lines import probe_entries
     from bench.report.render import report_from_store
     from bench.report.sections.context import PROBES
 

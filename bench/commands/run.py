@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.backend_settings.registry import BACKENDS
 from bench.commands.shared import add_store_argument
-from bench.errors import BenchInputError, RunFailed
+from bench.core.errors import BenchInputError, RunFailed
 
 HELP = "run the matrix's runnable cells; resumes by default"
 
@@ -32,8 +32,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from bench.commands.shared import backend_for
-    from bench.matrix import load_matrix
-    from bench.plan import plan_cells, select_cells
+    from bench.planning.matrix import load_matrix
+    from bench.planning.plan import plan_cells, select_cells
     from bench.store import Store, check_writable
 
     if args.rerun and args.skip_failed:
@@ -44,13 +44,13 @@ def run(args) -> int:
     matrix = load_matrix(args.matrix)  # all input is checked before anything is written
     store_path = Path(args.store)
     backend = backend_for(args.backend, matrix, store_path.parent, args.timeout)
-    if getattr(args, "no_probe", False) and hasattr(backend, "probe_compute"):
+    if getattr(args, "no_probe", False):
         backend.probe_compute = False
     planned = select_cells(plan_cells(matrix.cells(), backend), args.where)
     if args.where and not any(p.runnable for p in planned):
         from collections import Counter
 
-        from bench.redact import redact_text
+        from bench.core.redact import redact_text
 
         # A reason may quote a path or URL from the matrix, as in the run's own skip lines.
         (reason, n), *rest = Counter(redact_text(p.reason) for p in planned).most_common()
@@ -59,9 +59,7 @@ def run(args) -> int:
                               "--where")
     # The results directory and the store are input too: a full or read-only disk, a file that is not a store or
     # one from a newer bench is one line and exit 2 before anything is printed, made or run.
-    check = getattr(backend, "check", None)
-    if check is not None:  # the backend's own preconditions (a cluster that answers, a workspace), nothing written
-        check(planned)
+    backend.check(planned)  # the backend's own preconditions (a cluster that answers, a workspace), nothing written
     check_writable(store_path)
     store = Store(store_path)
     try:
@@ -74,9 +72,9 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
     from rich.console import Console
 
     import bench
-    from bench.redact import redact_text
-    from bench.runner import new_run_id, run_plan
-    from bench.source_revision import of_checkout
+    from bench.core.redact import redact_text
+    from bench.core.source_revision import of_checkout
+    from bench.execution.runner import new_run_id, run_plan
     from bench.store import StoreError
 
     console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)

@@ -4,7 +4,8 @@ cell its MFU beside the power and energy per image its workers sampled (bench/an
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
-from bench.commands.shared import add_store_argument, expected_lines, mfu_lines, probe_entries
+from bench.commands.lines import expected_lines, mfu_lines, probe_entries
+from bench.commands.shared import add_store_argument
 
 HELP = "runs in the store, the state of their cells, and whether each cell's figure is as expected"
 
@@ -16,8 +17,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from bench.analysis.mfu import with_power
     from bench.analysis.missing import text
+    from bench.core.source_revision import source_text
     from bench.report.power import power_records
-    from bench.source_revision import source_text
     from bench.store import Store
 
     with Store(args.store, read_only=True) as store:

@@ -85,6 +85,3 @@ def read_rows(work: Path) -> list[dict]:
     with Store(db, read_only=True) as store:
         return sorted(store.records(), key=lambda r: r["repeat"])
 
-
-def per_rank_hosts(row: dict) -> list[str]:
-    return [rank.get("host") for rank in json.loads(row["record_json"]).get("per_rank", [])]

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 NPROC_LIMIT = 4096  # processes per container user: a cell's workers, their threads and the MPI daemons fit easily
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.images.engines import Engine
 
 DEFAULT_LOG_DIR = Path("results/images")  # `bench images build|check|push --log-dir`'s default

@@ -178,7 +178,7 @@ def variant(variant_id: str) -> Variant:
 # --- which image runs a cell -------------------------------------------------------------------------------------
 def cuda_generation(sku: Any) -> str:
     """legacy / current / cpu for a catalogue key or GpuSku, from its compute capability."""
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     entry = catalog()[sku] if isinstance(sku, str) else sku
     if entry.compute_capability is None:

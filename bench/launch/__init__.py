@@ -11,6 +11,16 @@ LAUNCHERS: dict[str, Flavour] = {f.name: f for f in FLAVOURS}
 TORCHRUN = torchrun
 
 
+def analysis_facts():
+    """What bench.analysis needs of the registered flavours (it sits below this layer and cannot ask them): the
+    callers of the expected value build it here and hand it down."""
+    from bench.analysis.flavours import FlavourFacts
+
+    flavours = list(LAUNCHERS.values())
+    return FlavourFacts(threads={f.name: f.progress_threads for f in flavours},
+                        stand_in_order=tuple(f.name for f in sorted(flavours, key=lambda f: f.stand_in_rank)))
+
+
 def flavour_named(name: str) -> Flavour:
     try:
         return LAUNCHERS[name]
@@ -19,4 +29,4 @@ def flavour_named(name: str) -> Flavour:
 
 
 __all__ = ["FLAVOURS", "LAUNCHERS", "TORCHRUN", "Flavour", "LaunchSpec", "NodeLaunch", "Rendered", "Ssh",
-           "flavour_named"]
+           "analysis_facts", "flavour_named"]

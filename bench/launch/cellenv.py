@@ -2,11 +2,11 @@
 (library path), the debug switches that make each layer name its transport, and NCCL's fabric settings on GPUs."""
 from __future__ import annotations
 
-from bench.cell import PlannedCell
 from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
 from bench.launch.runtimes import Runtime
 from bench.launch.spec import LaunchSpec
+from bench.planning.cell import PlannedCell
 
 
 def cell_env(planned: PlannedCell, threads: int, runtime: Runtime, iface: str | None = None) -> dict[str, str]:

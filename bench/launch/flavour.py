@@ -5,11 +5,16 @@ asked of that instance:
 - `render`: the launcher's argv and env for a LaunchSpec (one host or several, with the interface and ssh settings);
 - `fabric_env`: its own settings for the `ib` axis (NCCL and UCX are shared layers, bench.launch.fabric);
 - `debug` / `layers`: the switches that make its transport visible, and the shared layers whose output counts;
-- `parse`: its reading of a job's log into the effective transport (bench.transport reads with it);
+- `parse`: its reading of a job's log into the effective transport (bench.records.transport reads with it);
 - `abi` / `runtime_prefix`: which Horovod build and environment runs its cells (bench.launch.runtimes);
 - `image`: what a container image installs for it (bench.images.recipes, docker/Dockerfile.j2);
-- `controller`: Horovod's controller under it, which `bench doctor`'s probe (bench/doctor.py) must see at work;
-- `native`, `ib_without_sriov`, `azureml_launch`, `launcher_env`: what planning and Azure ML need from it.
+- `controller`: Horovod's controller under it, which `bench doctor`'s probe (bench/execution/doctor.py) must see
+  at work;
+- `native`, `ib_without_sriov`, `azureml_launch`, `launcher_env`: what planning and Azure ML need from it;
+- `progress_threads`, `stand_in_rank`: what the expected value needs (handed down to bench.analysis by its callers
+  through `bench.launch.analysis_facts()`, since analysis sits below this layer);
+- `mpi_operator_implementation`: the Kubernetes MPI operator's `mpiImplementation` for its MPIJobs;
+- `srun_starts_ranks`: whether Slurm's `srun --mpi=pmix` can start its ranks (a pyxis container needs that).
 
 tests/test_registries.py checks every registered flavour has every piece, and names the piece that is missing.
 A flavour is data and rendering: it starts nothing itself.
@@ -25,7 +30,7 @@ from bench.launch.spec import LaunchSpec, Rendered, Ssh
 
 if TYPE_CHECKING:
     from bench.launch.runtimes import Runtime
-    from bench.transport import Transport
+    from bench.records.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,20 @@ class Flavour:
     # Azure ML: "mpi" = Azure ML's MpiDistribution starts the ranks (the image's MPI); "own" = the flavour's launcher
     # runs inside a one-process job, which can only reach that one node.
     azureml_launch: Literal["mpi", "own"] = "mpi"
+    # Who runs Horovod's allreduce beside the compute under it ("Open MPI's threads": the library's progress and polling
+    # threads), as the expected value's step split names the engine's part.
+    progress_threads: str
+    # Its place when a multi-worker cell's X(1) comes from a 1-worker cell of another flavour (one worker exchanges
+    # nothing, so any flavour's rate stands in): lowest first. MPI flavours before Gloo, a worker started by an MPI
+    # launcher being the most like an MPI cell's own.
+    stand_in_rank: int
+    # The Kubeflow MPI operator's `spec.mpiImplementation` for its MPIJobs ("OpenMPI", "Intel", "MPICH").
+    mpi_operator_implementation: str
+    # Whether `srun --mpi=pmix` can start its ranks in place of its launcher (False: the launcher must start them).
+    srun_starts_ranks: bool = True
     debug: dict[str, str]  # env that makes its own layer name the transport it chose
-    layers: tuple[str, ...] = ()  # shared layers under it (bench.transport.SHARED_DEBUG_ENV) whose output counts
+    # The shared layers under it (bench.records.transport.SHARED_DEBUG_ENV) whose output counts.
+    layers: tuple[str, ...] = ()
     image: ImageRecipe
 
     def __repr__(self) -> str:

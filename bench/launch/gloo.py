@@ -7,7 +7,7 @@ import re
 from bench.launch.fabric import iface_name
 from bench.launch.flavour import Flavour, ImageRecipe
 from bench.launch.spec import LaunchSpec, Rendered, Ssh
-from bench.transport import UNKNOWN, Effective, Transport
+from bench.records.transport import UNKNOWN, Effective, Transport
 
 _DEV = re.compile(r"rendezvous started for rank=.*\bdev=\{(\w+),")
 
@@ -15,6 +15,11 @@ _DEV = re.compile(r"rendezvous started for rank=.*\bdev=\{(\w+),")
 class Gloo(Flavour):
     name = "gloo"
     title = "Gloo"
+    progress_threads = "Horovod's Gloo threads"
+    stand_in_rank = 3  # no MPI launcher: the least like an MPI cell's worker
+    # Its cells run on the Open MPI image (image.runs_on), whose launcher pod the operator sets up the same way.
+    mpi_operator_implementation = "OpenMPI"
+    srun_starts_ranks = False  # horovodrun starts the ranks and their Gloo rendezvous itself
     tool = "horovodrun"
     abi = "openmpi"  # the main environment's Horovod has the Gloo controller built in next to the MPI one
     controller = "gloo"

@@ -8,7 +8,7 @@ from bench.launch.fabric import iface_name
 from bench.launch.flavour import ImageRecipe
 from bench.launch.hydra import HydraFlavour
 from bench.launch.spec import LaunchSpec
-from bench.transport import UNKNOWN, Effective, Seen, Transport, ofi_kind, short_host, slowest
+from bench.records.transport import UNKNOWN, Effective, Seen, Transport, ofi_kind, short_host, slowest
 
 _STARTUP = re.compile(r"^\[\d+\] MPI startup\(\):\s*(.*)$")
 _PROVIDER = re.compile(r"^libfabric provider:\s*(\S+)")
@@ -26,6 +26,10 @@ class IntelMPI(HydraFlavour):
     debug = {"I_MPI_DEBUG": "6"}
     # impi_rt 2021.19 needs a libfabric that is not on the registry; 2021.18.1 brings its own.
     image = ImageRecipe(wheel="impi_rt==2021.18.1", abi_note="Intel MPI shares MPICH's libmpi.so.12")
+    # What the expected value and the Kubernetes MPI operator ask of it.
+    progress_threads = "Intel MPI's threads"
+    stand_in_rank = 1
+    mpi_operator_implementation = "Intel"
 
     def fabric_env(self, spec: LaunchSpec) -> dict[str, str]:
         """Shared memory within a node; between nodes libfabric's mlx provider (InfiniBand through UCX) or tcp.

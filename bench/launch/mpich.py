@@ -7,7 +7,7 @@ from bench.launch.fabric import ucx_env
 from bench.launch.flavour import ImageRecipe
 from bench.launch.hydra import HydraFlavour
 from bench.launch.spec import LaunchSpec
-from bench.transport import Effective, Seen, Transport, decide, multi_node, ofi_kind, ucx_paths
+from bench.records.transport import Effective, Seen, Transport, decide, multi_node, ofi_kind, ucx_paths
 
 # ch4:ofi summary: "libfabric provider: tcp - 192.0.2.0/24" (4.1+); the candidate list ("provider: tcp, score = 4")
 # is not a choice and must not match.
@@ -18,6 +18,9 @@ _SHM = re.compile(r"^MPID/shm:\s*MPIDI_POSIX")
 class MPICH(HydraFlavour):
     name = "mpich"
     title = "MPICH"
+    progress_threads = "MPICH's threads"
+    stand_in_rank = 2
+    mpi_operator_implementation = "MPICH"
     # Rank 0 prints "libfabric provider: <name> - <fabric>" (ch4:ofi) or "==== UCX netmod Capability ====" (ch4:ucx)
     # and "MPID/shm: MPIDI_POSIX..." when the shared-memory module is on; ~40-110 lines once.
     # MPIR_CVAR_CH4_OFI_CAPABILITY_SETS_DEBUG adds nothing the summary does not print (checked with MPICH 5.0.2).

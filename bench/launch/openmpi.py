@@ -6,7 +6,7 @@ import re
 from bench.launch.fabric import is_cidr, native_env, ucx_env
 from bench.launch.flavour import Flavour, ImageRecipe
 from bench.launch.spec import LaunchSpec, Rendered
-from bench.transport import Seen, Transport, decide, multi_node, short_host, ucx_paths
+from bench.records.transport import Seen, Transport, decide, multi_node, short_host, ucx_paths
 
 # mca: bml prints one line per peer and rank: "[vm:24804] mca: bml: Using tcp btl for send to [[3102,1],1] on node vm"
 _BML = re.compile(r"^\[([^:\]]+):\d+\] mca: bml: Using (\w+) btl for send to \S+ on node (\S+)")
@@ -16,6 +16,9 @@ _BTL_KIND = {"vader": "shm", "sm": "shm", "smcuda": "shm", "tcp": "tcp", "openib
 class OpenMPI(Flavour):
     name = "openmpi"
     title = "Open MPI"
+    progress_threads = "Open MPI's threads"
+    stand_in_rank = 0  # Horovod's usual build
+    mpi_operator_implementation = "OpenMPI"
     tool = "mpirun"
     abi = "openmpi"
     native = "launcher"  # DDP started by mpirun, rendezvous through MASTER_ADDR/PORT

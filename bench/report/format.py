@@ -69,7 +69,7 @@ def data_label(r) -> str:
 
 def settings_label(r, drop: tuple[str, ...] = ()) -> str:
     """What a pair or a series of cells shares, leaving out `drop` (the axis the pair differs in, or shown in
-    another column): not a cell's name, which is bench.cell_label.cell_label."""
+    another column): not a cell's name, which is bench.cells.label.cell_label."""
     parts = []
     if "gpu" not in drop:
         parts.append(str(r["gpu"]))

@@ -1,5 +1,5 @@
 """`bench report --prices FILE`: price overrides for the cost section, parsed and validated. (`--where` is
-bench/cell_selection.py's syntax, the one every verb that selects cells uses.)"""
+bench/cells/selection.py's syntax, the one every verb that selects cells uses.)"""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,13 +8,13 @@ from pathlib import Path
 import yaml
 
 from bench.analysis.cost import Price
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 
 def load_prices(path: str | Path) -> dict[str, Price]:
     """A YAML mapping gpu key → {price_per_hour_usd: number (per VM), price_read: date}. Unknown keys, missing or
     negative prices and missing dates are errors naming the file and key."""
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     where = str(path)
     try:

@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, Undefined
 
 from bench.analysis.cost import Price
 from bench.analysis.missing import text
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 from bench.report.environments import ENV_SAMPLE
 from bench.report.format import LEFT
 from bench.report.sections import build_sections
@@ -37,9 +37,9 @@ def read_store(store) -> tuple[pd.DataFrame, list[str]]:
 def report_from_store(store_path: str, out_dir: Path, *, where: str | None = None,
                       prices_file: str | None = None) -> list[Path]:
     """`bench report`: all input checked (filters, prices, a store with records) before anything is written."""
-    from bench.cell_selection import matches, parse_selection
+    from bench.cells.selection import matches, parse_selection
+    from bench.core.source_revision import source_text
     from bench.report.prices import load_prices
-    from bench.source_revision import source_text
     from bench.store import Store
 
     terms = parse_selection(where, "--where")

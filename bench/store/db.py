@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from bench.completeness import IMPORT_RUN_PREFIX, complete_runs
+from bench.records.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.store.failures import REFUSED, UNUSABLE, StoreError, guarded, retry_while_locked, sqlite_reason
 from bench.store.preflight import check_store_file
 from bench.store.rows import record_row, size_rows
 from bench.store.schema import STORE_SCHEMA_VERSION, migrate, refuse_newer, schema_version_of
 
 if TYPE_CHECKING:
-    from bench.record import Record
+    from bench.records.schema import Record
 
 CLAIM_LEASE_S = 60.0  # a claim not heartbeaten for this long is abandoned (owner on another host, say)
 
@@ -204,7 +204,7 @@ class Store:
     # --- reading ------------------------------------------------------------------------------------------------
     @guarded(UNUSABLE)
     def completed_cells(self, cell_id: str | None = None) -> set[str]:
-        """Cells some run completed (bench.completeness: every repeat of every job ok, none failed): what resume
+        """Cells some run completed (bench.records.completeness: every repeat of every job ok, none failed): what resume
         skips. Imported results never complete a cell."""
         return self._completed_cells(cell_id)
 

@@ -7,7 +7,7 @@ import time
 import traceback
 from typing import Any, Callable, TypeVar
 
-from bench.errors import BenchInputError
+from bench.core.errors import BenchInputError
 
 WRITE_RETRY_S = 120.0  # beyond SQLite's own busy timeout: how long a write keeps trying on a locked store
 REASON_CHARS = 200  # SQLite may quote a whole undecodable value in its message; one line stays readable

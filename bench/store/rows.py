@@ -4,10 +4,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from bench.cell_keys import CELL_KEYS
+from bench.cells.keys import CELL_KEYS
 
 if TYPE_CHECKING:
-    from bench.record import Record
+    from bench.records.schema import Record
 
 
 def record_row(record: Record) -> dict[str, Any]:

@@ -146,7 +146,7 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE records ADD COLUMN effective_optimizer_impl TEXT;
     ALTER TABLE records ADD COLUMN effective_cuda_graphs TEXT;
     """,
-    # 11: the source a run ran (bench/source_revision.py): the checkout's commit and its uncommitted files under
+    # 11: the source a run ran (bench/core/source_revision.py): the checkout's commit and its uncommitted files under
     # bench/ and models/, as JSON; null for runs before it (and for a bench outside a git checkout: {"commit": null}).
     11: """
     ALTER TABLE runs ADD COLUMN source_json TEXT;

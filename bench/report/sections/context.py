@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.breakdown import Breakdown, breakdowns
 from bench.analysis.collectives import fit_stacks, training_only
-from bench.analysis.expected import Breakdown, Expected, breakdowns, expected_with_probes, windows_of
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
+from bench.analysis.expected import Expected, expected_with_probes
 from bench.analysis.mfu import with_cell_power, with_mfu
-from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, \
-    split_imported
+from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, split_imported
+from bench.analysis.windows import windows_of
+from bench.launch import analysis_facts
 from bench.report.environments import sample_record_json
 
-# The compute probes stored next to the store (bench/backends/compute_probe.py), for co-located cells' expected
+# The compute probes stored next to the store (bench/backends/local/compute_probe.py), for co-located cells' expected
 # values: set by `bench report` around the rendering (bench/commands/report.py) when build_context is not given them.
 PROBES: ContextVar[dict[str, list[dict]] | None] = ContextVar("bench_report_probes", default=None)
 
@@ -44,7 +46,7 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                   run_env_json: dict[str, str] | None = None, ranks: list[dict] | None = None,
                   run_sources: dict[str, str] | None = None, probes: dict[str, list[dict]] | None = None) -> Context:
     """`ranks`: Store.rank_windows() (per-rank figures of each ok record), for expected values and breakdowns;
-    `probes`: the stored compute probes and costs (else PROBES: bench.commands.shared.probe_entries), for co-located
+    `probes`: the stored compute probes and costs (else PROBES: bench.commands.lines.probe_entries), for co-located
     cells' expected values."""
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
@@ -55,8 +57,9 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     sweeps = latest_sweeps(collectives, all_ok)
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
+    flavours = analysis_facts()
     found, expected = expected_with_probes(table, ok, fits, windows, ranks or [],
-                                           PROBES.get() if probes is None else probes) \
+                                           PROBES.get() if probes is None else probes, flavours=flavours) \
         if not table.empty else (None, [])
     expected = tuple(expected)
     if not table.empty:
@@ -70,7 +73,8 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    prices=merge_prices(catalogue_prices(), prices),
                    env_json=sample_record_json(ok) if env_json is None else env_json, expected=expected,
                    run_env_json=run_env_json or {}, run_sources=run_sources or {},
-                   breakdowns=tuple(breakdowns(table, windows, fits, found)) if windows and not table.empty else ())
+                   breakdowns=tuple(breakdowns(table, windows, fits, found, flavours=flavours))
+                   if windows and not table.empty else ())
 
 
 ONE_WORKER = "1 worker: the baseline"  # a 1-worker cell has no expected value: it is X(1) for the others

@@ -5,7 +5,7 @@ import pandas as pd
 
 from bench.analysis.cost import cost_table
 from bench.analysis.missing import is_missing, text
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report import charts as ch
 from bench.report.format import num
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, table, write_csv

@@ -3,7 +3,7 @@ waiting for data, not computing."""
 from __future__ import annotations
 
 from bench.analysis.scaling import INPUT_BOUND_BELOW
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report import charts as ch
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, omitted, table
 from bench.report.sections.context import Context

@@ -3,9 +3,10 @@ machines' 1-worker rate and the allreduce the backward pass does not hide (bench
 and the slow rank, and where each cell's step time went (a stacked bar per cell)."""
 from __future__ import annotations
 
-from bench.analysis.expected import PARTS, TOLERANCE
+from bench.analysis.breakdown import PARTS
+from bench.analysis.expected import TOLERANCE
 from bench.analysis.missing import MISSING
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report import charts as ch
 from bench.report.sections.blocks import Chart, Section, table
 from bench.report.sections.context import Context

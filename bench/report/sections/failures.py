@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench.analysis.missing import text
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report.sections.blocks import CustomSection
 from bench.report.sections.context import Context
 

@@ -11,7 +11,7 @@ TITLE = "GPU comparison at a fixed scale"
 
 
 def build(ctx: Context) -> Section | None:
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     if ctx.table.empty:
         return None

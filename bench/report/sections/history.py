@@ -11,7 +11,7 @@ from bench.analysis.collectives import training_only
 from bench.analysis.envdiff import diff_environments, environment_of
 from bench.analysis.history import MIN_RUNS, cell_histories, run_series
 from bench.analysis.scaling import split_imported
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report.charts import history_chart
 from bench.report.format import num
 from bench.report.sections.blocks import Chart, Section, table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.compare import compare
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report import charts as ch
 from bench.report.format import transport
 from bench.report.sections.blocks import MAX_ROWS, Chart, Section, omitted, table, write_csv

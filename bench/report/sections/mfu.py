@@ -3,7 +3,7 @@ the energy per image the workers sampled (bench/analysis/mfu.py computes; this s
 from __future__ import annotations
 
 from bench.analysis.missing import is_missing, text
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.report.format import gpu_figures, num
 from bench.report.sections.blocks import MAX_ROWS, Section, omitted, table, write_csv
 from bench.report.sections.context import Context
@@ -17,7 +17,7 @@ CSV_COLUMNS = ["cell_id", "gpu", "gpus", "precision", "image_size", "images_per_
 
 
 def build(ctx: Context) -> Section | None:
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     if ctx.table.empty:
         return None

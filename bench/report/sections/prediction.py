@@ -8,7 +8,7 @@ import importlib
 import pandas as pd
 
 from bench.analysis.collectives import fit_stacks
-from bench.cell_label import cell_label
+from bench.cells.label import cell_label
 from bench.launch import LAUNCHERS
 from bench.report import charts as ch
 from bench.report.sections.blocks import Chart, Section, omitted, table

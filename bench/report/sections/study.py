@@ -1,4 +1,4 @@
-"""The 2018 Batch AI study: the published curves per GPU series (bench/reference.py reads them from
+"""The 2018 Batch AI study: the published curves per GPU series (bench/facts/reference.py reads them from
 bench/data/reference/, never from the store), the what-if model (bench/analysis/whatif.py) dashed over them, and this
 store's measured cells of the same GPU on the same axes."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.scaling import SERIES_KEYS, series_label, varying_workload_keys
-from bench.analysis.whatif import UNEXPLAINED, predicted_series, residuals
-from bench.errors import BenchInputError
-from bench.reference import PUBLISHED, published_series
+from bench.analysis.study_validation import UNEXPLAINED, predicted_series, residuals
+from bench.core.errors import BenchInputError
+from bench.facts.reference import PUBLISHED, published_series
 from bench.report import charts as ch
 from bench.report.format import num
 from bench.report.sections.blocks import Chart, Section, omitted, table
@@ -22,7 +22,7 @@ CHART_NOTE = "what-if model: this miss is not explained\n(why: in the note under
 
 
 def build(ctx: Context) -> Section | None:
-    from bench.catalog import catalog
+    from bench.facts.catalog import catalog
 
     if ctx.records.empty:
         return None
@@ -34,7 +34,8 @@ def build(ctx: Context) -> Section | None:
     predicted = predicted_series(published)
     res = residuals(published).set_index(["gpu", "series", "gpus"])["residual_points"]
     predicted = predicted.assign(residual_points=[res.get((r.gpu, r.series, r.gpus)) for r in predicted.itertuples()])
-    # Series the model does not explain (whatif.UNEXPLAINED): gpu → series → why, beside the curve and in the table.
+    # Series the model does not explain (study_validation.UNEXPLAINED): gpu → series → why, beside the curve and in the
+    # table.
     unexplained: dict[str, dict[str, str]] = {}
     for r in published.drop_duplicates(["gpu", "series"]).itertuples():
         if (r.gpu, r.fabric) in UNEXPLAINED:

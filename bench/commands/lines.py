@@ -1,0 +1,113 @@
+"""The lines several verbs print, in one place, so that no verb imports another: what changed between two
+environments, each multi-worker cell's expected value with the compute probes it rests on (read from beside the
+store), and the MFU and energy lines of GPU cells. Cells are named with bench.cells.label.cell_label everywhere.
+Light at the top, like the verbs: what each function needs it imports when called."""
+from __future__ import annotations
+
+
+def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
+    """Prints (and returns) what differs between the two sides' recorded environments (CheckSide.environment), most
+    relevant first."""
+    from bench.analysis.envdiff import diff_environments
+
+    if base_env is None or cand_env is None:
+        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
+              "with `bench baseline save`, or compare two runs in the store)")
+        return []
+    changes = diff_environments(base_env, cand_env)
+    print_changes(changes, "the baseline", "the candidate")
+    return changes
+
+
+def print_changes(changes, before: str, after: str) -> None:
+    if not changes:
+        print(f"what changed: nothing recorded differs between the environments of {before} and {after}")
+        return
+    print(f"what changed from {before} to {after} (most likely to move throughput first):")
+    for c in changes[:40]:
+        print(f"  {c.line()}")
+    if len(changes) > 40:
+        print(f"  ... {len(changes) - 40} more")
+
+
+def probe_entries(store_path) -> dict[str, list[dict]]:
+    """The compute probes stored next to the store and what co-located cells measured beyond them
+    (bench/backends/local/compute_probe.py): {"entries": [...], "costs": [...]}, empty lists when there are none."""
+    from pathlib import Path
+
+    from bench.backends.local.compute_probe import cache_path, read
+
+    return read(cache_path(Path(store_path).parent))
+
+
+def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | None = None) -> list[str]:
+    """One line per multi-worker cell (expected value, verdict, slow rank), one per compute probe that co-located
+    cells rest on (`probes`: probe_entries() of the store; None = not looked up) and one per cell with a breakdown."""
+    import time
+
+    from bench.analysis.breakdown import breakdowns
+    from bench.analysis.collectives import fit_stacks, training_only
+    from bench.analysis.expected import expected_with_probes
+    from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
+    from bench.analysis.windows import windows_of
+    from bench.cells.label import cell_label
+    from bench.launch import analysis_facts
+
+    measured = split_imported(records)[0]
+    if measured.empty:
+        return []
+    all_ok = latest_complete(measured)
+    ok = training_only(all_ok)
+    if ok.empty:
+        return []
+    table = scaling(cell_summary(ok))
+    sweeps = collectives.merge(all_ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"]) \
+        if collectives is not None and not collectives.empty else collectives
+    fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
+    windows = windows_of(ranks, ok)
+    flavours = analysis_facts()
+    found, expected = expected_with_probes(table, ok, fits, windows, ranks, probes, flavours=flavours)
+    labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
+    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}" for e in expected]
+    by_probe: dict[tuple, list[str]] = {}
+    for cell_id, p in (found or {}).items():
+        by_probe.setdefault((p.measured_unix, p.describe(), p.seconds), []).append(cell_id)
+    for (measured_unix, text, seconds), cells in by_probe.items():  # one line per probe, naming the cells it serves
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
+        out.append(f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
+    for b in breakdowns(table, windows, fits, found, flavours=flavours):
+        parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
+                          for p, s in b.parts.items())
+        out.append(f"  {b.cell_id}  {labels[b.cell_id]}: step {b.step_s:.3f} s: {parts}")
+    return out
+
+
+def mfu_lines(records) -> list[str]:
+    """One line per GPU cell of the latest complete runs: its rate per GPU, MFU (or why none) with the peak and the
+    FLOPs it rests on, and the mean watts per GPU and joules per image its workers sampled (bench/analysis/mfu.py).
+    `records`: the store's rows, with mean_watts_per_gpu and joules_per_image where they were read."""
+    from bench.analysis.collectives import training_only
+    from bench.analysis.mfu import with_cell_power, with_mfu
+    from bench.analysis.missing import is_missing, text
+    from bench.analysis.scaling import cell_summary, latest_complete, split_imported
+    from bench.cells.label import cell_label
+
+    measured = split_imported(records)[0]
+    if measured.empty:
+        return []
+    ok = training_only(latest_complete(measured))
+    ok = ok[ok["gpu"] != "cpu"]
+    if ok.empty:
+        return []
+    table = with_cell_power(with_mfu(cell_summary(ok)), ok)
+    out = []
+    for r in table.to_dict("records"):
+        if is_missing(r["mfu"]):
+            figure = f"no MFU ({text(r['mfu_why'])})"
+        else:
+            figure = (f"MFU {100 * r['mfu']:.1f}% ({r['peak_format']} peak {r['peak_tflops']:,.1f} TFLOP/s, "
+                      f"{r['flops_per_image'] / 1e9:.2f} GFLOP/img)")
+        out.append(f"  {r['cell_id']}  {cell_label(r)}: {r['images_per_sec_per_gpu']:,.1f} img/s per GPU, {figure}, "
+                   f"{text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
+                   f"{text(r['joules_per_image'], '{:.3f} J/img', 'energy not sampled')}")
+    return out

@@ -1,0 +1,315 @@
+"""The versioned record schema: what a worker reports for one measured repeat, plus what bench adds around it.
+
+Workers (models/) write plain JSON; this model is the gate every record passes before it reaches the store. An ok
+record must be internally consistent: its global rate is recomputed from its own per-rank data.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bench.core.errors import BenchInputError
+from models.phases import PHASES
+from models.registry import COLLECTIVES, COMPILE_MODES, CUDA_GRAPH_SCOPES, LOADERS, OPTIMIZER_IMPLS
+
+SCHEMA_VERSION = 1
+MAX_IMAGES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
+Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
+
+
+def _finite_positive(v: float | None, name: str) -> float | None:
+    if v is None:
+        return v
+    if not math.isfinite(v) or v <= 0 or v > MAX_IMAGES_PER_SEC:
+        raise ValueError(f"{name} must be a finite positive rate below {MAX_IMAGES_PER_SEC:,}, got {v!r}")
+    return v
+
+
+class RankRate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=0)
+    host: str
+    samples: int = Field(ge=0)
+    steps: int = Field(ge=0)
+    window_s: float = Field(gt=0)
+    busy_s: float = Field(ge=0)
+    images_per_sec: float | None
+    # Seconds of the window this rank spent in each phase of its steps (models/phases.py: input, compute, comm_wait,
+    # update, other), summed over its steps; absent in records written before the workers timed phases.
+    phases_s: dict[str, float] | None = None
+
+    @field_validator("images_per_sec")
+    @classmethod
+    def _rate(cls, v):
+        return _finite_positive(v, "per-rank images_per_sec")
+
+    @field_validator("phases_s")
+    @classmethod
+    def _phases(cls, v):
+        for name, seconds in (v or {}).items():
+            if name not in PHASES:
+                raise ValueError(f"unknown phase {name!r} (known: {', '.join(PHASES)})")
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ValueError(f"phase {name}: {seconds!r} is not a duration")
+        return v
+
+
+class StepTimes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    median: float
+    min: float
+    max: float
+    p90: float
+
+
+class CollectiveRow(BaseModel):
+    """One message size of a collective sweep (models/collectives.py): the slowest rank's time per iteration, and
+    nccl-tests' bandwidths at the median time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal[tuple(COLLECTIVES)]
+    bytes: int = Field(gt=0)
+    iterations: int = Field(gt=0)
+    time_median_s: float = Field(gt=0)
+    time_p10_s: float = Field(gt=0)
+    time_p90_s: float = Field(gt=0)
+    time_min_s: float = Field(gt=0)
+    time_max_s: float = Field(gt=0)
+    algbw_bytes_per_s: float = Field(ge=0)
+    busbw_bytes_per_s: float = Field(ge=0)
+    # The busiest rank's engine CPU seconds per iteration (its process's CPU time less the calling thread's, which
+    # only waits), median; null in sweeps recorded before it was measured.
+    cpu_time_median_s: float | None = Field(None, ge=0)
+    # Compute and collective on shared cores (CPU allreduce sweeps, the largest size and a few smaller ones; null
+    # elsewhere): the probe kernel's rate while the engine idles (the largest size only) and while this size's
+    # allreduce is in flight, as fractions of its rate alone (slowest rank), and the allreduce's time under that
+    # load (models/contention.py).
+    idle_compute_ratio: float | None = Field(None, gt=0)
+    contended_compute_ratio: float | None = Field(None, ge=0)
+    contended_time_median_s: float | None = Field(None, gt=0)
+    # That allreduce's time beside the probe over its time alone, in pairs seconds apart (median over the pairs,
+    # slowest rank); null in sweeps recorded before store migration 9, which divide by the sweep's own time instead.
+    contended_stretch: float | None = Field(None, gt=0)
+    # Beside a replay of one training step's gradient stream (the largest size's row of CPU allreduce sweeps over
+    # two ranks or more; null elsewhere and before store migration 12): the probe's rate over a backward pass's worth
+    # of calls while ResNet-50's 161 gradients are submitted at their ready points, as a fraction of its rate alone
+    # (each replay's slowest rank, median over the replays), and how long the stream's last allreduce ended after
+    # those calls.
+    replay_compute_ratio: float | None = Field(None, gt=0)
+    replay_tail_s: float | None = Field(None, ge=0)
+
+
+class GpuRan(BaseModel):
+    """What ran on a GPU worker (models/gpu_facts.py); `sku` is the catalogue entry whose nvidia-smi name it matches,
+    added by bench (None: no entry matches)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    sku: str | None = None
+    uuid: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    nccl: str | None = None
+    clocks_sm_mhz: float | None = None
+    clocks_mem_mhz: float | None = None
+    clocks_max_sm_mhz: float | None = None
+    clocks_max_mem_mhz: float | None = None
+    power_limit_w: float | None = None
+    cudnn_benchmark: bool | None = None
+    tf32: bool | None = None
+    amp_dtype: str | None = None
+    grad_scaler: bool | None = None
+    channels_last_input: bool | None = None
+    channels_last_params: bool | None = None
+
+
+class PowerRan(BaseModel):
+    """Sampled GPU power over the measured window (models/power.py): null joules with a note when not sampled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None  # nvml | nvidia-smi | None (nothing to sample with)
+    gpus: int = Field(ge=1)
+    samples: int = Field(ge=0)  # the fewest readings any GPU had inside the window
+    joules: float | None = Field(None, ge=0)
+    joules_per_image: float | None = Field(None, ge=0)
+    mean_watts_per_gpu: float | None = Field(None, ge=0)
+    note: str | None = None
+
+
+class CudaEventCheck(BaseModel):
+    """The wall-clock meter against CUDA events for the same steps (models/cuda_timing.py), the worst rank's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["agree", "host_bound", "inconsistent"]
+    wall_median_s: float = Field(gt=0)
+    event_median_s: float = Field(gt=0)
+    ratio: float = Field(gt=0)
+    tolerance: float = Field(gt=0)
+    steps: int = Field(gt=0)
+    rank: int = Field(ge=0)
+
+
+COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: int = Field(SCHEMA_VERSION, alias="schema")
+    kind: Literal["measurement"] = "measurement"
+    run_id: str
+    cell_id: str
+    job: int = Field(0, ge=0)
+    repeat: int = Field(ge=0)
+    status: Status
+    error: str | None = None
+    cell: dict[str, Any]
+    nodes: int = Field(1, ge=1)
+
+    # The measured window (ok records).
+    warmup_steps: int | None = Field(None, ge=0)
+    measured_steps: int | None = Field(None, gt=0)
+    samples: int | None = Field(None, gt=0)
+    window_s: float | None = Field(None, gt=0)
+    start_unix: float | None = None
+    end_unix: float | None = None
+    images_per_sec: float | None = None
+    images_per_sec_per_gpu: float | None = None
+    per_rank: list[RankRate] = []
+    slowest_rank: int | None = None
+    step_time_s: StepTimes | None = None
+    loss: float | None = None
+
+    # What ran.
+    framework: str | None = None
+    workload: str | None = None
+    workload_version: str | None = None
+    world_size: int | None = Field(None, ge=1)
+    local_size: int | None = Field(None, ge=1)
+    batch_per_worker: int | None = Field(None, gt=0)
+    image_size: int | None = None
+    precision: str | None = None
+    channels_last: bool | None = None
+    threads_per_worker: int | None = None
+    device: str | None = None
+    engine: str | None = None
+    data_format: str | None = None
+    input_wait_s: float | None = Field(None, ge=0)
+    data: str | None = None
+    data_layout: str | None = None
+    loader_workers: int | None = None
+    # What ran of the step settings (the cell holds what was asked; null from other frameworks and older workers):
+    # the JPEG loader `loader: auto` resolved to (real data only), torch.compile's mode (off: eager), the SGD kernel
+    # the update ran, and what CUDA graphs captured (null: none).
+    loader: Literal[LOADERS[1:]] | None = None
+    compile: Literal[COMPILE_MODES] | None = None
+    optimizer_impl: Literal[OPTIMIZER_IMPLS[1:]] | None = None
+    cuda_graphs: Literal[CUDA_GRAPH_SCOPES] | None = None
+    env_probe: dict[str, Any] = {}
+    command: list[str] = []
+    launch_env: dict[str, str] = {}
+    requested_transport: str | None = None
+    effective_transport: str = "unknown"
+    # match | mismatch | unknown (the log did not show the path that matters), and the log line that decided.
+    transport_verdict: str | None = None
+    transport_evidence: str | None = None
+    log_tail: str | None = None
+    # Collective cells (model: allreduce, allgather, broadcast): one row per message size; their image rates stay null.
+    collective: list[CollectiveRow] = []
+    # GPU workers: what ran on the GPU, energy over the window, the CUDA-event cross-check (null on a CPU).
+    gpu: GpuRan | None = None
+    power: PowerRan | None = None
+    cuda_events: CudaEventCheck | None = None
+
+    @field_validator("images_per_sec", "images_per_sec_per_gpu")
+    @classmethod
+    def _rates(cls, v, info):
+        return _finite_positive(v, info.field_name)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Record":
+        if self.schema_ > SCHEMA_VERSION:
+            raise ValueError(f"record schema {self.schema_} is newer than this bench ({SCHEMA_VERSION})")
+        if self.status != "ok":
+            if not self.error:
+                raise ValueError(f"a {self.status} record must say why (error)")
+            return self
+        if self.cell.get("model") in COLLECTIVE_MODELS:
+            return self._consistent_collective()
+        if self.collective:
+            raise ValueError("a training record carries collective rows")
+        for name in ("samples", "window_s", "images_per_sec", "measured_steps"):
+            if getattr(self, name) is None:
+                raise ValueError(f"an ok record needs {name}")
+        if not self.per_rank:
+            raise ValueError("an ok record needs per_rank rates")
+        rank_samples = sum(r.samples for r in self.per_rank)
+        if rank_samples != self.samples:
+            raise ValueError(f"samples {self.samples} != sum of per-rank samples {rank_samples}")
+        expect = self.samples / self.window_s
+        if not math.isclose(self.images_per_sec, expect, rel_tol=1e-6):
+            raise ValueError(f"images_per_sec {self.images_per_sec} != samples / window_s = {expect}")
+        if self.world_size is not None and self.world_size != len(self.per_rank):
+            raise ValueError(f"world_size {self.world_size} but {len(self.per_rank)} ranks reported")
+        if self.window_s + 1e-9 < max(r.window_s for r in self.per_rank):
+            raise ValueError("window_s is shorter than a rank's own window")
+        return self
+
+    def _consistent_collective(self) -> "Record":
+        if not self.collective:
+            raise ValueError("an ok collective record needs collective rows")
+        if self.images_per_sec is not None or self.per_rank:
+            raise ValueError("a collective record has no image rates")
+        n = self.world_size or 1
+        model = self.cell.get("model")
+        for row in self.collective:
+            if row.op != model:
+                raise ValueError(f"collective {row.bytes} bytes: a {row.op} row in a model={model} cell's record")
+            algbw = row.bytes / row.time_median_s
+            if not math.isclose(row.algbw_bytes_per_s, algbw, rel_tol=1e-6):
+                raise ValueError(f"collective {row.bytes} bytes: algbw {row.algbw_bytes_per_s} != bytes / time {algbw}")
+            spec = COLLECTIVES[row.op]
+            busbw = algbw * spec["bus_factor"](n)
+            if not math.isclose(row.busbw_bytes_per_s, busbw, rel_tol=1e-6, abs_tol=1e-9):
+                raise ValueError(f"collective {row.bytes} bytes: busbw {row.busbw_bytes_per_s} != algbw x "
+                                 f"{spec['bus_formula']} = {busbw} ({row.op}, n = {n})")
+            if not row.time_min_s <= row.time_median_s <= row.time_max_s:
+                raise ValueError(f"collective {row.bytes} bytes: median time outside [min, max]")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, allow_nan=False)
+
+
+def parse_record(data: dict[str, Any] | str, where: str = "record") -> Record:
+    """Validate one record (dict or JSON text); any problem is a BenchInputError naming `where`."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, ValueError) as e:
+            raise BenchInputError(f"not a valid JSON record: {e}", where) from None
+    if not isinstance(data, dict):
+        raise BenchInputError("a record must be a JSON object", where)
+    try:
+        return Record.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "record"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise BenchInputError(f"{loc}: {msg}", where) from None
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number a record may hold")
