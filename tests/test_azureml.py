@@ -294,6 +294,7 @@ def test_plan_shows_job_yaml_without_a_workspace(no_workspace, capsys, tmp_path,
     assert not (tmp_path / "results").exists()  # planning writes nothing
 
 
+@pytest.mark.slow
 def test_run_without_a_workspace_exits_2_before_anything_is_written(write_matrix, tmp_path):
     path = write_matrix(SMALL.replace("image_registry: myacr.azurecr.io", "environment: bench-pt:1"))
     env = {var: "" for var in WORKSPACE_VARS}
@@ -306,6 +307,7 @@ def test_run_without_a_workspace_exits_2_before_anything_is_written(write_matrix
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
 def test_a_submit_that_cannot_authenticate_fails_its_cell_and_the_next_is_tried(write_matrix, tmp_path):
     """The real client and DefaultAzureCredential against a made-up workspace, with nothing to authenticate with:
     the credential chain gives up before any request, each cell fails with one line, and the run goes on."""

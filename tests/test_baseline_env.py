@@ -48,6 +48,7 @@ def test_the_saved_baseline_records_the_environment(saved):
     assert env["cores (cpu_count)"] == str(probe["cpu_count"]) and env["CPU affinity"] == probe["cpu_affinity"]
 
 
+@pytest.mark.slow
 def test_check_against_the_file_names_the_changed_field_first(saved):
     d, _ = saved
     r = bench_cli("check", "--baseline", "main", "--candidate", "cand", cwd=d)

@@ -27,6 +27,7 @@ with Store(sys.argv[1]) as store:  # every writer creates/migrates the same new 
 """
 
 
+@pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path):
     db, go = tmp_path / "bench.db", tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), f"w{n}", str(go)], cwd=ROOT,

@@ -94,6 +94,7 @@ def test_missing_or_empty_dataset_is_a_clear_error(tmp_path):
         list_jpeg_tree(tmp_path)
 
 
+@pytest.mark.slow
 def test_make_sample_cli_and_bad_arguments(tmp_path):
     ok = bench_cli("data", "make-imagenet-sample", "d", "--classes", "2", "--per-class", "3", cwd=tmp_path)
     assert ok.returncode == 0 and "6 images in 2 classes" in ok.stdout

@@ -228,6 +228,7 @@ def _workspace(d: Path) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_the_commands_that_run_here_run(tmp_path, monkeypatch, capsys):
     """Each runnable line, as written, in a fresh copy of a folder holding what it reads (what one line writes, as
     `bench import` does to the store, never reaches the next): exit 0 (`check`: 0 or 1), no traceback."""

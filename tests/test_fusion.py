@@ -108,6 +108,7 @@ def test_shared_cores_slow_the_backward_pass_while_operations_run_and_the_tail_r
         f.simulate_shared(grads, 1.0, lambda n: (0.4, 0.5), lambda n: 0.05, idle_rate=0.0)
 
 
+@pytest.mark.slow
 def test_the_documented_gradient_ready_line_runs_and_names_every_stage():
     """docs/scaling-model.md's `python benchmarks/gradient_ready.py …` line, run as written: every stage's measured
     and modelled ready share, both operation counts; every one of the model's 161 parameters is matched to a

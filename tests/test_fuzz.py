@@ -1,6 +1,7 @@
 """The matrix loader on random input: a valid matrix or a BenchInputError (one line), never any other exception."""
 import string
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
                                                        st.dictionaries(KEYS, inner, max_size=5)), max_leaves=25)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(KEYS, VALUES, max_size=7), st.booleans())
 def test_random_structures(data, with_axes):

@@ -131,6 +131,7 @@ def _argv(draw) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_no_input_gets_a_traceback(inputs, data, capsys, monkeypatch):

@@ -425,6 +425,7 @@ def loader_check(python, sample, *extra):
                            "16", "--batch", "8", *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_the_loader_check_says_in_one_line_when_torchvision_does_not_import(imagenet_like):
     done = loader_check(sys.executable, imagenet_like)  # this venv has no torchvision
     assert done.returncode == 1, done.stdout + done.stderr

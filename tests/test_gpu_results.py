@@ -9,6 +9,8 @@ import statistics
 import subprocess
 import sys
 
+import pytest
+
 from bench.records.schema import parse_record
 from tests.conftest import ROOT
 
@@ -41,6 +43,7 @@ def test_the_pages_medians_are_the_stores():
         assert abs(int(shown.replace(",", "")) - statistics.median(by_cell[cell])) <= 0.51, cell  # rounded to 1 img/s
 
 
+@pytest.mark.slow
 def test_the_report_tells_channels_last_from_nchw(tmp_path):
     store = tmp_path / "bench.db"  # a copy: opening a store may add its WAL files beside it
     shutil.copyfile(STORE, store)

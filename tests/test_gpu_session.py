@@ -137,6 +137,7 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, kit, args, says):
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_real_phase_brings_back_one_archive_and_the_store(tmp_path, kit):
     """The doctor phase for real, on this machine's CPU venv (a stand-in venv python that execs it): what comes back
     is one archive of the logs and phase markers, not a tree of files (the device tool returns at most 8)."""
@@ -194,6 +195,7 @@ def test_a_deadline_already_past_runs_no_cells_and_leaves_the_phase_to_resume(tm
     assert not (work / "done" / "cells").exists()  # not done: the same command again resumes it
 
 
+@pytest.mark.launcher
 def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     """`make gpu-rehearsal`'s cells, small: ci/matrix-gpu-session-rehearsal.yaml through the session's cells phase
     with this machine's CPU venv as the session's python - Horovod's Gloo and mpirun launches with 1 and 2 processes,
@@ -269,6 +271,7 @@ def ok_records(store) -> int:
         return db.execute("SELECT count(*) FROM records WHERE status = 'ok'").fetchone()[0]
 
 
+@pytest.mark.launcher
 def test_a_command_killed_mid_cells_still_brings_back_the_cells_it_finished(tmp_path, kit):
     """The device tool kills a command at its limit, which may come before the session's deadline (less device time
     left than asked): the cells phase syncs the store and archive while it runs, so what finished comes back. Two

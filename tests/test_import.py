@@ -96,6 +96,7 @@ def test_known_values_from_the_charts(tmp_path):
     assert bool(r50[(r50.mpi == "intelmpi")].ib.all()) and not bool(r50[(r50.mpi == "openmpi")].ib.any())
 
 
+@pytest.mark.slow
 def test_import_is_idempotent_and_source_is_kept_apart(tmp_path):
     db = tmp_path / "s.db"
     with Store(db) as store:
@@ -181,6 +182,7 @@ def test_csv_round_trip_with_export(tmp_path):
     pd.testing.assert_frame_equal(eb, pd.read_csv(tmp_path / "b2.csv").sort_values(key).reset_index(drop=True))
 
 
+@pytest.mark.slow
 def test_a_tampered_export_is_refused(tmp_path):
     from bench.records.schema import parse_record
 

@@ -68,6 +68,7 @@ def test_the_vendored_crds_are_the_published_files():
         assert re.search(rf"`{re.escape(name[0])}`.*`{digest}`", table), name[0]
 
 
+@pytest.mark.slow
 def test_every_job_of_the_default_matrix_is_valid_against_the_schemas(tmp_path):
     backend = _backend(tmp_path)
     planned = _planned(backend)
@@ -218,6 +219,7 @@ def test_plan_prints_valid_manifests(write_matrix, tmp_path):
         assert manifest["kind"] == "MPIJob" and kubernetes_schema.problems(manifest) == []
 
 
+@pytest.mark.slow
 def test_a_setting_that_makes_an_invalid_manifest_exits_2_with_one_line(write_matrix, tmp_path):
     bad = SMALL + "    tolerations: [{key: gpu, operator: Exists, tolerationSeconds: soon}]\n"
     out = bench_cli("plan", str(write_matrix(bad)), "--show-commands", cwd=tmp_path)

@@ -36,6 +36,7 @@ HEADLINE = "87f3f262f3d7"  # the H200 run's best synthetic cell: Horovod, AMP fp
 
 
 # --- the FLOP counts --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("size", flops.SIZES)
 def test_the_two_counts_agree(size):
     counted, analytic = flops.counted("resnet50", size), flops.analytic("resnet50", size)
@@ -63,6 +64,7 @@ def test_a_disagreement_between_the_counts_is_named():
         flops.table([("resnet50", 32, c, off)])
 
 
+@pytest.mark.slow
 def test_the_table_matches_a_fresh_count():
     assert flops.check(str(TABLE)) == []
     assert TABLE.read_text(encoding="utf-8") == flops.render(flops.table())
@@ -70,6 +72,7 @@ def test_the_table_matches_a_fresh_count():
     assert flops_per_image("resnet50", 96) is None and flops_per_image("allreduce", 64) is None
 
 
+@pytest.mark.slow
 def test_a_wrong_entry_fails(tmp_path):
     text = TABLE.read_text(encoding="utf-8")
     wrong = tmp_path / "wrong.yaml"
@@ -248,6 +251,7 @@ def test_status_shows_mfu_power_and_energy_for_gpu_cells(h200):
     assert sum("MFU" in x for x in out.stdout.splitlines() if x.startswith("  ")) == 4
 
 
+@pytest.mark.slow
 def test_the_report_shows_mfu_beside_watts_and_energy(h200):
     out = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=h200)
     assert out.returncode == 0, out.stderr
@@ -265,6 +269,7 @@ def test_the_report_shows_mfu_beside_watts_and_energy(h200):
     assert round(100 * cells.loc[HEADLINE, "mfu"], 1) == 14.7
 
 
+@pytest.mark.slow
 def test_export_adds_mfu_and_power_columns(h200):
     out = bench_cli("export", "--store", "bench.db", "-o", "records.csv", cwd=h200)
     assert out.returncode == 0, out.stderr
@@ -280,6 +285,7 @@ def test_export_adds_mfu_and_power_columns(h200):
     assert back.returncode == 0, back.stderr
 
 
+@pytest.mark.slow
 def test_cpu_records_export_and_report_without_mfu(tmp_path):
     from bench.records.schema import parse_record
     from bench.store import Store

@@ -133,6 +133,7 @@ def _md_cells(md: str) -> list[tuple[int, str]]:
     return cells
 
 
+@pytest.mark.slow
 def test_every_output_was_made(outputs):
     _, texts = outputs
     assert {"report", "status", "check", "history", "out/index.html", "out/summary.md", "out/cells.csv",
@@ -140,6 +141,7 @@ def test_every_output_was_made(outputs):
             "export/collectives.json", "check.json", "check.xml"} <= set(texts)
 
 
+@pytest.mark.slow
 def test_no_output_prints_a_missing_value_as_nan_none_or_inf(outputs):
     _, texts = outputs
     found = []
@@ -163,6 +165,7 @@ def _strings(doc) -> list[str]:
     return []
 
 
+@pytest.mark.slow
 def test_csv_fields_are_empty_where_a_value_is_missing(outputs):
     _, texts = outputs
     for name, body in texts.items():
@@ -177,6 +180,7 @@ def test_csv_fields_are_empty_where_a_value_is_missing(outputs):
     assert all(r["vs_expected"] for r in cells)  # a verdict or a reason for every cell
 
 
+@pytest.mark.slow
 def test_json_is_strict_and_missing_values_are_null(outputs):
     _, texts = outputs
     for name in ("export/records.json", "export/collectives.json", "check.json"):
@@ -188,6 +192,7 @@ def test_json_is_strict_and_missing_values_are_null(outputs):
     assert check["cells"] and any(c["ratio"] is None for c in check["cells"])  # cells on one side only
 
 
+@pytest.mark.slow
 def test_every_markdown_and_html_table_cell_holds_a_value_or_a_reason(outputs):
     _, texts = outputs
     md = texts["out/summary.md"]
@@ -210,6 +215,7 @@ def _main_rows(md: str) -> dict[str, dict[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_main_table_says_why_a_cell_has_no_expected_value_and_names_a_stand_in(outputs):
     d, texts = outputs
     rows = _main_rows(texts["out/summary.md"])

@@ -130,6 +130,7 @@ def test_plan_json_lists_every_cell_with_status_reason_and_commands(write_matrix
     assert all(r["reason"] and "command" not in r for r in rows if r["status"] == "skipped")
 
 
+@pytest.mark.slow
 def test_plan_prints_a_summary_and_every_cell_only_with_all(write_matrix, tmp_path):
     path = write_matrix("name: tiny\naxes:\n  gpu: [cpu, K80]\n  precision: [fp32, fp16]\n")
     cells = json.loads(bench_cli("plan", str(path), "--format", "json", cwd=tmp_path).stdout)
@@ -152,6 +153,7 @@ def test_plan_prints_a_summary_and_every_cell_only_with_all(write_matrix, tmp_pa
     assert "tiny: 4 cells" in every.stdout and all(c["cell_id"] in every.stdout for c in cells)
 
 
+@pytest.mark.slow
 def test_plan_summary_of_the_default_matrix_is_short_when_piped(tmp_path):
     result = bench_cli("plan", str(ROOT / "matrix.yaml"), cwd=tmp_path)  # piped: not a terminal
     assert result.returncode == 0, result.stderr

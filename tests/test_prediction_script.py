@@ -31,6 +31,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
     for args, says in ((["--rounds", "0"], "--rounds must be at least 1"),
                        (["--rates", "0mbit"], "is not a positive tc rate"),

@@ -262,6 +262,7 @@ def test_bad_input_is_one_line_and_exit_2(real_store, args, message):
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
 
 
+@pytest.mark.slow
 def test_empty_store_missing_store_and_no_overlap_exit_2(tmp_path):
     Store(tmp_path / "empty.db").close()
     r = bench_cli("check", "--baseline", "latest", "--store", "empty.db", cwd=tmp_path)
@@ -316,6 +317,7 @@ def test_baseline_save_list_and_check_round_trip(real_store):
     ('{"format": "bench-baseline", "format_version": 1, "cells": [{"cell_id": "x", "cell": {"gpu": "cpu"}, '
      '"jobs": [{"run_id": "r", "job": 0, "images_per_sec": NaN, "windows": [1.0]}]}]}', "not valid JSON"),
 ])
+@pytest.mark.slow
 def test_corrupt_baseline_is_one_line_and_exit_2(real_store, content, message):
     d = real_store
     (d / "baselines").mkdir(exist_ok=True)
@@ -327,6 +329,7 @@ def test_corrupt_baseline_is_one_line_and_exit_2(real_store, content, message):
     assert listed.returncode == 0 and "broken" in listed.stdout and "unreadable" in listed.stdout
 
 
+@pytest.mark.slow
 def test_truncated_copy_of_a_real_baseline_is_corrupt(real_store):
     d = real_store
     assert bench_cli("baseline", "save", "main", "--run", "base", cwd=d).returncode == 0

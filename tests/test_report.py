@@ -192,6 +192,7 @@ def small_store(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_efficiencies_in_the_report_equal_a_hand_computation_from_the_stored_records(small_store):
     result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=small_store)
     assert result.returncode == 0, result.stderr
@@ -251,6 +252,7 @@ def test_prices_override_reaches_the_cost_table(small_store):
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr
 
 
+@pytest.mark.slow
 def test_empty_store_exits_2(tmp_path):
     Store(tmp_path / "bench.db").close()
     r = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
@@ -258,6 +260,7 @@ def test_empty_store_exits_2(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_ib_mismatch_is_marked_and_imports_stay_out_of_measured_tables(tmp_path):
     mismatch = {"requested_transport": "ib", "effective_transport": "tcp", "transport_verdict": "mismatch"}
     extra = [(dict(gpu="cpu", mpi="openmpi", gpus=2, ib=True), [1.3, 1.35, 1.25])]
@@ -395,6 +398,7 @@ def _store_state(path: Path):
     return len(records), sorted((r["run_id"], r["cell_id"], r["job"], r["repeat"]) for r in records), done
 
 
+@pytest.mark.slow
 def test_a_first_run_whose_cells_all_failed_still_shows_the_study(tmp_path):
     with Store(tmp_path / "bench.db") as store:
         store.write(parse_record({**record(run_id="r1", repeat=0, repeats=1), "status": "failed",
@@ -408,6 +412,7 @@ def test_a_first_run_whose_cells_all_failed_still_shows_the_study(tmp_path):
     assert _store_state(tmp_path / "bench.db") == before and before[2] == set()
 
 
+@pytest.mark.slow
 def test_the_page_escapes_what_workers_and_users_wrote(tmp_path):
     """A failed cell's error is a worker's stderr: the page shows it as text, whatever it holds."""
     error = "RuntimeError: <unexpected> shape & </td></table><script>alert(1)</script>"
@@ -423,6 +428,7 @@ def test_the_page_escapes_what_workers_and_users_wrote(tmp_path):
     assert error.split(" shape")[0] in (tmp_path / "out" / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small_store):
     before = _store_state(small_store / "bench.db")
     result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=small_store)
@@ -517,6 +523,7 @@ def full_report():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_every_section_shows_in_sections_order_in_the_page_and_the_summary(full_report):
     from bench.report.sections import SECTIONS
 

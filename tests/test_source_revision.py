@@ -137,6 +137,7 @@ def test_ab_puts_the_sides_revisions_and_the_files_between_them_first(repo, tmp_
                                            "source files that differ (bench/, models/): models/step.py"]
 
 
+@pytest.mark.e2e
 def test_bench_run_records_the_checkouts_revision(tmp_path):
     from bench.store import Store
 

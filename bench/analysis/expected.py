@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping
 
 from bench.analysis import AnalysisError
 from bench.analysis.flavours import FlavourFacts
-from bench.analysis.stand_in import OneWorker, _missing, stand_in_words
+from bench.analysis.stand_in import OneWorker, stand_in_words
 from bench.analysis.step_split import Split, split_step
 from bench.analysis.straggler import Straggler, straggler
 from bench.analysis.windows import earlier_windows
@@ -218,6 +218,10 @@ def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Map
         return replace(base, verdict=f"not measured apart ({100 * gap:.0f}% under the probe's rate; no earlier run "
                                      f"of this cell to compare)")
     return replace(base, verdict=f"as expected ({100 * gap:.0f}% under the probe's rate, as in earlier runs)")
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _low(r: Mapping[str, Any]) -> float:
