@@ -19,14 +19,8 @@ from azure.ai.ml.entities import Command
 
 from bench.backend_settings.azureml import AzureMLConfig
 from bench.backends import make_backend
-from bench.backends.azureml.backend import (
-    RECORDS,
-    AzureMLBackend,
-    Handle,
-    check_no_secrets,
-    fabric_env,
-    resolve_workspace,
-)
+from bench.backends.azureml.backend import (RECORDS, AzureMLBackend, Handle, check_no_secrets, fabric_env,
+                                            resolve_workspace)
 from bench.backends.shared.cell_launch import MODELS_DIR
 from bench.core.errors import BenchInputError
 from bench.core.redact import redact_text

@@ -11,19 +11,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis.expected import expected_cells
-from bench.analysis.probe import (
-    LOADED_PER_CORE,
-    MAX_AGE_S,
-    ProbeResult,
-    compute_key,
-    fresh,
-    key_text,
-    match,
-    overlapping,
-    stale_reason,
-    summarize,
-    to_entry,
-)
+from bench.analysis.probe import (LOADED_PER_CORE, MAX_AGE_S, ProbeResult, compute_key, fresh, key_text, match,
+                                  overlapping, stale_reason, summarize, to_entry)
 from bench.backends.local import compute_probe
 from bench.launch import analysis_facts
 from bench.planning.cell import PlannedCell

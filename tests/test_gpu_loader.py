@@ -21,16 +21,8 @@ import torch
 from bench.execution.datasets import make_imagenet_sample
 from models.data import augment, dali_loader, gpu_jpeg
 from models.data.dali_loader import dali_batch, dali_params
-from models.data.gpu_jpeg import (
-    ByteReader,
-    CropFlip,
-    GpuJpegBatches,
-    augment_seed,
-    batch_plan,
-    draw_crop_flips,
-    epoch_order,
-    shard_files,
-)
+from models.data.gpu_jpeg import (ByteReader, CropFlip, GpuJpegBatches, augment_seed, batch_plan, draw_crop_flips,
+                                  epoch_order, shard_files)
 from models.data.imagenet_torch import MEAN, STD, Batches, JpegTree
 from models.data.layout import DataError, list_jpeg_tree
 from models.data.loaders import build_loader, resolve_loader

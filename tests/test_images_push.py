@@ -11,21 +11,9 @@ import pytest
 
 from bench.core.errors import BenchInputError
 from bench.images.engines import Engine
-from bench.images.push import (
-    DEFAULT_LOG_DIR,
-    PUSHED_FILE,
-    Pushed,
-    check_registry,
-    digest_argv,
-    push_argv,
-    pushed_reference,
-    read_pushed,
-    record_pushed,
-    reference_from_repo_digests,
-    remote_name,
-    repository,
-    tag_argv,
-)
+from bench.images.push import (DEFAULT_LOG_DIR, PUSHED_FILE, Pushed, check_registry, digest_argv, push_argv,
+                               pushed_reference, read_pushed, record_pushed, reference_from_repo_digests, remote_name,
+                               repository, tag_argv)
 from tests.conftest import ROOT, bench_cli
 
 PODMAN = Engine("podman", "/usr/bin/podman")

@@ -10,12 +10,7 @@ from conftest import bench_cli
 from factories import record
 
 from bench.facts.reference import REFERENCE_DIR
-from bench.imports.importer import (
-    imported_cell_id,
-    is_imported,
-    provenance,
-    read_import,
-)
+from bench.imports.importer import imported_cell_id, is_imported, provenance, read_import
 from bench.store import Store
 
 TF = REFERENCE_DIR / "batchai_tf_cnn_benchmarks_synthetic_from_svg.csv"

@@ -25,21 +25,8 @@ from bench.images import mpijob
 from bench.planning.matrix import load_matrix, load_matrix_text
 from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, bench_cli
-from tests.test_kubernetes_follow import (
-    MPI_CREATED,
-    MPI_RUNNING,
-    PT_CREATED,
-    PT_RUNNING,
-    cond,
-    container,
-    launcher,
-    mpi_labels,
-    pod,
-    pt_labels,
-    pytorchjob,
-    unschedulable,
-    worker,
-)
+from tests.test_kubernetes_follow import (MPI_CREATED, MPI_RUNNING, PT_CREATED, PT_RUNNING, cond, container, launcher,
+                                          mpi_labels, pod, pt_labels, pytorchjob, unschedulable, worker)
 from tests.test_kubernetes_follow import mpijob as mpijob_object
 
 pytest.importorskip("kubernetes_validate", reason="the core schema comes with kubernetes-validate (.[kubernetes])")

@@ -10,17 +10,8 @@ import sys
 
 import pytest
 
-from bench.backends.kubernetes.api import (
-    KINDS,
-    LOG_CHUNK,
-    NO_CLIENT,
-    ClusterApi,
-    ClusterError,
-    error_line,
-    keep_end,
-    require_client,
-    resource_of,
-)
+from bench.backends.kubernetes.api import (KINDS, LOG_CHUNK, NO_CLIENT, ClusterApi, ClusterError, error_line, keep_end,
+                                           require_client, resource_of)
 from bench.core.errors import BenchInputError
 
 NEED_CLIENT = "checks the kubernetes client's own exceptions and config loading (pip install kubernetes)"

@@ -15,16 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.analysis.mfu import (
-    EXPORT_COLUMNS,
-    catalogue_peaks,
-    export_columns,
-    mfu,
-    peak_format,
-    power_of,
-    with_mfu,
-    with_power,
-)
+from bench.analysis.mfu import (EXPORT_COLUMNS, catalogue_peaks, export_columns, mfu, peak_format, power_of, with_mfu,
+                                with_power)
 from bench.facts.catalog import PEAK_FORMATS, catalog
 from bench.facts.model_flops import flops_per_image, model_flops
 from models import flops

@@ -10,15 +10,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis import AnalysisError
-from bench.analysis.regress import (
-    CheckSettings,
-    compare,
-    mann_whitney,
-    normalize_ratio_to,
-    observations,
-    ratio_interval,
-    verdict,
-)
+from bench.analysis.regress import (CheckSettings, compare, mann_whitney, normalize_ratio_to, observations,
+                                    ratio_interval, verdict)
 from bench.cells.selection import parse_selection
 from bench.core.errors import BenchInputError
 from bench.planning.matrix import CELL_KEYS

@@ -28,18 +28,8 @@ from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
 from models import step_settings
 from models.common import parse_args, single_process_comm
 from models.gpu_plan import ComputePlan, DevicePlan
-from models.step_settings import (
-    LoaderError,
-    StaticBatch,
-    by_shape,
-    graph_forward_backward,
-    graph_scope,
-    graph_whole_step,
-    resolve_loader,
-    sgd_kernel,
-    sgd_options,
-    whole_step,
-)
+from models.step_settings import (LoaderError, StaticBatch, by_shape, graph_forward_backward, graph_scope,
+                                  graph_whole_step, resolve_loader, sgd_kernel, sgd_options, whole_step)
 from tests.conftest import ROOT
 from tests.factories import record
 

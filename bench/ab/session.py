@@ -17,15 +17,8 @@ from typing import Callable
 
 from bench.ab import image_side
 from bench.ab.cpuquota import make_group
-from bench.ab.sides import (
-    SOURCE_ROOT,
-    ReadySide,
-    check_git_ref,
-    make_worktree,
-    remove_worktree,
-    resolve_python,
-    run_side_once,
-)
+from bench.ab.sides import (SOURCE_ROOT, ReadySide, check_git_ref, make_worktree, remove_worktree, resolve_python,
+                            run_side_once)
 from bench.ab.spec import SideSpec
 from bench.analysis.paired import interleave
 from bench.core.source_revision import SourceRevision, of_checkout

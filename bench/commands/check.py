@@ -8,12 +8,8 @@ from bench.analysis import missing
 from bench.cells.label import cell_label
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.lines import print_changes, what_changed
-from bench.commands.shared import (
-    add_baselines_dir_argument,
-    add_ci_output_arguments,
-    add_store_argument,
-    check_output_path,
-)
+from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
+                                   check_output_path)
 from bench.core.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
@@ -63,14 +59,8 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from bench.analysis.regress import (
-        CheckSettings,
-        compare,
-        mark_cpu_differences,
-        normalize_ratio_to,
-        observations,
-        summary_counts,
-    )
+    from bench.analysis.regress import (CheckSettings, compare, mark_cpu_differences, normalize_ratio_to, observations,
+                                        summary_counts)
     from bench.checks.sides import resolve_side
 
     settings = CheckSettings(min_effect=args.min_effect)

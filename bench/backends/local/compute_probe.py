@@ -27,17 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.analysis.probe import (
-    PROBE_VERSION,
-    ProbeResult,
-    compute_key,
-    fresh,
-    from_entry,
-    key_text,
-    stale_reason,
-    summarize,
-    to_entry,
-)
+from bench.analysis.probe import (PROBE_VERSION, ProbeResult, compute_key, fresh, from_entry, key_text, stale_reason,
+                                  summarize, to_entry)
 from bench.backends.shared.records import read_records
 from bench.planning.cell import PlannedCell
 
