@@ -24,7 +24,14 @@ backend:
 
 @pytest.mark.parametrize("args,message", [
     (["--b", "cpus=fast"], "cpus must be a number"),
-    (["--b", "current", "--pairs", "2"], "--pairs must be between 3"),
+    (["--b", "current", "--pairs", "1"], "--pairs must be between 2"),
+    (["--b", "current", "--pairs", "3", "--budget", "5m"], "give it or --budget/--max-pairs, not both"),
+    (["--b", "current", "--budget", "soon"], "--budget must be a positive duration"),
+    (["--b", "current", "--budget", "0s"], "--budget must be a positive duration"),
+    (["--b", "current", "--max-pairs", "1"], "--max-pairs must be between 2"),
+    (["--b", "current", "--min-effect", "0"], "--min-effect must be between 0 and 1"),
+    (["--b", "current", "--min-effect", "1.5"], "--min-effect must be between 0 and 1"),
+    (["--b", "current", "--cpu-weight", "lots"], "--cpu-weight must be a number"),
     (["--b", "python=/no/such/python"], "not an executable Python"),
     (["--b", "git=no-such-ref-anywhere"], "not a commit of this repository"),
     (["--b", "image=bench:1,git=HEAD"], "does not combine with python= or git="),
@@ -53,14 +60,17 @@ def _groups(session: str) -> set[str]:
 @pytest.mark.e2e
 @pytest.mark.skipif(cpu_controller_root() is None or not os.access(cpu_controller_root()[0], os.W_OK),
                     reason="needs a writable cgroup cpu controller (root)")
-def test_a_half_cpu_quota_on_side_b_is_caught_and_named(tmp_path):
+def test_a_half_cpu_quota_on_side_b_is_caught_named_and_the_session_stops_once_decided(tmp_path):
     (tmp_path / "m.yaml").write_text(MATRIX)
-    r = bench_cli("ab", "m.yaml", "--b", "cpus=0.5", "--pairs", "3", "--cpu-weight", "10", "--store", "ab.db",
-                  "--json", "ab.json", cwd=tmp_path, timeout=900)
+    r = bench_cli("ab", "m.yaml", "--b", "cpus=0.5", "--max-pairs", "6", "--cpu-weight", "10", "--store", "ab.db",
+                  "--json", "ab.json", cwd=tmp_path, timeout=1200)
     assert r.returncode == 1, r.stdout + r.stderr[-3000:]
     doc = json.loads((tmp_path / "ab.json").read_text())
     (cell,) = doc["cells"]
-    assert cell["verdict"] == "regressed" and cell["pairs"] == 3 and cell["ratio"] < 0.8, cell
+    # Halving the CPU is decided in a few pairs; the session stops there rather than at --max-pairs.
+    assert cell["verdict"] == "regressed" and cell["ratio"] < 0.8 and cell["ci_high"] < 1, cell
+    assert doc["course"]["stopped"] == "every cell decided" and cell["pairs"] == doc["course"]["pairs_run"] < 6, doc
+    assert cell["why"].startswith("B slower by") and "ab after 2 pairs" in r.stderr
     changes = {c["what"]: (c["a"], c["b"]) for c in doc["changes"]}
     assert changes.get("CPU quota") == ("none", "0.5 CPUs"), doc["changes"]
     assert "CPU quota: none → 0.5 CPUs" in r.stdout
@@ -70,7 +80,7 @@ def test_a_half_cpu_quota_on_side_b_is_caught_and_named(tmp_path):
     with Store(tmp_path / "ab.db", create=False) as store:
         labels = sorted((json.loads(run["plan_json"])["ab"]["pair"], json.loads(run["plan_json"])["ab"]["side"])
                         for run in store.runs())
-    assert labels == [(0, "A"), (0, "B"), (1, "A"), (1, "B"), (2, "A"), (2, "B")]
+    assert labels == [(k, side) for k in range(cell["pairs"]) for side in ("A", "B")]
     assert _groups(doc["session"]) == set()
     assert not list(Path(tmp_path).glob("bench-ab-*"))
 

@@ -182,14 +182,17 @@ def test_ab_json_schema_accepts_a_document_and_rejects_a_broken_one():
     from bench.analysis.paired import PairedSettings, paired_verdict
     from bench.ci_output.ab_json import ab_document
 
-    res = paired_verdict([10.0, 10.2, 9.9, 10.1], [9.0, 9.1, 8.9, 9.2])
+    a, b = [10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]
+    res = paired_verdict(a, b)
     cell = {"cell": "cpu/pytorch/gloo/ib=off/1w", "gpu": "cpu", "framework": "pytorch", "mpi": "gloo", "ib": False,
-            "gpus": 1, "pairs": 4, "pairs_planned": 4, "a_values": [10.0, 10.2, 9.9, 10.1],
-            "b_values": [9.0, 9.1, 8.9, 9.2], "ratio": res.ratio, "ci_low": res.ci_low, "ci_high": res.ci_high,
-            "level": res.level, "p_slower": res.p_slower, "sd_log": res.sd_log, "detectable": res.detectable,
-            "verdict": res.verdict}
+            "gpus": 1, "pairs": 4, "pairs_run": 4, "a_values": a, "b_values": b, "ratio": res.ratio,
+            "ci_low": res.ci_low, "ci_high": res.ci_high, "level": res.level, "p_change": res.p_change,
+            "sd_log": res.sd_log, "decides": res.decides, "verdict": res.verdict, "why": res.why,
+            "pairs_to_decide": res.pairs_to_decide}
+    course = {"pairs_run": 4, "stopped": "every cell decided", "seconds": 160.0, "pair_seconds": 40.0,
+              "budget_s": 600.0, "max_pairs": 40, "fixed_pairs": None, "cpu_weight": 100.0}
     doc = ab_document([cell], [], PairedSettings(), "s", [parse_side("A", "current"), parse_side("B", "cpus=0.9")],
-                      "median")
+                      "median", course)
     jsonschema.validate(doc, AB_SCHEMA)
     assert doc["regressed"] is True
     doc["cells"][0]["verdict"] = "worse"
@@ -220,6 +223,8 @@ def ab_outputs(tmp_path_factory):
                 store_run(store, run_id, {1: [noise * (1.002 if side == "B" else 1.0)], 2: [noise * slower]})
                 side_runs.append(SideRun(pair, side, 0, run_id, 1.0, d / "log"))
         results, diffs = judge(store, side_runs, PairedSettings(), "median")
+    course = {"pairs_run": 4, "stopped": "every cell decided", "seconds": 8.0, "pair_seconds": 2.0,
+              "budget_s": 600.0, "max_pairs": 40, "fixed_pairs": None, "cpu_weight": None}
     args = build_parser().parse_args(["ab", "m.yaml", "--b", "cpus=0.8", "--junit", str(d / "ab.xml"), "--github",
                                       "--json", str(d / "ab.json")])
     summary = d / "summary.md"
@@ -234,7 +239,7 @@ def ab_outputs(tmp_path_factory):
 
         with contextlib.redirect_stdout(out):
             write_ci_outputs(args, results, diffs, PairedSettings(), "s1",
-                             [parse_side("A", args.a), parse_side("B", args.b)])
+                             [parse_side("A", args.a), parse_side("B", args.b)], course)
     finally:
         if old is None:
             del os.environ["GITHUB_STEP_SUMMARY"]
@@ -254,7 +259,7 @@ def test_ab_junit_has_one_case_per_cell_and_the_regression_names_cell_ratio_inte
     message = failed[0].result[0].message
     assert message.startswith(regressed["cell"] + " regressed")
     assert f"ratio {regressed['ratio']:.3f} (B/A)" in message and regressed["ratio"] == pytest.approx(0.804, abs=0.01)
-    assert f"90% interval {regressed['ci_low']:.3f}–{regressed['ci_high']:.3f}" in message
+    assert f"95% interval {regressed['ci_low']:.3f}–{regressed['ci_high']:.3f}" in message
     (passed,) = [c for c in cases if not c.result]
     assert "1w" in passed.name and "unchanged" in passed.system_out
     assert jsonschema.validate(json.loads((d / "ab.json").read_text()), AB_SCHEMA) is None
@@ -267,7 +272,8 @@ def test_ab_github_mode_annotates_the_regression_and_writes_the_summary(ab_outpu
     text = summary.read_text()
     assert text.startswith("### bench ab: ❌ regression") and "B (CPU quota 0.8) against A" in text
     (regressed,) = [r for r in results if r["verdict"] == "regressed"]
-    assert f"| **regressed** | {regressed['ratio']:.3f} |" in text and f"| {regressed['p_slower']:.3g} |" in text
+    assert f"| **regressed** | {regressed['ratio']:.3f} |" in text and f"| {regressed['p_change']:.3g} |" in text
+    assert regressed["why"] in text  # the reason, in the note column
     assert "1 unchanged, 1 regressed" in text
 
 

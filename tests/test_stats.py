@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from bench.analysis.stats import (_binom_cdf, bootstrap, bootstrap_ci, bootstrap_many, mann_whitney, median_ci,
-                                  median_of_draws, noise_sigma, percentile_interval, ratio_ci, ratio_ci_many,
-                                  ratio_interval, resample_indices, t_cdf, t_detectable_shift, t_interval, t_power,
-                                  t_quantile)
+from bench.analysis.stats import (_binom_cdf, bootstrap, bootstrap_ci, bootstrap_many, confidence_sequence,
+                                  confidence_sequence_half_width, mann_whitney, median_ci, median_of_draws,
+                                  mixture_evalue, noise_sigma, percentile_interval, ratio_ci, ratio_ci_many,
+                                  ratio_interval, resample_indices, t_cdf, t_interval, t_quantile)
 
 
 def test_small_samples_get_min_max_with_their_true_coverage():
@@ -187,24 +187,70 @@ def test_t_interval_without_spread_is_the_value_and_the_sign_decides():
         t_interval([0.1], 0.05)
 
 
-@pytest.mark.parametrize("n", [3, 6, 12])
-def test_t_power_is_the_shifted_central_t_and_the_detectable_shift_reaches_the_power_asked(n):
-    sd, alpha = 0.04, 0.05
-    for power in (0.8, 0.9):
-        shift = t_detectable_shift(sd, n, alpha, power)
-        assert shift == pytest.approx((sps.t.ppf(1 - alpha, n - 1) + sps.t.ppf(power, n - 1)) * sd / math.sqrt(n),
-                                      rel=1e-8)
-        assert t_power(shift, sd, n, alpha) == pytest.approx(power, abs=1e-8)
-    def noncentral(shift):  # the exact power: the noncentral t
-        return sps.nct.sf(sps.t.ppf(1 - alpha, n - 1), n - 1, shift * math.sqrt(n) / sd)
+# --- the anytime-valid interval (Lai's mixture) --------------------------------------------------------------------
 
-    for shift in (0.0, 0.01, 0.03, 0.08):
-        reference = sps.t.sf(sps.t.ppf(1 - alpha, n - 1) - shift * math.sqrt(n) / sd, n - 1)
-        assert t_power(shift, sd, n, alpha) == pytest.approx(reference, rel=1e-8)
-        assert t_power(shift, sd, n, alpha) <= noncentral(shift) + 1e-9  # the approximation never overstates power
-    assert t_power(0.0, sd, n, alpha) == pytest.approx(alpha, rel=1e-8)
-    assert noncentral(t_detectable_shift(sd, n, alpha, 0.9)) == pytest.approx(0.9, abs=0.01)
-    assert math.isnan(t_detectable_shift(sd, 1)) and math.isnan(t_power(0.1, sd, 1)) and t_power(0.1, 0.0, 5) == 1
+def _mixture_by_quadrature(values, mu0, c):
+    """E_n(mu0) from its definition, numerically: the scale-invariant likelihood (sigma integrated against
+    d sigma / sigma) mixed over theta ~ N(0, 1/c), divided by the same at theta = 0."""
+    x = np.asarray(values) - mu0
+    n = len(x)
+    log_sigma = np.linspace(-12, 8, 4001)
+    sigma = np.exp(log_sigma)[:, None]
+    theta = np.linspace(-12, 12, 2401)[None, :] / math.sqrt(c)
+    prior = np.sqrt(c / (2 * math.pi)) * np.exp(-c * theta ** 2 / 2)
+    s, q = x.sum(), (x ** 2).sum()
+
+    def integrand(th):  # sigma^-n exp(-sum (x/sigma - theta)^2 / 2), per d log sigma
+        return np.exp(-n * np.log(sigma) - (q / sigma ** 2 - 2 * th * s / sigma + n * th ** 2) / 2)
+
+    num = np.trapezoid(np.trapezoid(integrand(theta) * prior, theta[0], axis=1), log_sigma)
+    den = np.trapezoid(integrand(np.zeros((1, 1)))[:, 0], log_sigma)
+    return num / den
+
+
+@pytest.mark.parametrize("values,mu0,c", [([0.3, -0.1, 0.5, 0.2], 0.0, 0.1), ([1.2, 0.9, 1.1], 1.0, 1.0),
+                                          ([0.05, 0.07, 0.02, 0.06, 0.04], 0.0, 0.5)])
+def test_the_mixture_evidence_is_its_definition_integrated(values, mu0, c):
+    assert mixture_evalue(values, mu0, c) == pytest.approx(_mixture_by_quadrature(values, mu0, c), rel=1e-4)
+
+
+def test_the_mixture_is_one_after_one_value_and_does_not_see_the_scale():
+    assert mixture_evalue([0.37], 0.0) == pytest.approx(1.0)
+    values = [0.1, -0.05, 0.02, 0.07, 0.0, 0.03]
+    assert mixture_evalue(values, 0.0) == pytest.approx(mixture_evalue([1000 * v for v in values], 0.0))
+    wide, narrow = confidence_sequence(values, 0.05), confidence_sequence([1000 * v for v in values], 0.05)
+    assert (narrow.low, narrow.high) == pytest.approx((1000 * wide.low, 1000 * wide.high))
+
+
+def test_the_interval_ends_where_the_evidence_reaches_one_over_alpha():
+    values = [0.1, -0.05, 0.02, 0.07, 0.0, 0.03]
+    cs = confidence_sequence(values, 0.05)
+    assert mixture_evalue(values, cs.low) == pytest.approx(20.0) and mixture_evalue(values, cs.high) == pytest.approx(20)
+    assert mixture_evalue(values, cs.mean) < 20 and cs.level == 0.95
+    assert cs.p_zero == 1.0  # the mean (0.028) is well inside: no evidence against 0
+    assert confidence_sequence([-0.1, -0.11, -0.09, -0.1], 0.05).p_zero < 0.05
+    assert confidence_sequence([0.1, -0.2], 0.05).high == math.inf  # two values cannot bound it at 95%
+    with pytest.raises(ValueError):
+        confidence_sequence([0.1], 0.05)
+
+
+def test_the_interval_covers_the_mean_at_every_look_together_where_a_t_interval_does_not():
+    # 2000 series of 30 values, looked at after each from the second on: the confidence sequence misses the mean
+    # at some look in at most alpha of them; Student's 95% t-interval, re-computed at each look, in far more.
+    rng = np.random.default_rng(11)
+    series, looks, alpha = 2000, 30, 0.05
+    sd = rng.choice([0.01, 0.07, 1.0], size=(series, 1))
+    x = rng.normal(0.0, 1.0, (series, looks)) * sd
+    n = np.arange(1, looks + 1)
+    mean = np.cumsum(x, axis=1) / n
+    v = np.cumsum(x ** 2, axis=1) - n * mean ** 2
+    spread = np.sqrt(np.maximum(v, 0))
+    cs_half = np.array([confidence_sequence_half_width(k, 1.0, alpha) for k in n[1:]])  # scales as sqrt(v)
+    cs_miss = (np.abs(mean[:, 1:]) >= cs_half * spread[:, 1:]).any(axis=1).mean()
+    t_q = np.array([t_quantile(1 - alpha / 2, k - 1) for k in n[2:]])
+    t_miss = (np.abs(mean[:, 2:]) > t_q * spread[:, 2:] / np.sqrt((n[2:] - 1) * n[2:])).any(axis=1).mean()
+    assert cs_miss <= alpha + 0.01, cs_miss
+    assert t_miss > 4 * alpha, t_miss
 
 
 # --- the noise of a series and the median's interval against SciPy ---------------------------------------------------

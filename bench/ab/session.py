@@ -20,7 +20,7 @@ from bench.ab.cpuquota import make_group
 from bench.ab.sides import (SOURCE_ROOT, ReadySide, check_git_ref, make_worktree, remove_worktree, resolve_python,
                             run_side_once)
 from bench.ab.spec import SideSpec
-from bench.analysis.paired import interleave
+from bench.analysis.paired import pair_order
 from bench.core.source_revision import SourceRevision, of_checkout
 
 
@@ -100,16 +100,16 @@ class Session:
                     problems.append(str(e))
         return problems
 
-    def run(self, matrix: Path, store, n_pairs: int, *, timeout: float | None, limit_s: float,
-            say: Callable[[str], None]) -> list[SideRun]:
-        """The interleaved runs; each side run's records are in `store` (labelled) as soon as it ends. A side run
-        that fails is reported and the session goes on (its pair is then incomplete)."""
+    def run_pair(self, pair: int, matrix: Path, store, *, timeout: float | None, limit_s: float,
+                 say: Callable[[str], None]) -> list[SideRun]:
+        """Pair `pair` (0-based): both sides' runs, in the order pair_order gives; each side run's records are in
+        `store` (labelled) as soon as it ends. A side run that fails is reported and the session goes on (its pair
+        is then incomplete)."""
         done: list[SideRun] = []
         for name, side in self.sides.items():
-            if side.spec.image:  # the container sees this folder only: the matrix goes in, the stores come out
+            if side.spec.image and side.folder is None:  # the container sees this folder only: matrix in, stores out
                 side.folder = image_side.prepare_folder(self.workdir / f"image-{name}", matrix.resolve())
-        order = interleave(n_pairs)
-        for i, (pair, name) in enumerate(order, 1):
+        for name in pair_order(pair):
             side = self.sides[name]
             scratch = (side.folder or self.workdir) / f"pair{pair}-{name}.db"
             log = self.workdir / f"pair{pair}-{name}.log"
@@ -120,9 +120,8 @@ class Session:
                                                     "cpu_weight": self.cpu_weight}, side.revision)
             took = time.monotonic() - started
             done.append(SideRun(pair, name, code, run_id, took, log))
-            say(f"ab {i}/{len(order)}: pair {pair + 1} side {name}: "
-                + (f"run {run_id}" if run_id else "recorded nothing") + f", exit {code}, {took:.0f} s"
-                + ("" if code == 0 else f" (log: {log})"))
+            say(f"ab pair {pair + 1} side {name}: " + (f"run {run_id}" if run_id else "recorded nothing")
+                + f", exit {code}, {took:.0f} s" + ("" if code == 0 else f" (log: {log})"))
         return done
 
 

@@ -1,5 +1,5 @@
 """`--github` (`bench check`, `bench ab`): a Markdown summary appended to $GITHUB_STEP_SUMMARY (the job's summary
-page) and workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive or
+page) and workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive, undecided or
 incomparable one and for cells whose machines differ. Escaping per GitHub's workflow-command syntax (% CR LF in the
 message; also : and , in properties)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from bench.analysis import missing
 from bench.ci_output.junit import failure_message
 from bench.ci_output.outcome import CellOutcome, Heading
 
-_SHOWN = ("regressed", "inconclusive", "incomparable", "insufficient-data", "improved")
+_SHOWN = ("regressed", "inconclusive", "undecided", "incomparable", "insufficient-data", "improved")
 
 
 def escape_data(text: str) -> str:
@@ -28,7 +28,7 @@ def annotations(outcomes: list[CellOutcome], heading: Heading) -> list[str]:
         if o.verdict == "regressed":
             lines.append(f"::error title={escape_property(heading.tool + ': regression')}::"
                          f"{escape_data(failure_message(o))}")
-        elif o.verdict in ("inconclusive", "incomparable") or "CPU features" in o.note:
+        elif o.verdict in ("inconclusive", "undecided", "incomparable") or "CPU features" in o.note:
             message = f"{o.who} {o.verdict}: {o.note or 'too noisy to say either way'}"
             lines.append(f"::warning title={escape_property(f'{heading.tool}: {o.verdict}')}::{escape_data(message)}")
     return lines

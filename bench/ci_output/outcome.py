@@ -13,12 +13,13 @@ from bench.analysis import missing
 class CellOutcome:
     label: str          # the cell's one label (bench.cells.label), unique per cell
     cell_id: str        # "" where the command matches cells on their keys (ab)
-    verdict: str        # regressed, improved, unchanged, inconclusive, insufficient-data, incomparable
+    verdict: str        # regressed, improved, unchanged, inconclusive (check), undecided (ab),
+                        # insufficient-data, incomparable
     ratio: float        # new/old throughput; NaN when not computed
     ci_low: float
     ci_high: float
     level: float        # the interval's coverage (0.9 = 90%)
-    p_value: float      # one-sided p for "slower"
+    p_value: float      # check: one-sided p for "slower"; ab: anytime-valid p for "any change"
     note: str = ""
     ratio_of: str = "candidate/baseline"
 
@@ -55,10 +56,10 @@ def from_check(result, labels: dict[str, str]) -> list[CellOutcome]:
 
 
 def from_ab(results: list[dict]) -> list[CellOutcome]:
-    """`bench ab`'s per-cell results (bench/commands/ab.judge) → outcomes; the ratio is B/A."""
+    """`bench ab`'s per-cell results (bench/commands/ab.judge) → outcomes; the ratio is B/A, the note the verdict's
+    reason (with the pairs complete where a side run failed)."""
     return [CellOutcome(r["cell"], "", r["verdict"], _float(r["ratio"]), _float(r["ci_low"]), _float(r["ci_high"]),
-                        _float(r["level"]), _float(r["p_slower"]),
-                        f"{r['pairs']} of {r['pairs_planned']} pairs complete" if r["pairs"] < r["pairs_planned"]
-                        else "", ratio_of="B/A")
+                        _float(r["level"]), _float(r["p_change"]),
+                        r["why"] + (f"; {r['pairs']} of {r['pairs_run']} pairs complete"
+                                    if r["pairs"] < r["pairs_run"] else ""), ratio_of="B/A")
             for r in results]
-

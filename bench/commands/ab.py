@@ -1,16 +1,24 @@
 """`bench ab MATRIX --a SPEC --b SPEC`: the same cells under two environments, interleaved on this machine (A B, B A,
-...), judged from the paired ratios B/A (bench/analysis/paired.py); exit 1 when B is slower in some cell.
+...), one pair at a time until every cell's verdict is decided or the budget is spent; judged from the paired ratios
+B/A with an anytime-valid interval (bench/analysis/paired.py); exit 1 when B is slower in some cell.
 The sides: bench/ab/spec.py. docs/regression-checks.md says when to use this rather than a baseline file."""
 from __future__ import annotations
 
 import math
+import os
+import re
 import sys
+import time
 
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.shared import add_ci_output_arguments, add_store_argument, check_output_path
 from bench.core.errors import BenchInputError
 
-HELP = "paired A/B: the matrix under two environments, interleaved; exit 1 if B is slower"
+HELP = "paired A/B: the matrix under two environments, interleaved until decided; exit 1 if B is slower"
+
+DEFAULT_BUDGET = "10m"
+DEFAULT_MAX_PAIRS = 40
+DEFAULT_CPU_WEIGHT = 100.0  # where this process may make cgroups (docs/regression-checks.md: it lowered the noise)
 
 
 def add_arguments(parser) -> None:
@@ -19,13 +27,21 @@ def add_arguments(parser) -> None:
                         help="side A (default: current): python=PATH, git=REF, image=NAME, cpus=N, env.NAME=VALUE, "
                              "comma-separated")
     parser.add_argument("--b", required=True, metavar="SPEC", help="side B, the same forms")
-    parser.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (at least 3; default 5)")
+    parser.add_argument("--min-effect", type=float, default=0.10,
+                        help="the smallest |ratio - 1| that matters (default 0.10 = 10%%): pairs are added until "
+                             "each cell is regressed, improved, or shown to change by less than this")
+    parser.add_argument("--budget", default=None, metavar="DURATION",
+                        help=f"stop adding pairs when the next would end past this (default {DEFAULT_BUDGET}; "
+                             "90s, 10m, 1h or seconds)")
+    parser.add_argument("--max-pairs", type=int, default=None,
+                        help=f"at most this many pairs (default {DEFAULT_MAX_PAIRS})")
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="run exactly this many pairs, whatever the verdicts (not with --budget/--max-pairs)")
     add_store_argument(parser)
-    parser.add_argument("--min-effect", type=float, default=0.05,
-                        help="smallest |ratio - 1| called a change (default 0.05 = 5%%)")
-    parser.add_argument("--cpu-weight", type=float, default=None, metavar="W",
+    parser.add_argument("--cpu-weight", default=None, metavar="W|off",
                         help="run both sides in cgroups with W times the default CPU weight (shields the "
-                             "measurement from other tenants' load; needs root or a delegated cgroup)")
+                             f"measurement from other tenants' load; default {DEFAULT_CPU_WEIGHT:g} where this "
+                             "process may make cgroups, off elsewhere)")
     parser.add_argument("--statistic", choices=("median", "peak"), default="median",
                         help="each side run's throughput: the median of its windows (default) or its fastest one")
     parser.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds (both sides)")
@@ -36,53 +52,138 @@ def add_arguments(parser) -> None:
     add_ci_output_arguments(parser)
 
 
+def parse_duration(option: str, text: str) -> float:
+    """'90s', '10m', '1.5h' or plain seconds → seconds (BenchInputError otherwise)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise BenchInputError(f"{option} must be a positive duration such as 90s, 10m or 1h, got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def cpu_weight_of(text: str | None) -> float | None:
+    """--cpu-weight: a number, 'off', or unset (the default where cgroups can be made here, else none)."""
+    from bench.ab.cpuquota import cpu_controller_root
+
+    if text is None:
+        root = cpu_controller_root()
+        return DEFAULT_CPU_WEIGHT if root is not None and os.access(root[0], os.W_OK) else None
+    if text == "off":
+        return None
+    try:
+        weight = float(text)
+    except ValueError:
+        raise BenchInputError(f"--cpu-weight must be a number between 0.01 and 100 or 'off', got {text!r}") from None
+    if not 0.01 <= weight <= 100:
+        raise BenchInputError(f"--cpu-weight must be between 0.01 and 100, got {weight:g}")
+    return weight
+
+
+class Plan:
+    """How many pairs: exactly `fixed`, or one at a time until decided, `max_pairs` or the budget."""
+
+    def __init__(self, args):
+        from bench.analysis.paired import MIN_PAIRS
+
+        if args.pairs is not None and (args.budget is not None or args.max_pairs is not None):
+            raise BenchInputError("--pairs runs a fixed number of pairs: give it or --budget/--max-pairs, not both")
+        self.fixed = args.pairs
+        if self.fixed is not None and not MIN_PAIRS <= self.fixed <= 1000:
+            raise BenchInputError(f"--pairs must be between {MIN_PAIRS} and 1000, got {self.fixed}")
+        self.max_pairs = self.fixed or (args.max_pairs if args.max_pairs is not None else DEFAULT_MAX_PAIRS)
+        if not MIN_PAIRS <= self.max_pairs <= 1000:
+            raise BenchInputError(f"--max-pairs must be between {MIN_PAIRS} and 1000, got {self.max_pairs}")
+        self.budget_s = None if self.fixed else parse_duration("--budget", args.budget or DEFAULT_BUDGET)
+
+    def describe(self) -> str:
+        if self.fixed:
+            return f"{self.fixed} pairs"
+        return f"pairs until decided: at most {self.max_pairs}, within {_minutes(self.budget_s)}"
+
+    def stop_reason(self, pairs_run: int, results, elapsed_s: float, pair_s: float) -> str | None:
+        """Why no further pair runs, or None to run one more."""
+        from bench.analysis.paired import DECIDED, MIN_PAIRS
+
+        if pairs_run >= self.max_pairs:
+            return f"{pairs_run} pairs run" if self.fixed else f"--max-pairs {self.max_pairs} reached"
+        if self.fixed:
+            return None
+        if pairs_run >= MIN_PAIRS and results and all(r["verdict"] in DECIDED for r in results):
+            return "every cell decided"
+        if elapsed_s + pair_s > self.budget_s:
+            return f"budget of {_minutes(self.budget_s)} spent (another pair takes ~{pair_s:.0f} s)"
+        return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.3g} min"
+
+
 def run(args) -> int:
     from pathlib import Path
 
     from bench.ab.cpuquota import cpu_controller_root
     from bench.ab.session import Session, check_sides, remove_workdir
     from bench.ab.spec import parse_side
-    from bench.analysis.paired import MIN_PAIRS, PairedSettings
+    from bench.analysis.paired import PairedSettings
     from bench.planning.matrix import load_matrix
     from bench.store import Store, check_writable
 
     specs = [parse_side("A", args.a), parse_side("B", args.b)]
     settings = PairedSettings(min_effect=args.min_effect)
-    if args.pairs < MIN_PAIRS or args.pairs > 1000:
-        raise BenchInputError(f"--pairs must be between {MIN_PAIRS} and 1000, got {args.pairs}")
+    plan = Plan(args)
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
     for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
         check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
-    if args.cpu_weight is not None and not 0.01 <= args.cpu_weight <= 100:
-        raise BenchInputError(f"--cpu-weight must be between 0.01 and 100, got {args.cpu_weight:g}")
-    if (any(s.cpus for s in specs) or args.cpu_weight is not None) and cpu_controller_root() is None:
+    cpu_weight = cpu_weight_of(args.cpu_weight)
+    if (any(s.cpus for s in specs) or cpu_weight is not None) and cpu_controller_root() is None:
         raise BenchInputError("cpus= / --cpu-weight: no cgroup cpu controller is available here (root or a "
                               "delegated cgroup is needed)")
-    check_sides(specs, args.cpu_weight)  # last: an image side asks the container engine
+    check_sides(specs, cpu_weight)  # last: an image side asks the container engine
     store_path = Path(args.store)
     check_writable(store_path)
     limit_s = max(600.0, 4 * (args.timeout or 300))  # a side run that hangs past this is stopped
-    console_say = _say()
+    say = _say()
+    started = time.monotonic()
+    side_runs = []
     with Store(store_path) as store:
-        session = Session(specs, Path(args.workdir) if args.workdir else None, args.cpu_weight)
+        session = Session(specs, Path(args.workdir) if args.workdir else None, cpu_weight)
         with session:
-            console_say(f"ab session {session.id}: A = {specs[0].describe()}; B = {specs[1].describe()}; "
-                        f"{args.pairs} pairs, interleaved A B / B A")
-            side_runs = session.run(Path(args.matrix), store, args.pairs, timeout=args.timeout, limit_s=limit_s,
-                                    say=console_say)
+            weight = f"CPU weight {cpu_weight:g}" if cpu_weight is not None else "no CPU weight"
+            say(f"ab session {session.id}: A = {specs[0].describe()}; B = {specs[1].describe()}; {plan.describe()}, "
+                f"interleaved A B / B A, {weight}; min effect {settings.min_effect:.0%}")
+            results, stopped, pairs_run = [], None, 0
+            while stopped is None:
+                side_runs += session.run_pair(pairs_run, Path(args.matrix), store, timeout=args.timeout,
+                                              limit_s=limit_s, say=say)
+                pairs_run += 1
+                results, _ = judge(store, side_runs, settings, args.statistic, specs, pairs_run)
+                elapsed = time.monotonic() - started
+                say_progress(say, pairs_run, results, elapsed)
+                stopped = plan.stop_reason(pairs_run, results, elapsed, elapsed / pairs_run)
         if not args.workdir and all(r.exit_code == 0 for r in side_runs):
             remove_workdir(session.workdir)
-        results, diffs = judge(store, side_runs, settings, args.statistic, specs)
-    print_results(results, diffs, settings, session.id)
-    write_ci_outputs(args, results, diffs, settings, session.id, specs)
+        results, diffs = judge(store, side_runs, settings, args.statistic, specs, pairs_run)
+    elapsed = time.monotonic() - started
+    course = {"pairs_run": pairs_run, "stopped": stopped, "seconds": round(elapsed, 1),
+              "pair_seconds": round(elapsed / max(pairs_run, 1), 1), "budget_s": plan.budget_s,
+              "max_pairs": plan.max_pairs, "fixed_pairs": plan.fixed, "cpu_weight": cpu_weight}
+    print_results(results, diffs, settings, session.id, course)
+    write_ci_outputs(args, results, diffs, settings, session.id, specs, course)
     if not results:
         raise BenchInputError("no cell was measured on both sides (see the side runs' logs above)")
     return EXIT_FAILED if any(r["verdict"] == "regressed" for r in results) else EXIT_OK
 
 
-def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> None:
+def say_progress(say, pairs_run: int, results, elapsed_s: float) -> None:
+    """One line per pair: each cell's verdict so far and its interval, and the time spent."""
+    cells = "; ".join(f"{r['cell']}: {r['verdict']} (ratio {_fmt(r['ratio'], 3)}, interval "
+                      f"{_interval(r)})" for r in results) or "no cell measured on both sides yet"
+    say(f"ab after {pairs_run} pair{'s' if pairs_run > 1 else ''}, {elapsed_s / 60:.1f} min: {cells}")
+
+
+def write_ci_outputs(args, results, diffs, settings, session_id: str, specs, course: dict) -> None:
     """--json, --junit and --github (bench/ci_output/), the same files and annotations `check` writes."""
     from bench.ci_output.emit import write_junit_github
     from bench.ci_output.outcome import Heading, from_ab
@@ -90,7 +191,7 @@ def write_ci_outputs(args, results, diffs, settings, session_id: str, specs) -> 
     if args.json_path:
         from bench.ci_output.ab_json import write_ab_json
 
-        write_ab_json(args.json_path, results, diffs, settings, session_id, specs, args.statistic)
+        write_ab_json(args.json_path, results, diffs, settings, session_id, specs, args.statistic, course)
     heading = Heading("bench ab", f"ab {session_id}: B ({specs[1].describe()}) against A ({specs[0].describe()})")
     write_junit_github(from_ab(results), heading, verdict_counts(results), diffs, junit_path=args.junit_path,
                        github=args.github)
@@ -106,30 +207,30 @@ def _say():
     return say
 
 
-def judge(store, side_runs, settings, statistic: str = "median", specs=()):
-    """Per cell: the complete pairs and their verdict; and what differs between the sides' environments (`specs`:
-    the sides' SideSpecs, for what their records cannot show)."""
+def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs_run: int | None = None):
+    """Per cell: the complete pairs, in the order they ran, and their verdict; and what differs between the sides'
+    environments (`specs`: the sides' SideSpecs, for what their records cannot show)."""
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cells.keys import CELL_KEYS
     from bench.cells.label import cell_label
 
     run_side = {r.run_id: (r.pair, r.side) for r in side_runs if r.run_id}
+    pairs_run = pairs_run if pairs_run is not None else len({r.pair for r in side_runs})
     df = training_only(store.dataframe())
     df = df[df["run_id"].isin(list(run_side))]
     pairs = pair_values(df, run_side, CELL_KEYS, statistic)
     results = []
     for cell, rows in pairs.groupby("cell", sort=False):
-        complete = rows.dropna(subset=["A", "B"])
+        complete = rows.dropna(subset=["A", "B"]).sort_values("pair")
         res = paired_verdict(complete["A"].tolist(), complete["B"].tolist(), settings)
         first = rows.iloc[0]
         results.append({"cell": cell_label(first), **{k: _plain(first[k]) for k in CELL_KEYS},
-                        "pairs": res.n_pairs, "pairs_planned": len(rows),
+                        "pairs": res.n_pairs, "pairs_run": pairs_run,
                         "a_values": complete["A"].tolist(), "b_values": complete["B"].tolist(),
                         "ratio": res.ratio, "ci_low": res.ci_low, "ci_high": res.ci_high, "level": res.level,
-                        "p_slower": res.p_slower, "sd_log": res.sd_log,
-                        "detectable": max(res.detectable, settings.min_effect) if math.isfinite(res.detectable)
-                        else math.nan, "verdict": res.verdict})
+                        "p_change": res.p_change, "sd_log": res.sd_log, "decides": res.decides,
+                        "verdict": res.verdict, "why": res.why, "pairs_to_decide": res.pairs_to_decide})
     diffs = side_differences(df, run_side, store.runs(), specs)
     return results, diffs
 
@@ -164,29 +265,36 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def print_results(results, diffs, settings, session_id) -> None:
+def _interval(r) -> str:
+    if not math.isfinite(r["ci_low"]) or not math.isfinite(r["ci_high"]) or r["ci_low"] <= 0:
+        return "unbounded" if r["pairs"] >= 2 else "-"
+    return f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
+
+
+def print_results(results, diffs, settings, session_id, course: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
-    table = Table(title=f"ab {session_id}: B against A (paired, interleaved)", title_justify="left")
-    for col in ("cell", "pairs", "A img/s", "B img/s", "ratio B/A", "interval", "p (B slower)", "noise (sd log)",
-                "detects ≥", "verdict"):
+    table = Table(title=f"ab {session_id}: B against A (paired, interleaved, decided sequentially)",
+                  title_justify="left")
+    for col in ("cell", "pairs", "A img/s", "B img/s", "ratio B/A", f"{1 - settings.alpha:.0%} interval", "p (any change)",
+                "noise (sd log)", "verdict"):
         table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
     for r in results:
         med = (lambda xs: sorted(xs)[len(xs) // 2] if xs else math.nan)
-        interval = "-" if not math.isfinite(r["ci_low"]) else \
-            f"{r['ci_low']:.3f}–{r['ci_high']:.3f} ({r['level']:.0%})"
-        table.add_row(r["cell"], f"{r['pairs']}/{r['pairs_planned']}", _fmt(med(r["a_values"])),
-                      _fmt(med(r["b_values"])), _fmt(r["ratio"], 3), interval, _fmt(r["p_slower"], 3),
-                      _fmt(r["sd_log"], 3), "-" if not math.isfinite(r["detectable"]) else f"{r['detectable']:.1%}",
-                      r["verdict"])
+        table.add_row(r["cell"], f"{r['pairs']}/{r['pairs_run']}", _fmt(med(r["a_values"])),
+                      _fmt(med(r["b_values"])), _fmt(r["ratio"], 3), _interval(r), _fmt(r["p_change"], 3),
+                      _fmt(r["sd_log"], 3), r["verdict"])
     console.print(table)
+    for r in results:
+        console.print(f"  {r['cell']}: {r['why']}", highlight=False, soft_wrap=True)
     print_differences(diffs)
     counts = verdict_counts(results)
     print(f"ab: {len(results)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
-          f" (paired t on log ratios, one-sided alpha {settings.alpha:g}; min effect {settings.min_effect:.0%}; "
-          f"'detects ≥': the smallest slowdown caught with {settings.power:.0%} power at the observed noise)")
+          f"; stopped after {course['pairs_run']} pairs ({course['stopped']}), {course['seconds'] / 60:.1f} min "
+          f"(anytime-valid interval: every claim holds with {1 - settings.alpha:.0%} confidence however many pairs "
+          f"were looked at; min effect {settings.min_effect:.0%})")
 
 
 def print_differences(diffs) -> None:
