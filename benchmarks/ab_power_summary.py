@@ -1,6 +1,6 @@
-"""Summary of benchmarks/ab_power.py's tries: detection and false-alarm rates, the paired noise pooled over the
-tries, and the power and smallest detectable slowdown it implies (bench/analysis/paired.py's formulas); the same
-again with each side run's fastest window (`--statistic peak`), re-judged from the tries' stores.
+"""Summary of benchmarks/ab_power.py's tries: how often each kind of try ended regressed, unchanged ("no change
+larger than the min effect"), improved or undecided; the pairs and minutes each took to decide (median and range);
+the ratios seen; and the paired noise pooled over the tries (sd of log B/A within a try).
 
     .venv/bin/python benchmarks/ab_power_summary.py /tmp/ab-power [/tmp/ab-power-more ...]
 """
@@ -9,59 +9,40 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.analysis.paired import PairedSettings, detectable_slowdown, power_at  # noqa: E402
-
-
-def rejudge(store_path: Path, statistic: str, settings: PairedSettings):
-    from bench.ab.session import SideRun
-    from bench.commands.ab import judge
-    from bench.store import Store
-
-    with Store(store_path, read_only=True) as store:
-        runs = []
-        for r in store.runs():
-            ab = json.loads(r["plan_json"])["ab"]
-            runs.append(SideRun(ab["pair"], ab["side"], 0, r["run_id"], 0.0, Path(".")))
-        results, _ = judge(store, runs, settings, statistic)
-    return results[0] if results else None
-
 
 def main() -> int:
-    settings = PairedSettings()
     tries = [t for out in sys.argv[1:] for t in csv.DictReader(open(Path(out) / "tries.tsv"), delimiter="\t")]
-    for statistic in ("median", "peak"):
-        rows = {"slow": [], "same": []}
-        for t in tries:
-            cell = rejudge(Path(t["store"]), statistic, settings) if Path(t["store"]).exists() else None
-            if cell is not None:
-                rows[t["kind"]].append((t, cell))
-        print(f"== statistic: {statistic}")
-        for kind, items in rows.items():
-            if not items:
-                continue
-            flagged = sum(c["verdict"] == "regressed" for _, c in items)
-            ratios = [c["ratio"] for _, c in items]
-            print(f"{kind}: {len(items)} tries, regressed in {flagged} ({flagged / len(items):.0%}); ratios "
-                  f"{min(ratios):.3f}-{max(ratios):.3f}, geometric mean "
-                  f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}; verdicts "
-                  + ", ".join(f"{v} {sum(c['verdict'] == v for _, c in items)}"
-                              for v in sorted({c['verdict'] for _, c in items})))
-            print("   per try: " + " ".join(f"{c['ratio']:.3f}/{c['sd_log']:.3f}/{c['verdict'][:4]}"
-                                            for _, c in items))
-        every = [c for items in rows.values() for _, c in items]
-        if every:
-            n = round(sum(c["pairs"] for c in every) / len(every))
-            pooled = math.sqrt(sum(c["sd_log"] ** 2 for c in every) / len(every))
-            print(f"pooled paired noise (sd of log B/A within a try, rms over {len(every)} tries): {pooled:.4f}; "
-                  f"{n} pairs: power at a 10% slowdown {power_at(0.10, pooled, n):.2f}, smallest slowdown "
-                  f"detected with 90% power {detectable_slowdown(pooled, n):.1%}; with 8 pairs "
-                  f"{detectable_slowdown(pooled, 8):.1%}, 12 pairs {detectable_slowdown(pooled, 12):.1%}")
+    rows = {"slow": [], "same": []}
+    for t in tries:
+        path = Path(t["json"])
+        if not path.exists():
+            print(f"try {t['try']} ({t['kind']}): no result (exit {t['exit']}, {t['seconds']} s)")
+            continue
+        doc = json.loads(path.read_text())
+        (cell,) = doc["cells"]
+        rows[t["kind"]].append((float(t["seconds"]), doc["course"], cell))
+    every = []
+    for kind, items in rows.items():
+        if not items:
+            continue
+        verdicts = [c["verdict"] for _, _, c in items]
+        minutes = [s / 60 for s, _, _ in items]
+        pairs = [c["pairs"] for _, _, c in items]
+        ratios = [c["ratio"] for _, _, c in items]
+        print(f"{kind}: {len(items)} tries: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
+              + f"; pairs median {statistics.median(pairs):g} ({min(pairs)}-{max(pairs)}); minutes median "
+              f"{statistics.median(minutes):.1f} ({min(minutes):.1f}-{max(minutes):.1f}); ratios "
+              f"{min(ratios):.3f}-{max(ratios):.3f}, geometric mean {math.exp(statistics.mean(map(math.log, ratios))):.3f}")
+        print("   per try (ratio/sd/pairs/verdict): " + " ".join(
+            f"{c['ratio']:.3f}/{c['sd_log']:.3f}/{c['pairs']}/{c['verdict'][:4]}" for _, _, c in items))
+        every += [c for _, _, c in items]
+    if every:
+        pooled = math.sqrt(sum(c["sd_log"] ** 2 for c in every) / len(every))
+        print(f"pooled paired noise (sd of log B/A within a try, rms over {len(every)} tries): {pooled:.4f}")
     return 0
 
 

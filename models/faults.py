@@ -9,7 +9,10 @@ models/common.py) and the data a collective sweep sends at each size (`corrupt_s
   RLIMIT_AS just above what it uses, then allocate: MemoryError, never touching the machine's real memory), say (print
   `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too), pin (move every thread of the rank onto
   CPU `cpu=C` and carry on: with a busy process on that core, which the test starts and ends, the rank is really slow
-  — a straggler made by the machine, not by a sleep in the worker).
+  — a straggler made by the machine, not by a sleep in the worker), slow (from that step on, every step of the rank
+  takes 1 / (1 - F) times as long, `frac=F`: it sleeps F / (1 - F) times the median of its last five step-to-step
+  intervals, the sleep left out, so its throughput falls by F; the planted slowdown `bench ab`'s benchmark must
+  catch, benchmarks/ab_power.py).
 - `BENCH_COLLECTIVE_CORRUPT`: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size
   B (allreduce: its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels),
   so the sweep's check can be proven to catch a wrong result.
@@ -32,12 +35,15 @@ CORRUPT_VAR = "BENCH_COLLECTIVE_CORRUPT"
 class StepFaults:
     """The `BENCH_FAULT` entries for this rank and cell, fired at their training step."""
 
-    KINDS = ("kill", "hang", "raise", "oom", "say", "pin")
+    KINDS = ("kill", "hang", "raise", "oom", "say", "pin", "slow")
 
     def __init__(self, entries: list[tuple[str, int]] | list[tuple[str, int, dict]]):
         # (kind, step, options) for this rank and cell; empty in every real run
         self.entries = [(e[0], e[1], e[2] if len(e) > 2 else {}) for e in entries]
         self.step = 0
+        self.slow_frac = 0.0  # set by a `slow` entry once its step is reached
+        self._last_tick: float | None = None
+        self._intervals: list[float] = []
 
     @classmethod
     def from_env(cls, rank: int, cell_id: str | None) -> "StepFaults":
@@ -58,6 +64,16 @@ class StepFaults:
         for kind, step, opts in self.entries:
             if step == self.step:
                 self._inject(kind, opts)
+        if self.slow_frac:
+            self._stretch()
+
+    def _stretch(self) -> None:
+        now = time.perf_counter()
+        if self._last_tick is not None:
+            self._intervals = (self._intervals + [now - self._last_tick])[-5:]
+            typical = sorted(self._intervals)[len(self._intervals) // 2]
+            time.sleep(typical * self.slow_frac / (1 - self.slow_frac))
+        self._last_tick = time.perf_counter()  # the next interval leaves this sleep out
 
     def _inject(self, kind: str, opts: dict | None = None) -> None:
         say = os.environ.get(FAULT_SAY_VAR, "")
@@ -77,6 +93,11 @@ class StepFaults:
                     os.sched_setaffinity(int(task), {cpu})
                 except OSError:
                     pass  # a thread that ended meanwhile
+        elif kind == "slow":
+            frac = float((opts or {}).get("frac", 0.1))
+            if not 0 < frac < 1:
+                fail(f"{FAULT_VAR}: slow needs 0 < frac < 1, got {frac:g}")
+            self.slow_frac = frac
         elif kind == "raise":
             raise RuntimeError(f"bench fault injection: raised at step {self.step}" + (f": {say}" if say else ""))
         elif kind == "oom":

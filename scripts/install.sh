@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for `make run` (what the main job needs) and `make test` (plus test tools).
 # Usage: scripts/install.sh run|test|images|build-tools
+#   run: bench's own dependencies only; the extras that only tests and some verbs use (test, parquet, azureml,
+#   kubernetes, lint) come with `test` (a verb that needs one says which when it is missing).
 #   images: `make run`'s set plus the container engine and debootstrap; build-tools: only the system packages a
 #   Horovod build needs (Open MPI, CMake, a compiler), for `make gpu-build`, which makes its own venv.
 # A second call is fast: each step checks a stamp or probes what is already there.
@@ -12,6 +14,11 @@ venv=${BENCH_VENV:-$here/.venv}
 py=${PYTHON:-python3}
 
 say() { printf '[install] %s\n' "$*" >&2; }
+# Where the set-up's time goes, said at the end (a fresh machine's first `make run` pays all of it).
+phase_start=$SECONDS phases=()
+phase_done() { phases+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
+say_phases() { [ ${#phases[@]} -gt 0 ] && say "set-up ($purpose) took $SECONDS s: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"; true; }
+trap say_phases EXIT
 case "$purpose" in run|test|images|build-tools) ;;
   *) say "usage: scripts/install.sh run|test|images|build-tools, got '$purpose'"; exit 2 ;; esac
 # This machine's pip config names local index folders that may not exist; pip warns once per package. Drop that noise.
@@ -46,6 +53,7 @@ case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or m
 if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
 else apt_install openmpi-bin libopenmpi-dev cmake g++ make
 fi
+phase_done "system packages"
 [ "$purpose" = build-tools ] && exit 0
 if [ "$purpose" = images ]; then
   # `make images`: podman (with runc: podman's default crun cannot run on this machine's hybrid cgroups,
@@ -58,6 +66,7 @@ if [ "$purpose" = test ]; then
   apt_install chromium slurm-wlm munge
   # The emulated cluster of the multi-node tests (scripts/testcluster.sh): namespaces, tc, an sshd per node.
   apt_install iproute2 openssh-server openssh-client
+  phase_done "test system packages"
 fi
 
 # 2. The virtual environment with the pinned Python dependencies.
@@ -65,12 +74,20 @@ if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv"
   "$py" -m venv "$venv"
 fi
+# The stamp: the pins' hash and the extras installed with them. A `test` set-up after a `run` one adds its extras; a
+# `run` after a `test` finds what it needs already there.
 stamp="$venv/.bench-deps"
-want=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing pinned dependencies into $venv"
+pins=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
+case "$purpose" in test) extras="test,parquet,azureml,kubernetes,lint" ;; *) extras="" ;; esac
+have=$(cat "$stamp" 2>/dev/null || true)
+have_pins=${have%% *} have_extras=$([ "${have#* }" != "$have" ] && echo "${have#* }" || true)
+missing_extra=$(for e in ${extras//,/ }; do [[ ",$have_extras," == *",$e,"* ]] || echo "$e"; done)
+if [ "$have_pins" != "$pins" ] || [ -n "$missing_extra" ]; then
+  [ "$have_pins" = "$pins" ] || have_extras=""  # new pins: the extras are installed again with them
+  all=$(printf '%s\n' ${have_extras//,/ } ${extras//,/ } | sort -u | paste -sd, -)
+  say "installing pinned dependencies${all:+ (with $all)} into $venv"
   quiet_pip install -q --upgrade setuptools==80.9.0 wheel==0.45.1
-  quiet_pip install -q -e ".[test,parquet,azureml,kubernetes,lint]"
+  quiet_pip install -q -e ".${all:+[$all]}"
   quiet_pip install -q --no-deps tf-keras==2.21.0
   if [ -n "${BENCH_TF_DIST:-}" ]; then
     # GPU images: TensorFlow's GPU distribution (e.g. tensorflow[and-cuda]) at setup.cfg's tensorflow-cpu version.
@@ -78,8 +95,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     quiet_pip uninstall -q -y tensorflow-cpu
     quiet_pip install -q "${BENCH_TF_DIST}==$tf"
   fi
-  echo "$want" > "$stamp"
+  echo "$pins $all" > "$stamp"
 fi
+phase_done "Python packages"
 
 # The MPICH-ABI runtime in a venv: the MPICH wheel (libmpi.so.12, mpicxx, hydra) in the venv itself, and Intel MPI's
 # runtime wheel in a prefix of its own (same soname: the local backend and the intelmpi image put it first on
@@ -96,15 +114,17 @@ mpich_abi() {
   fi
   # LD_LIBRARY_PATH: a cached build's RUNPATH names the venv it was built in; this venv's libmpi.so.12 comes first.
   PATH="$v/bin:$PATH" LD_LIBRARY_PATH="$v/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" BENCH_MPI=mpich \
-    PYTHON="$v/bin/python" scripts/build_horovod.sh
+    BENCH_HOROVOD_FRAMEWORKS="${2:-pytorch tensorflow}" PYTHON="$v/bin/python" scripts/build_horovod.sh
 }
 
 # 3. Horovod 0.28.1, built from source with the C++17 fix, cached by what it was built against.
 if [ "$image_mpi" = mpich ]; then
   mpich_abi "$venv"
+  phase_done "Horovod (MPICH ABI)"
   exit 0
 fi
 BENCH_MPI=openmpi PYTHON="$venv/bin/python" scripts/build_horovod.sh
+phase_done "Horovod (Open MPI)"
 [ -n "$image_mpi" ] && exit 0
 
 # 4. The MPICH-ABI environment for `mpi: mpich` and `mpi: intelmpi` cells. Horovod links one MPI ABI, so these cells
@@ -118,4 +138,8 @@ fi
 mpich_site=$("$mpich_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 main_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 echo "import site; site.addsitedir('$main_site')" > "$mpich_site/_bench_main_venv.pth"
-mpich_abi "$mpich_venv"
+# Only PyTorch's binding by default: the MPICH and Intel MPI cells of matrix.yaml are PyTorch's, and the TensorFlow
+# binding is the larger part of the build (measured in docs/install.md). BENCH_MPICH_FRAMEWORKS="pytorch tensorflow"
+# builds both, for TensorFlow or Keras cells under MPICH or Intel MPI.
+mpich_abi "$mpich_venv" "${BENCH_MPICH_FRAMEWORKS:-pytorch}"
+phase_done "Horovod (MPICH ABI)"

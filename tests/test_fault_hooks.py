@@ -60,6 +60,30 @@ def test_pin_moves_every_thread_of_the_rank_onto_the_named_cpu(monkeypatch):
     assert seen == {"main": {0}, "other": {0}}
 
 
+def test_slow_stretches_every_step_from_its_own_on_so_throughput_falls_by_the_fraction(monkeypatch):
+    import time
+
+    def steps_per_s(faults: StepFaults, n: int = 30) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            faults.tick()
+            end = time.perf_counter() + 0.01  # a 10 ms step, busy (a sleep would be stretched by the OS alike)
+            while time.perf_counter() < end:
+                pass
+        return n / (time.perf_counter() - started)
+
+    monkeypatch.setenv(FAULT_VAR, "slow:rank=0:step=1:frac=0.2")
+    slowed = StepFaults.from_env(0, None)
+    monkeypatch.delenv(FAULT_VAR)
+    plain = StepFaults.from_env(0, None)
+    rates = [(steps_per_s(plain), steps_per_s(slowed)) for _ in range(3)]  # side by side, the best of three each
+    ratio = max(r[1] for r in rates) / max(r[0] for r in rates)
+    assert 0.74 < ratio < 0.86, rates  # 0.8 planted; the first interval is not yet stretched
+    monkeypatch.setenv(FAULT_VAR, "slow:rank=0:step=1:frac=1.5")
+    with pytest.raises(SystemExit):
+        StepFaults.from_env(0, None).tick()
+
+
 def test_an_unknown_fault_kind_ends_the_worker_with_one_line(monkeypatch, capsys):
     monkeypatch.setenv(FAULT_VAR, "explode:rank=0")
     with pytest.raises(SystemExit) as ended:
