@@ -133,3 +133,32 @@ def test_a_session_stopped_by_sigterm_leaves_no_worktree_cgroup_or_process(tmp_p
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _plan(**given):
+    from argparse import Namespace
+
+    from bench.commands.ab import Plan
+
+    return Plan(Namespace(**{"pairs": None, "budget": None, "max_pairs": None, **given}))
+
+
+@pytest.mark.parametrize("text,seconds", [("90s", 90), ("10m", 600), ("1.5h", 5400), ("45", 45), (" 2m ", 120)])
+def test_budgets_read_as_durations(text, seconds):
+    from bench.commands.ab import parse_duration
+
+    assert parse_duration("--budget", text) == seconds
+
+
+def test_a_session_stops_when_every_cell_is_decided_not_before_two_pairs_and_never_past_its_budget():
+    plan = _plan(budget="5m", max_pairs=10)
+    decided, open_ = [{"verdict": "regressed"}, {"verdict": "unchanged"}], [{"verdict": "undecided"}]
+    assert plan.stop_reason(1, [{"verdict": "regressed"}], 30, 30) is None  # one pair never decides
+    assert plan.stop_reason(2, decided, 60, 30) == "every cell decided"
+    assert plan.stop_reason(2, decided + open_, 60, 30) is None  # one cell still open: go on
+    assert plan.stop_reason(9, open_, 270, 30) is None  # 270 + 30 s ends exactly at the budget
+    assert plan.stop_reason(9, open_, 271, 30).startswith("budget of 5 min spent")
+    assert plan.stop_reason(10, open_, 100, 10) == "--max-pairs 10 reached"
+    fixed = _plan(pairs=3)
+    assert fixed.budget_s is None and fixed.stop_reason(2, decided, 1e6, 1e6) is None  # exactly 3, whatever
+    assert fixed.stop_reason(3, open_, 0, 0) == "3 pairs run"

@@ -60,11 +60,14 @@ def parse_duration(option: str, text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-def cpu_weight_of(text: str | None) -> float | None:
-    """--cpu-weight: a number, 'off', or unset (the default where cgroups can be made here, else none)."""
+def cpu_weight_of(text: str | None, specs=()) -> float | None:
+    """--cpu-weight: a number, 'off', or unset (the default where cgroups can be made here and no side is an image,
+    whose engine may not take a cgroup parent: bench/ab/image_side.py; else none)."""
     from bench.ab.cpuquota import cpu_controller_root
 
     if text is None:
+        if any(s.image for s in specs):
+            return None
         root = cpu_controller_root()
         return DEFAULT_CPU_WEIGHT if root is not None and os.access(root[0], os.W_OK) else None
     if text == "off":
@@ -136,7 +139,7 @@ def run(args) -> int:
     for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
         check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
-    cpu_weight = cpu_weight_of(args.cpu_weight)
+    cpu_weight = cpu_weight_of(args.cpu_weight, specs)
     if (any(s.cpus for s in specs) or cpu_weight is not None) and cpu_controller_root() is None:
         raise BenchInputError("cpus= / --cpu-weight: no cgroup cpu controller is available here (root or a "
                               "delegated cgroup is needed)")
