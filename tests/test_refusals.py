@@ -60,6 +60,8 @@ REFUSALS = {
         _no_setting("where the data set is: the backends' reach rules check it before planning a real-data cell"),
     "f\"{FAULT_VAR}: unknown fault kind {kind!r} (known: {', '.join(cls.KINDS)})\"":
         _no_setting("fault injection, set by tests only"),
+    "f'{FAULT_VAR}: slow needs 0 < frac < 1, got {frac:g}'":
+        _no_setting("fault injection, set by tests and benchmarks/ab_power.py only"),
     "f'bench fault injection: raised at step {self.step}' + (f': {say}' if say else '')":
         _no_setting("fault injection, set by tests only"),
     "'the collective sweep needs Horovod (horovod.torch) for engine=horovod'":
