@@ -36,7 +36,8 @@ def main() -> int:
         print(f"{kind}: {len(items)} tries: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
               + f"; pairs median {statistics.median(pairs):g} ({min(pairs)}-{max(pairs)}); minutes median "
               f"{statistics.median(minutes):.1f} ({min(minutes):.1f}-{max(minutes):.1f}); ratios "
-              f"{min(ratios):.3f}-{max(ratios):.3f}, geometric mean {math.exp(statistics.mean(map(math.log, ratios))):.3f}")
+              f"{min(ratios):.3f}-{max(ratios):.3f}, geometric mean "
+              f"{math.exp(statistics.mean(map(math.log, ratios))):.3f}")
         print("   per try (ratio/sd/pairs/verdict): " + " ".join(
             f"{c['ratio']:.3f}/{c['sd_log']:.3f}/{c['pairs']}/{c['verdict'][:4]}" for _, _, c in items))
         every += [c for _, _, c in items]

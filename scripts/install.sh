@@ -17,7 +17,10 @@ say() { printf '[install] %s\n' "$*" >&2; }
 # Where the set-up's time goes, said at the end (a fresh machine's first `make run` pays all of it).
 phase_start=$SECONDS phases=()
 phase_done() { phases+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
-say_phases() { [ ${#phases[@]} -gt 0 ] && say "set-up ($purpose) took $SECONDS s: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"; true; }
+say_phases() {
+  [ ${#phases[@]} -gt 0 ] && say "set-up ($purpose) took $SECONDS s: $(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
+  true
+}
 trap say_phases EXIT
 case "$purpose" in run|test|images|build-tools) ;;
   *) say "usage: scripts/install.sh run|test|images|build-tools, got '$purpose'"; exit 2 ;; esac

@@ -145,7 +145,7 @@ def test_a_session_against_the_built_image(tmp_path):
     assert r.returncode in (0, 1), r.stdout + r.stderr[-4000:]
     doc = json.loads((tmp_path / "ab.json").read_text())
     (cell,) = doc["cells"]
-    assert cell["pairs"] == 3 and cell["verdict"] in ("unchanged", "improved", "regressed", "inconclusive"), cell
+    assert cell["pairs"] == 3 and cell["verdict"] in ("unchanged", "improved", "regressed", "undecided"), cell
     from bench.store import Store
 
     with Store(tmp_path / "ab.db", create=False) as store:

@@ -7,7 +7,7 @@ import pytest
 
 from bench.ab.spec import parse_side
 from bench.analysis import AnalysisError
-from bench.analysis.paired import DECIDED, PairedSettings, decision, interleave, pair_values, paired_verdict
+from bench.analysis.paired import DECIDED, PairedSettings, decision, pair_order, pair_values, paired_verdict
 from bench.analysis.stats import confidence_sequence_half_width, t_cdf, t_quantile
 from bench.core.errors import BenchInputError
 
@@ -100,7 +100,8 @@ def test_the_projection_of_pairs_to_decide_is_what_the_interval_needs():
 
 
 def test_interleaving_alternates_which_side_goes_first():
-    assert interleave(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+    assert [(k, side) for k in range(3) for side in pair_order(k)] == [(0, "A"), (0, "B"), (1, "B"), (1, "A"),
+                                                                        (2, "A"), (2, "B")]
 
 
 def test_pair_values_matches_cells_by_keys_and_takes_each_runs_median_or_peak():

@@ -126,8 +126,9 @@ def _why(verdict: str, n: int, ratio: float, low: float, high: float, sd: float,
                                              f"; B is faster, by less than {m}")
         return f"no change larger than {m} ({said}: inside {1 - settings.min_effect:.2f}–" \
                f"{1 + settings.min_effect:.2f}{side})"
-    ahead = f"about {more} more pair{'s' if more > 1 else ''} would decide at the noise seen (sd of log B/A {sd:.3f})" if more else \
-        f"no number of pairs within {PROJECTION_LIMIT} decides at the noise seen (sd of log B/A {sd:.3f})"
+    noise = f"at the noise seen (sd of log B/A {sd:.3f})"
+    ahead = f"about {more} more pair{'s' if more > 1 else ''} would decide {noise}" if more else \
+        f"no number of pairs within {PROJECTION_LIMIT} decides {noise}"
     return f"undecided after {said}: it spans 1 and a change of {m}; {ahead}"
 
 
@@ -151,13 +152,9 @@ def paired_verdict(a: Sequence[float], b: Sequence[float], settings: PairedSetti
                         _why(verdict, n, ratio, low, high, cs.sd, more, settings), more)
 
 
-def interleave(n_pairs: int) -> list[tuple[int, str]]:
-    """The order of the runs: A B, B A, A B, ... (pair, side); a drift over the session hits A and B alike."""
-    return [(k, side) for k in range(n_pairs) for side in pair_order(k)]
-
-
 def pair_order(pair: int) -> tuple[str, str]:
-    """Which side goes first in pair `pair` (0-based): A in even pairs, B in odd ones."""
+    """Which side goes first in pair `pair` (0-based): A in even pairs, B in odd ones (A B, B A, A B, ...), so a
+    drift over the session hits A and B alike."""
     return ("A", "B") if pair % 2 == 0 else ("B", "A")
 
 

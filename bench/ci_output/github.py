@@ -1,6 +1,6 @@
 """`--github` (`bench check`, `bench ab`): a Markdown summary appended to $GITHUB_STEP_SUMMARY (the job's summary
-page) and workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive, undecided or
-incomparable one and for cells whose machines differ. Escaping per GitHub's workflow-command syntax (% CR LF in the
+page) and workflow commands on stdout: `::error` for a regressed cell, `::warning` for an inconclusive, undecided
+or incomparable one and for cells whose machines differ. Escaping per GitHub's workflow-command syntax (% CR LF in the
 message; also : and , in properties)."""
 from __future__ import annotations
 

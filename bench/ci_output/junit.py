@@ -2,8 +2,8 @@
 
 regressed → <failure> whose message names the cell, the ratio and its interval; insufficient-data and
 incomparable → <skipped> with the reason; unchanged, improved, inconclusive and undecided pass (the last two with
-the reason in <system-out>, since a gate that fails on noise is switched off by its users). The document follows the common JUnit
-XML layout (testsuites/testsuite/testcase, as Jenkins, GitLab and GitHub test reporters read it).
+the reason in <system-out>, since a gate that fails on noise is switched off by its users). The document follows
+the common JUnit XML layout (testsuites/testsuite/testcase, as Jenkins, GitLab and GitHub test reporters read it).
 """
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def run(args) -> int:
                 side_runs += session.run_pair(pairs_run, Path(args.matrix), store, timeout=args.timeout,
                                               limit_s=limit_s, say=say)
                 pairs_run += 1
-                results, _ = judge(store, side_runs, settings, args.statistic, specs, pairs_run)
+                results, _ = judge(store, side_runs, settings, args.statistic, specs, pairs_run, changes=False)
                 elapsed = time.monotonic() - started
                 say_progress(say, pairs_run, results, elapsed)
                 stopped = plan.stop_reason(pairs_run, results, elapsed, elapsed / pairs_run)
@@ -210,9 +210,11 @@ def _say():
     return say
 
 
-def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs_run: int | None = None):
+def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs_run: int | None = None,
+          changes: bool = True):
     """Per cell: the complete pairs, in the order they ran, and their verdict; and what differs between the sides'
-    environments (`specs`: the sides' SideSpecs, for what their records cannot show)."""
+    environments (`specs`: the sides' SideSpecs, for what their records cannot show; [] with changes=False, as
+    after each pair of a session, where only the verdicts are read)."""
     from bench.analysis.collectives import training_only
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cells.keys import CELL_KEYS
@@ -234,7 +236,7 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs
                         "ratio": res.ratio, "ci_low": res.ci_low, "ci_high": res.ci_high, "level": res.level,
                         "p_change": res.p_change, "sd_log": res.sd_log, "decides": res.decides,
                         "verdict": res.verdict, "why": res.why, "pairs_to_decide": res.pairs_to_decide})
-    diffs = side_differences(df, run_side, store.runs(), specs)
+    diffs = side_differences(df, run_side, store.runs(), specs) if changes else []
     return results, diffs
 
 
@@ -281,8 +283,8 @@ def print_results(results, diffs, settings, session_id, course: dict) -> None:
     console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
     table = Table(title=f"ab {session_id}: B against A (paired, interleaved, decided sequentially)",
                   title_justify="left")
-    for col in ("cell", "pairs", "A img/s", "B img/s", "ratio B/A", f"{1 - settings.alpha:.0%} interval", "p (any change)",
-                "noise (sd log)", "verdict"):
+    for col in ("cell", "pairs", "A img/s", "B img/s", "ratio B/A", f"{1 - settings.alpha:.0%} interval",
+                "p (any change)", "noise (sd log)", "verdict"):
         table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
     for r in results:
         med = (lambda xs: sorted(xs)[len(xs) // 2] if xs else math.nan)
