@@ -18,7 +18,7 @@ from typing import Any, Callable
 from models.allocator import hold_freed_memory
 from models.fail import fail
 from models.faults import StepFaults
-from models.meter import EmptyWindowError, WindowMeter, combine
+from models.meter import EmptyWindowError, WindowMeter, combine, image_rates
 from models.phases import PhaseClock
 from models.record import write_record
 from models.registry import COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS
@@ -119,13 +119,29 @@ def single_process_comm() -> Comm:
     return Comm(0, 1, 1, lambda: None, lambda obj: [obj], lambda obj: obj)
 
 
+@dataclass
+class SampleRate:
+    """What a workload's sample is, as its records and lines say it. The meter counts samples; `fields` names its
+    figures for the record, `line` says the rate, and `unusable` refuses a window whose ranks' summaries show it
+    did not really train (None: usable)."""
+
+    fields: Callable[[dict[str, Any]], dict[str, Any]]
+    line: Callable[[dict[str, Any]], str]
+    unusable: Callable[[list[dict[str, Any]]], str | None] = lambda summaries: None
+
+
+# The image workloads: a sample is an image, and the records name their rates images_per_sec (the store's column).
+IMAGES = SampleRate(fields=image_rates, line=lambda m: f"{m['images_per_sec']:.1f} img/s")
+
+
 class WindowLoop:
     """Opens and closes measured windows on every rank and turns each into one record on rank 0."""
 
     def __init__(self, args: argparse.Namespace, comm: Comm, sync: Callable[[], None], base_record: dict[str, Any],
-                 instruments: Any = None):
+                 instruments: Any = None, rate: "SampleRate | None" = None):
         self.args, self.comm, self.sync, self.base = args, comm, sync, base_record
         self.instruments = instruments  # e.g. models/gpu_window.GpuWindow: timed beside the meter, same window
+        self.rate = rate or IMAGES
         self.host = socket.gethostname()
         self.meter: WindowMeter | None = None
         self.failed = False
@@ -168,6 +184,11 @@ class WindowLoop:
         if not all(math.isfinite(x) for x in losses):
             print(f"bench worker: repeat {repeat}: non-finite loss {losses}", file=sys.stderr, flush=True)
             return False
+        why = self.rate.unusable(summaries)
+        if why:
+            print(f"bench worker: repeat {repeat}: {why}", file=sys.stderr, flush=True)
+            return False
+        measured = self.rate.fields(measured)
         input_wait = [s.get("input_wait_s") for s in summaries]
         record = {**self.base, "kind": "measurement", "cell_id": self.args.cell_id, "run_id": self.args.run_id,
                   "repeat": repeat, "status": "ok", "world_size": self.comm.size, "local_size": self.comm.local_size,
@@ -178,7 +199,7 @@ class WindowLoop:
         if self.instruments:
             record.update(self.instruments.record_fields(summaries, measured["samples"]))
         write_record(record, self.args.out)
-        print(f"bench worker: repeat {repeat}: {measured['images_per_sec']:.1f} img/s over {self.comm.size} "
+        print(f"bench worker: repeat {repeat}: {self.rate.line(measured)} over {self.comm.size} "
               f"workers, window {measured['window_s']:.2f} s, slowest rank {measured['slowest_rank']}", flush=True)
         return True
 
@@ -187,21 +208,21 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
                     loss_value: Callable[[Any], float], sync: Callable[[], None], base_record: dict[str, Any],
                     next_batch: Callable[[], Any] | None = None,
                     batch_samples: Callable[[Any], int] | None = None, phases: PhaseClock | None = None,
-                    instruments: Any = None) -> int:
+                    instruments: Any = None, rate: SampleRate | None = None) -> int:
     """Warm-up steps, then `repeats` barrier-bounded windows of `steps` steps. Returns the process exit code.
 
     With real data, `next_batch` fetches each step's input; the time spent waiting for it is recorded
     (input_wait_s), and the samples counted are the ones each batch really held. Each rank's step time is split into
     phases (models/phases.py): input and other here, compute/comm_wait/update where `train_step` marks them on
     `phases` (the same clock). `instruments` (GPU workers: models/gpu_window.py) are told of each window and step and
-    add their fields to each record."""
+    add their fields to each record. `rate` says what a sample is (default: an image)."""
     fetch = next_batch or (lambda: None)
     clock = phases or PhaseClock()
     fault = StepFaults.from_env(comm.rank, args.cell_id)  # test hooks (models/faults.py): inert unless set
     for _ in range(args.warmup_steps):
         fault.tick()
         train_step(fetch())
-    loop = WindowLoop(args, comm, sync, base_record, instruments)
+    loop = WindowLoop(args, comm, sync, base_record, instruments, rate)
     before, after = ((instruments.before_step, instruments.after_step) if instruments
                      else (lambda: None, lambda: None))
     for repeat in range(args.repeats):

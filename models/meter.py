@@ -53,10 +53,13 @@ class WindowMeter:
         return {
             "rank": rank, "host": host, "samples": self.samples, "steps": len(self.step_times),
             "window_s": self.t1 - self.t0, "busy_s": busy,
-            "images_per_sec": self.samples / busy if busy > 0 else None,
+            "samples_per_sec": self.samples / busy if busy > 0 else None,
             "step_times_s": self.step_times,
             "start_unix": self.start_unix, "end_unix": self.end_unix,
         }
+
+
+RANK_FIELDS = ("rank", "host", "samples", "steps", "window_s", "busy_s", "samples_per_sec")  # what a record keeps
 
 
 def combine(ranks: list[dict]) -> dict:
@@ -72,13 +75,13 @@ def combine(ranks: list[dict]) -> dict:
     if not window_s > 0 or not math.isfinite(window_s):
         raise EmptyWindowError(f"measured window has no duration ({window_s!r} s)")
     steps = [t for r in ranks for t in r["step_times_s"]]
-    slowest = min(ranks, key=lambda r: r["images_per_sec"] or 0.0)
-    images_per_sec = samples / window_s
+    slowest = min(ranks, key=lambda r: r["samples_per_sec"] or 0.0)
+    samples_per_sec = samples / window_s
     return {
         "samples": samples,
         "window_s": window_s,
-        "images_per_sec": images_per_sec,
-        "images_per_sec_per_gpu": images_per_sec / len(ranks),
+        "samples_per_sec": samples_per_sec,
+        "samples_per_sec_per_gpu": samples_per_sec / len(ranks),
         # Wall-clock bounds, for ordering runs only: across hosts they come from different clocks; never subtracted.
         "start_unix": min(r["start_unix"] for r in ranks),
         "end_unix": max(r["end_unix"] for r in ranks),
@@ -88,7 +91,16 @@ def combine(ranks: list[dict]) -> dict:
             "p90": sorted(steps)[min(len(steps) - 1, math.ceil(0.9 * len(steps)) - 1)],
         },
         "slowest_rank": slowest["rank"],
-        "per_rank": [{**{k: r[k] for k in ("rank", "host", "samples", "steps", "window_s", "busy_s", "images_per_sec")},
+        "per_rank": [{**{k: r[k] for k in RANK_FIELDS},
                       **({"phases_s": r["phases_s"]} if r.get("phases_s") else {})}
                      for r in sorted(ranks, key=lambda r: r["rank"])],
     }
+
+
+def image_rates(measured: dict) -> dict:
+    """`combine`'s figures under the names the image workloads' records carry (a sample is an image there:
+    images_per_sec, images_per_sec_per_gpu, and each rank's images_per_sec), as the store reads them."""
+    out = {("images" + k[len("samples"):] if k.startswith("samples_per_sec") else k): v for k, v in measured.items()}
+    out["per_rank"] = [{("images_per_sec" if k == "samples_per_sec" else k): v for k, v in r.items()}
+                       for r in measured["per_rank"]]
+    return out

@@ -76,6 +76,18 @@ WORKLOADS = {
 }
 
 
+# The transformer language model (models/transformer_pytorch.py; its configurations in models/transformer_shapes.py).
+# A sample is a sequence; its rate is quoted in tokens/s.
+TRANSFORMER_WORKLOAD = {
+    "name": "transformer_pytorch",
+    "script": "transformer_pytorch.py",
+    "version": "1",
+    "engines": ("horovod", "native", "fsdp2"),
+    "sample_unit": "sequence",
+    "rate_unit": "tokens/s",
+}
+
+
 # What a workload refuses about its settings, once. Each rule reads a workload's capabilities (above), the settings by
 # their matrix names, which are also the worker's flags (data, data_layout, precision, engine, warmup_steps,
 # channels_last, loader, compile, optimizer_impl, cuda_graphs), and the device ("cpu" or "gpu"); it returns why they

@@ -9,11 +9,11 @@ def test_global_rate_is_total_samples_over_the_window_not_rank0_times_n():
     # Rank 0 is fast (busy 1 s), rank 1 slow (busy 2 s); the window lasts until the slowest finishes.
     ranks = [rank(0, 100, window_s=2.0, busy_s=1.0), rank(1, 100, window_s=2.0, busy_s=2.0)]
     out = combine(ranks)
-    assert out["images_per_sec"] == pytest.approx(200 / 2.0)
-    assert out["images_per_sec"] != pytest.approx(2 * 100 / 1.0)      # rank 0's rate × N would say 200
-    assert out["images_per_sec_per_gpu"] == pytest.approx(50.0)
+    assert out["samples_per_sec"] == pytest.approx(200 / 2.0)
+    assert out["samples_per_sec"] != pytest.approx(2 * 100 / 1.0)      # rank 0's rate × N would say 200
+    assert out["samples_per_sec_per_gpu"] == pytest.approx(50.0)
     assert out["slowest_rank"] == 1
-    assert [r["images_per_sec"] for r in out["per_rank"]] == [pytest.approx(100.0), pytest.approx(50.0)]
+    assert [r["samples_per_sec"] for r in out["per_rank"]] == [pytest.approx(100.0), pytest.approx(50.0)]
 
 
 def test_window_is_the_longest_rank_window_and_not_a_mean_of_step_rates():
@@ -21,7 +21,7 @@ def test_window_is_the_longest_rank_window_and_not_a_mean_of_step_rates():
     ranks[0]["step_times_s"] = [0.1, 0.1, 2.8]  # one slow step: a mean of per-step rates would be far higher
     out = combine(ranks)
     assert out["window_s"] == 3.0
-    assert out["images_per_sec"] == pytest.approx(120 / 3.0)
+    assert out["samples_per_sec"] == pytest.approx(120 / 3.0)
     assert out["step_time_s"]["max"] == 2.8
 
 
@@ -42,7 +42,7 @@ def test_meter_with_a_fake_clock():
     s = meter.rank_summary(0, "h")
     assert s["samples"] == 64 and s["step_times_s"] == [0.5, 0.5]
     assert s["window_s"] == pytest.approx(1.3) and s["busy_s"] == pytest.approx(1.25)
-    assert combine([s])["images_per_sec"] == pytest.approx(64 / 1.3)
+    assert combine([s])["samples_per_sec"] == pytest.approx(64 / 1.3)
 
 
 def test_ranks_on_hosts_with_unrelated_clocks_give_the_same_figures():
@@ -61,7 +61,7 @@ def test_ranks_on_hosts_with_unrelated_clocks_give_the_same_figures():
 
     same = combine([summary(0, "a", 50.0, 1e9, 2.0), summary(1, "b", 50.0, 1e9, 1.5)])
     skewed = combine([summary(0, "a", 50.0, 1e9, 2.0), summary(1, "b", 1e6 + 7.0, 1e9 + 3600, 1.5)])
-    for key in ("window_s", "images_per_sec", "samples", "slowest_rank"):
+    for key in ("window_s", "samples_per_sec", "samples", "slowest_rank"):
         assert skewed[key] == pytest.approx(same[key]), key
     assert skewed["step_time_s"] == pytest.approx(same["step_time_s"])
     for a, b in zip(skewed["per_rank"], same["per_rank"]):

@@ -127,6 +127,25 @@ REFUSALS = {
     'f"no model {model_name!r} (known: {\', \'.join(MODELS)})"': _no_setting("models/flops.py's own command line"),
     "f'{total} FLOPs do not split evenly over {BATCH} images'": _no_setting("an internal check of the FLOP count"),
     "'; '.join(problems)": _no_setting("models/flops.py --check: the table against a fresh count"),
+    # The transformer workload (models/transformer_pytorch.py). Until the plan has transformer cells (the workload
+    # axis of issue 47), its script is run by the tests alone; its setting rules (`why_not`: refusal_before_start,
+    # refusal_on_device, tests/test_transformer_worker.py walks each) become plan rules with those cells.
+    "why_not": _no_setting("the transformer's setting rules; no planned cell runs the script yet"),
+    "'--warmup-steps and --seq-len must be >= 0'": _no_setting("the transformer script's own flags"),
+    "'--data tokens needs --tokens-file'": _no_setting("the transformer script's own flags"),
+    "why": _no_setting("the token file's size and id width (models/token_data.py): the data set's contents"),
+    "f'{path}: {len(self.tokens)} tokens, fewer than one window of {seq + 1}'": _no_setting("the data set's size"),
+    "f\"token id {int(windows.max())} is outside the model's vocabulary of {self.vocab}\"":
+        _no_setting("the data set's contents against the model's vocabulary"),
+    "f'engine={args.engine}: {e}'": _no_setting("the launcher's environment (relays the native engine's)"),
+    "f\"transformer shape: {'; '.join(problems)}\"":
+        _no_setting("a transformer shape's numbers (models/transformer_shapes.py)"),
+    "f\"transformer shape: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})\"":
+        _no_setting("a transformer shape's keys"),
+    "f\"transformer shape: missing {', '.join(missing)}\"": _no_setting("a transformer shape's keys"),
+    "f\"unknown transformer {name!r} (known: {', '.join(CONFIGS)}, or a shape id such as "
+    "{shape_id(CONFIGS['tiny'])})\"":
+        _no_setting("the transformer's name"),
 }
 
 
