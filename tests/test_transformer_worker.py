@@ -40,7 +40,7 @@ def check_rates(record, ranks, micro, accum, steps=4):
                                                      rel=1e-9)
     assert record["flops_per_sample"] > 0 and record["sdpa_kernel"] != "unknown"
     assert len(record["peak_memory"]["bytes_per_rank"]) == ranks
-    assert record["loss"] < 0.99 * record["loss_initial"]
+    assert record["loss"] < record["loss_initial"]
 
 
 def test_one_process_trains_and_its_rates_add_up(tmp_path):
@@ -77,7 +77,8 @@ def test_a_token_file_feeds_the_model(tmp_path):
 
 
 def test_a_step_that_does_not_train_is_refused(tmp_path):
-    result, records = run(tmp_path, "--lr", "0", "--batch-size", "2", *SMALL)
+    result, records = run(tmp_path, "--lr", "0", "--batch-size", "2", "--warmup-steps", "16", "--steps", "4",
+                          "--repeats", "1", "--threads", "1")
     assert result.returncode == 1
     assert records == []
     assert "the loss has not fallen" in result.stderr
@@ -97,3 +98,29 @@ def test_bad_settings_are_one_line_and_exit_2(tmp_path, flags, why):
     assert result.returncode == 2 and records == []
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and why in lines[0], result.stderr
+
+
+def test_the_docs_worker_line_runs_as_written(tmp_path):
+    doc = (ROOT / "docs" / "transformer.md").read_text(encoding="utf-8")
+    lines = [line.strip() for line in doc.splitlines()
+             if line.strip().startswith(".venv/bin/python models/transformer_pytorch.py")]
+    assert lines
+    for line in lines:
+        argv = [sys.executable, *line.split()[1:]]
+        result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "tokens/s" in result.stdout
+
+
+def test_the_peer_benchmark_runs_both_sides(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "vs.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "transformer_vs_hf.py"), "--rounds", "1",
+                             "--shapes", "tiny", "--steps", "2", "--windows", "1", "--warmup", "19", "--threads", "1",
+                             "--batch", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    figures = json.loads(out.read_text())["results"]["tiny"]
+    assert set(figures["median_tokens_per_sec"]) == {"bench", "bench, no allocator setting", "transformers"}
+    assert all(rate > 0 for rate in figures["median_tokens_per_sec"].values())
+    assert figures["ratio_to_transformers"]["transformers"] == 1.0
