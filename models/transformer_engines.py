@@ -21,8 +21,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-ENGINES = ("horovod", "native", "fsdp2")
-OPTIMIZER_IMPLS = ("default", "foreach", "fused")  # AdamW's kernels (default: fused where the device has it)
+from models.registry import TRANSFORMER_WORKLOAD
+
+ENGINES = TRANSFORMER_WORKLOAD["engines"]
 
 
 @dataclass

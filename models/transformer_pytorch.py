@@ -22,9 +22,9 @@ from models.common import Comm, SampleRate, measure_windows, single_process_comm
 from models.fail import fail  # noqa: E402
 from models.gpu_plan import plan_device  # noqa: E402
 from models.phases import PhaseClock  # noqa: E402
-from models.registry import COMPILE_MODES, TRANSFORMER_WORKLOAD  # noqa: E402
+from models.registry import COMPILE_MODES, OPTIMIZER_IMPLS, TRANSFORMER_WORKLOAD  # noqa: E402
 from models.token_data import check_token_file  # noqa: E402
-from models.transformer_engines import ENGINES, OPTIMIZER_IMPLS  # noqa: E402
+from models.transformer_engines import ENGINES  # noqa: E402
 from models.transformer_shapes import Shape, lookup  # noqa: E402
 
 VERSION = TRANSFORMER_WORKLOAD["version"]
@@ -219,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
                    precision=args.precision, grad_accum=args.grad_accum, lr=args.lr,
                    optimizer_impl=args.optimizer_impl, world_size=comm.size)
     if args.data == "tokens":
-        data = TokenFile(torch, args.tokens_file, vocab=shape.vocab, dtype=args.tokens_dtype, seq=seq,
-                         micro_batch=args.batch_size, grad_accum=args.grad_accum, rank=comm.rank, device=device)
+        try:
+            data = TokenFile(torch, args.tokens_file, vocab=shape.vocab, dtype=args.tokens_dtype, seq=seq,
+                             micro_batch=args.batch_size, grad_accum=args.grad_accum, rank=comm.rank, device=device)
+        except ValueError as e:  # too short for one window: one line, nothing trained
+            fail(str(e))
     else:
         data = SyntheticTokens(torch, vocab=shape.vocab, seq=seq, micro_batch=args.batch_size,
                                grad_accum=args.grad_accum, rank=comm.rank, device=device)

@@ -76,6 +76,14 @@ def test_a_token_file_feeds_the_model(tmp_path):
     check_rates(records[-1], 1, 2, 1)
 
 
+def test_a_token_file_shorter_than_a_window_is_one_line(tmp_path):
+    tokens = tmp_path / "short.bin"
+    np.arange(10, dtype=np.uint16).tofile(tokens)
+    result, records = run(tmp_path, "--data", "tokens", "--tokens-file", str(tokens), *SMALL)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and records == [] and len(lines) == 1 and "fewer than one window" in lines[0]
+
+
 def test_a_step_that_does_not_train_is_refused(tmp_path):
     result, records = run(tmp_path, "--lr", "0", "--batch-size", "2", "--warmup-steps", "16", "--steps", "4",
                           "--repeats", "1", "--threads", "1")
