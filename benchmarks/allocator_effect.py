@@ -29,9 +29,9 @@ def run(batch: int, a, hold: bool) -> dict:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
         if out.returncode or not rec.exists():
             raise SystemExit(f"workload failed:\n{out.stderr[-2000:]}")
-        rate = statistics.median(json.loads(line)["images_per_sec"] for line in rec.read_text().splitlines())
+        rate = statistics.median(json.loads(line)["samples_per_sec"] for line in rec.read_text().splitlines())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"images_per_sec": rate, "minor_faults": after.ru_minflt - before.ru_minflt,
+    return {"samples_per_sec": rate, "minor_faults": after.ru_minflt - before.ru_minflt,
             "system_s": after.ru_stime - before.ru_stime}
 
 
@@ -47,10 +47,10 @@ def main() -> None:
         for (batch, hold), runs in results.items():
             runs.append(run(batch, a, hold))
             print(f"round {r + 1}: batch {batch} {'held' if hold else 'glibc default'}: "
-                  f"{runs[-1]['images_per_sec']:.2f} img/s", flush=True)
+                  f"{runs[-1]['samples_per_sec']:.2f} img/s", flush=True)
     print(f"\nResNet-50 224x224, {a.threads} threads, channels-last fp32, 1 process; medians of {a.rounds} rounds")
     for batch in a.batch:
-        held, default = (statistics.median(x["images_per_sec"] for x in results[batch, h]) for h in (True, False))
+        held, default = (statistics.median(x["samples_per_sec"] for x in results[batch, h]) for h in (True, False))
         for hold, rate in ((True, held), (False, default)):
             runs = results[batch, hold]
             print(f"batch {batch:>3} {'held memory' if hold else 'glibc default':<14} {rate:7.2f} img/s  "

@@ -53,7 +53,7 @@ def run_workload(a, *flags: str) -> float:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         if out.returncode or not rec.exists():
             raise SystemExit(f"workload failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-        return statistics.median(json.loads(line)["images_per_sec"] for line in rec.read_text().splitlines())
+        return statistics.median(json.loads(line)["samples_per_sec"] for line in rec.read_text().splitlines())
 
 
 def main() -> None:
@@ -86,7 +86,7 @@ def main() -> None:
     summary = {}
     for name, values in results.items():
         med = statistics.median(values)
-        summary[name] = {"median_images_per_sec": med, "runs": values, "ratio_to_peer": med / peer}
+        summary[name] = {"median_samples_per_sec": med, "runs": values, "ratio_to_peer": med / peer}
         print(f"{name:<52} {med:8.2f} img/s   {med / peer:5.2f}x peer   (runs: "
               f"{', '.join(f'{v:.2f}' for v in values)})")
     if a.json:

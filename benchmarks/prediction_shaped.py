@@ -224,8 +224,8 @@ def markdown(rows: list[dict]) -> str:
         rounds = (f"{100 * min(spread):.1f}–{100 * max(spread):.1f}% ({len(spread)})" if spread else "—")
         errors = r.get("round_calibrated_errors") or []
         own = ", ".join(pts(e) for e in errors) if any(e is not None for e in errors) else "—"
-        lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_images_per_sec']:.2f} | "
-                     f"{r['images_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
+        lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_samples_per_sec']:.2f} | "
+                     f"{r['samples_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
                      f"{ratio(r.get('idle_compute_ratio'))} / {ratio(r.get('replay_compute_ratio'))} | "
                      f"{pct(r.get('per_operation_efficiency'))} | {pts(r.get('per_operation_error_points'))} | "

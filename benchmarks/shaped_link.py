@@ -34,7 +34,7 @@ def measure(cluster: emulated.Cluster, store: Path, python: str = sys.executable
     rates = []
     if store.exists():  # a run refused before it began leaves no store
         with Store(store, read_only=True) as db:
-            rates = db.ok_images_per_sec()
+            rates = db.ok_samples_per_sec()
     if done.returncode != 0 or not rates:
         raise RuntimeError(f"bench run into {store} failed:\n{done.stderr[-3000:]}")
     return rates

@@ -23,7 +23,7 @@ def side(run_id: str, slowdown: float, seed: int) -> pd.DataFrame:
     frame = pd.DataFrame({"cell_id": [f"{i:012x}" for i in cell_index], "run_id": run_id,
                           "job": np.tile(np.repeat(np.arange(JOBS), WINDOWS), CELLS),
                           "repeat": np.tile(np.arange(WINDOWS), CELLS * JOBS), "status": "ok",
-                          "images_per_sec": rates})
+                          "samples_per_sec": rates})
     for key, value in settings.items():
         frame[key] = value
     frame["batch_per_gpu"] = cell_index  # cells differ in a setting, like a real matrix

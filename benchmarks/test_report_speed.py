@@ -40,8 +40,8 @@ def build_store(path, n_cells: int = 5000) -> int:
                     window = first.window_s * (1 + 0.05 * rnd.random())
                     batch.append(first.model_copy(update={
                         "job": job, "repeat": repeat, "window_s": window,
-                        "images_per_sec": first.samples / window,
-                        "images_per_sec_per_gpu": first.samples / window / c["gpus"]}))
+                        "samples_per_sec": first.samples / window,
+                        "samples_per_sec_per_gpu": first.samples / window / c["gpus"]}))
             if len(batch) >= 5000:
                 written += store.write_many(batch)
                 batch = []

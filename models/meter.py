@@ -95,12 +95,3 @@ def combine(ranks: list[dict]) -> dict:
                       **({"phases_s": r["phases_s"]} if r.get("phases_s") else {})}
                      for r in sorted(ranks, key=lambda r: r["rank"])],
     }
-
-
-def image_rates(measured: dict) -> dict:
-    """`combine`'s figures under the names the image workloads' records carry (a sample is an image there:
-    images_per_sec, images_per_sec_per_gpu, and each rank's images_per_sec), as the store reads them."""
-    out = {("images" + k[len("samples"):] if k.startswith("samples_per_sec") else k): v for k, v in measured.items()}
-    out["per_rank"] = [{("images_per_sec" if k == "samples_per_sec" else k): v for k, v in r.items()}
-                       for r in measured["per_rank"]]
-    return out

@@ -76,16 +76,68 @@ WORKLOADS = {
 }
 
 
+# The engines that average gradients, and who starts them: Horovod's own ranks, or a torch.distributed process group
+# (DDP: `native`; FSDP2) that torchrun or an MPI launcher's rank variables start. `label`: how tables name it.
+ENGINES = {
+    "horovod": {"label": "Horovod", "torch_distributed": False, "tag": ""},
+    "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp"},
+    "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2"},
+}
+TORCH_DISTRIBUTED_ENGINES = tuple(name for name, e in ENGINES.items() if e["torch_distributed"])
+
+
 # The transformer language model (models/transformer_pytorch.py; its configurations in models/transformer_shapes.py).
-# A sample is a sequence; its rate is quoted in tokens/s.
+# A sample is a sequence of seq_len tokens; its rate is quoted in tokens/s. The same capability keys as the image
+# workloads, so the same refusal rules read it; `frameworks`: the cell's `framework` it runs under.
 TRANSFORMER_WORKLOAD = {
     "name": "transformer_pytorch",
     "script": "transformer_pytorch.py",
     "version": "1",
+    "frameworks": ("pytorch",),
+    "imports": "torch",
+    "horovod_module": "horovod.torch",
+    "data": ("synthetic",),
+    "data_layout": ("jpeg",),
     "engines": ("horovod", "native", "fsdp2"),
+    "precision": ("fp32", "fp16", "bf16"),
+    "channels_first_on_cpu": True,
+    "loaders": ("auto",),
+    "compile": COMPILE_MODES,
+    "optimizer_impl": OPTIMIZER_IMPLS,  # torch.optim.AdamW's kernels, by the same names as SGD's
+    "cuda_graphs": False,
     "sample_unit": "sequence",
     "rate_unit": "tokens/s",
 }
+# The image workloads' sample and the rate users quote for them.
+for _spec in WORKLOADS.values():
+    _spec.update(sample_unit="image", rate_unit="img/s")
+
+
+def is_transformer(model: str) -> bool:
+    """Whether a cell's `model` names a transformer: a configuration of models/transformer_shapes.py or a shape id."""
+    from models.transformer_shapes import CONFIGS, shape_from_id
+
+    return model in CONFIGS or shape_from_id(model) is not None
+
+
+def workload_spec(model: str, framework: str) -> dict[str, Any] | None:
+    """What measures a training cell of this `model` under this `framework`: ResNet-50's worker per framework, the
+    transformer's one worker (None: no such workload; collectives are not workloads, see COLLECTIVES)."""
+    if is_transformer(model):
+        return TRANSFORMER_WORKLOAD
+    if model == "resnet50":
+        return WORKLOADS.get(framework)
+    return None
+
+
+def tokens_per_sample(cell: Mapping[str, Any]) -> int:
+    """What one sample of the cell is worth in the unit users quote: a transformer's sequence is seq_len tokens
+    (null: its configuration's context), an image is one image."""
+    if not is_transformer(cell.get("model", "resnet50")):
+        return 1
+    from models.transformer_shapes import lookup
+
+    return cell.get("seq_len") or lookup(cell["model"]).seq
 
 
 # What a workload refuses about its settings, once. Each rule reads a workload's capabilities (above), the settings by
@@ -192,6 +244,18 @@ def _cuda_graphs_with_compile(name: str, w: Mapping[str, Any], s: Mapping[str, A
     return None
 
 
+def _positions(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    model, seq = s.get("model", "resnet50"), s.get("seq_len")
+    if not seq or not is_transformer(model):
+        return None
+    from models.transformer_shapes import lookup
+
+    shape = lookup(model)
+    if shape.style == "gpt2" and seq > shape.seq:
+        return f"seq_len={seq}: {model} has {shape.seq} learned positions (GPT-2 style cannot train longer)"
+    return None
+
+
 Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any], str], str | None]
 WORKLOAD_RULES: dict[str, Rule] = {
     "data": _data,
@@ -207,14 +271,22 @@ WORKLOAD_RULES: dict[str, Rule] = {
     "cuda_graphs": _cuda_graphs,
     "cuda_graphs_with_compile": _cuda_graphs_with_compile,
     "cuda_graphs_on_gpu": _cuda_graphs_on_gpu,
+    "positions": _positions,
 }
 
 
 def workload_refusal(framework: str, settings: Mapping[str, Any], device: str) -> str | None:
-    """Why the `framework` workload refuses these settings on this device ("cpu" or "gpu"), or None."""
-    workload = WORKLOADS[framework]
-    return next((why for rule in WORKLOAD_RULES.values() if (why := rule(framework, workload, settings, device))),
-                None)
+    """Why the workload that measures `settings["model"]` (ResNet-50 when absent) under `framework` refuses these
+    settings on this device ("cpu" or "gpu"), or None."""
+    model = settings.get("model", "resnet50")
+    if is_transformer(model):
+        if framework not in TRANSFORMER_WORKLOAD["frameworks"]:
+            return (f"model={model}: the transformer runs under framework "
+                    f"{' or '.join(TRANSFORMER_WORKLOAD['frameworks'])} only")
+        name, workload = "transformer", TRANSFORMER_WORKLOAD
+    else:
+        name, workload = framework, WORKLOADS[framework]
+    return next((why for rule in WORKLOAD_RULES.values() if (why := rule(name, workload, settings, device))), None)
 
 
 # Cell kinds beside ResNet-50 training (the cell key `model`): a collective sweep, run by the same engine and launcher

@@ -1,7 +1,7 @@
 """Builds records the way a worker would, from per-rank timings, so tests exercise the real meter."""
 from bench.planning.cell import cell_id
 from bench.planning.matrix import load_matrix_text
-from models.meter import combine, image_rates
+from models.meter import combine
 
 
 def cell(**overrides):
@@ -20,7 +20,7 @@ def record(run_id="r1", repeat=0, rate_scale=1.0, **cell_overrides):
     c = cell(**cell_overrides)
     workers = c["gpus"]
     ranks = [rank(i, 64, 2.0 / rate_scale) for i in range(workers)]
-    measured = image_rates(combine(ranks))
+    measured = combine(ranks)
     return {"schema": 1, "kind": "measurement", "run_id": run_id, "cell_id": cell_id(c), "cell": c, "repeat": repeat,
             "status": "ok", "world_size": workers, "warmup_steps": c["warmup_steps"], "measured_steps": 4,
             "framework": c["framework"], **measured}

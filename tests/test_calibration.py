@@ -21,12 +21,12 @@ def table(**over):
     base = dict(gpu="cpu", framework="pytorch", ib=False, engine="horovod", precision="fp32", batch_per_gpu=32,
                 baseline_gpus=1)
     rows = [
-        {**base, "cell_id": "g1", "mpi": "gloo", "gpus": 1, "nodes": 1, "images_per_sec": 24.0,
-         "baseline_images_per_sec": 24.0, "efficiency": 1.0},
-        {**base, "cell_id": "g2", "mpi": "gloo", "gpus": 2, "nodes": 2, "images_per_sec": 36.0,
-         "baseline_images_per_sec": 24.0, "efficiency": 0.75},
-        {**base, "cell_id": "o2", "mpi": "openmpi", "gpus": 2, "nodes": 2, "images_per_sec": 20.0,
-         "baseline_images_per_sec": 25.0, "efficiency": 0.4},
+        {**base, "cell_id": "g1", "mpi": "gloo", "gpus": 1, "nodes": 1, "samples_per_sec": 24.0,
+         "baseline_samples_per_sec": 24.0, "efficiency": 1.0},
+        {**base, "cell_id": "g2", "mpi": "gloo", "gpus": 2, "nodes": 2, "samples_per_sec": 36.0,
+         "baseline_samples_per_sec": 24.0, "efficiency": 0.75},
+        {**base, "cell_id": "o2", "mpi": "openmpi", "gpus": 2, "nodes": 2, "samples_per_sec": 20.0,
+         "baseline_samples_per_sec": 25.0, "efficiency": 0.4},
     ]
     return pd.DataFrame([{**r, **over} for r in rows])
 

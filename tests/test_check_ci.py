@@ -61,7 +61,7 @@ def test_a_slower_two_worker_cell_is_caught(ci_run):
     with sqlite3.connect(d / "results" / "ci.db") as src, sqlite3.connect(slowed) as dst:
         src.backup(dst)
         # The run as it would be with the 2-worker cell at SLOWED of its speed.
-        assert dst.execute("UPDATE records SET images_per_sec = images_per_sec * ? WHERE gpus = 2",
+        assert dst.execute("UPDATE records SET samples_per_sec = samples_per_sec * ? WHERE gpus = 2",
                            (SLOWED,)).rowcount
     check = bench_cli("check", "--baseline", str(d / "this-run.json"), *CHECK[2:], "--store", str(slowed), cwd=d)
     assert check.returncode == 1, check.stdout + check.stderr

@@ -102,7 +102,7 @@ def test_the_model_uses_a_measured_fit_and_says_so_and_falls_back_to_the_data_sh
 def _table(gpu="cpu", mpi="gloo"):
     return pd.DataFrame([{"cell_id": f"c{g}", "gpu": gpu, "mpi": mpi, "ib": False, "engine": "horovod",
                           "nodes": g, "gpus": g, "batch_per_gpu": 32, "precision": "fp32", "baseline_gpus": 1,
-                          "baseline_images_per_sec": 10.0} for g in (1, 2)])
+                          "baseline_samples_per_sec": 10.0} for g in (1, 2)])
 
 
 def test_predict_table_predicts_cpu_cells_from_a_measured_fit_and_names_the_values_it_used():

@@ -46,7 +46,7 @@ def test_the_sweep_runs_under_gloo_and_open_mpi_and_lands_in_the_store_export_an
     records = rows(tmp_path, "records")
     assert sorted((r["cell_id"], r["repeat"]) for r in records) == sorted((i, k) for i in ids.values() for k in (0, 1))
     for r in records:
-        assert r["status"] == "ok" and r["model"] == "allreduce" and r["images_per_sec"] is None
+        assert r["status"] == "ok" and r["model"] == "allreduce" and r["samples_per_sec"] is None
         rec = json.loads(r["record_json"])
         assert [s["bytes"] for s in rec["collective"]] == SIZES
     sizes = rows(tmp_path, "collectives")

@@ -41,9 +41,9 @@ def table(two_step, one_rate=33.0, **overrides):
     """A 1-worker cell at one_rate and a 2-worker cell whose step is two_step s (rate 2 · 16 / two_step)."""
     two_rate = 2 * BATCH / two_step
     one = {**cell(gpus=1, batch_per_gpu=BATCH, **overrides), "cell_id": "one", "nodes": 1,
-           "images_per_sec": one_rate, "boot_low": one_rate * 0.98, "boot_high": one_rate * 1.02}
+           "samples_per_sec": one_rate, "boot_low": one_rate * 0.98, "boot_high": one_rate * 1.02}
     two = {**cell(gpus=2, batch_per_gpu=BATCH, **overrides), "cell_id": "two", "nodes": 1,
-           "images_per_sec": two_rate, "boot_low": two_rate * 0.97, "boot_high": two_rate * 1.03}
+           "samples_per_sec": two_rate, "boot_low": two_rate * 0.97, "boot_high": two_rate * 1.03}
     return pd.DataFrame([one, two])
 
 
@@ -152,7 +152,7 @@ def test_ddp_waits_inside_backward_so_its_parts_are_not_measured_apart():
 # --- the probe's own figures ----------------------------------------------------------------------------------------
 
 def window(start, end, rate, compute=1.0, steps=2):
-    return {"start_unix": start, "end_unix": end, "images_per_sec": rate, "measured_steps": steps,
+    return {"start_unix": start, "end_unix": end, "samples_per_sec": rate, "measured_steps": steps,
             "per_rank": [{"rank": 0, "steps": steps, "phases_s": {"compute": compute * steps}}]}
 
 
@@ -255,7 +255,7 @@ def test_what_a_cell_measured_beyond_its_probe_is_kept_and_read_back_for_later_r
 
     c = {**cell(gpus=2, batch_per_gpu=BATCH), "nodes": 1}
     p = probe()
-    records = [{"images_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
+    records = [{"samples_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
                 "per_rank": [rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]} for _ in range(3)]
     entry = cost_entry(c, p, records, "20261128T0500Z-a", ME)
     assert entry["stack"] == "openmpi/horovod" and entry["probe_measured_unix"] == p.measured_unix
@@ -303,7 +303,7 @@ def test_the_local_backend_keeps_a_cells_costs_against_the_probe_it_ran_with(tmp
                         lambda *a, **k: compute_probe.ProbeOutcome(loaded, 9.0, False, "measured"))
     backend = LocalBackend(tmp_path, 60)
     assert backend.before_cell(planned).seconds == 9.0
-    backend.after_cell(planned, "20261128T0500Z-a", [{"images_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
+    backend.after_cell(planned, "20261128T0500Z-a", [{"samples_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
                                                       "per_rank": [rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]}])
     (kept,) = compute_probe.read(compute_probe.cache_path(tmp_path))["costs"]
     assert kept["probe_measured_unix"] == loaded.measured_unix and kept["parts"]["engine"] == pytest.approx(0.40)

@@ -120,11 +120,12 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
             "batch_per_gpu": 16, "image_size": 64, "precision": "fp32", "warmup_steps": 1, "steps": 2, "repeats": 2,
             "jobs": 1, "channels_last": False, "threads": 1, "workers_per_node": None, "max_message_bytes": None,
             "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
-            "images_per_sec": 100.0}
-    df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "images_per_sec": 50.0},
+            "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
+            "samples_per_sec": 100.0}
+    df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "samples_per_sec": 50.0},
                        {**base, "cell_id": "r2", "data": "imagenet", "data_layout": "tfrecord", "loader_workers": 2,
-                        "images_per_sec": 95.0},
-                       {**base, "cell_id": "r3", "data": "imagenet", "gpus": 1, "images_per_sec": 10.0}])
+                        "samples_per_sec": 95.0},
+                       {**base, "cell_id": "r3", "data": "imagenet", "gpus": 1, "samples_per_sec": 10.0}])
     out = input_bound(df).set_index("cell_id")
     assert out.loc["r1", "input_bound"] and out.loc["r1", "real_vs_synthetic"] == pytest.approx(0.5)
     assert not out.loc["r2", "input_bound"]

@@ -75,9 +75,9 @@ def test_run_measures_both_controllers_and_stores_consistent_records(workdir):
         # Recompute the global rate from the record's own per-rank data.
         total = sum(r["samples"] for r in rec["per_rank"])
         assert total == rec["samples"] == 2 * 4 * 2  # 2 workers × batch 4 × 2 steps
-        assert rec["images_per_sec"] == pytest.approx(total / rec["window_s"])
+        assert rec["samples_per_sec"] == pytest.approx(total / rec["window_s"])
         assert rec["window_s"] >= max(r["window_s"] for r in rec["per_rank"])
-        assert np.isfinite(row.images_per_sec) and row.images_per_sec > 0
+        assert np.isfinite(row.samples_per_sec) and row.samples_per_sec > 0
         assert rec["env_probe"]["horovod_controller"] == {"gloo": "gloo", "openmpi": "mpi"}[row.mpi]
         assert rec["env_probe"]["framework_version"].startswith("2.13.0")
         # What ran, CPU side: the worker's probe read the same CPU (models/cpufeatures.py) and torch's kernel level
@@ -203,7 +203,7 @@ def test_export_status_and_console_script(workdir):
     from bench.analysis.mfu import EXPORT_COLUMNS
 
     assert len(exported) == len(stored) and list(exported.columns) == [*stored.columns, *EXPORT_COLUMNS]
-    assert sorted(exported.images_per_sec) == pytest.approx(sorted(stored.images_per_sec))
+    assert sorted(exported.samples_per_sec) == pytest.approx(sorted(stored.samples_per_sec))
     status = bench_cli("status", cwd=d)
     assert status.returncode == 0 and "2 cell(s) complete" in status.stdout
     script = Path(os.environ.get("VIRTUAL_ENV", Path(sys.executable).parent.parent)) / "bin" / "bench"

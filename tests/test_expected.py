@@ -14,9 +14,9 @@ from tests.factories import cell
 
 
 def table(two_rate, two_ci=(0.97, 1.03), one_rate=20.0, **overrides):
-    one = {**cell(gpus=1, **overrides), "cell_id": "one", "nodes": 1, "images_per_sec": one_rate,
+    one = {**cell(gpus=1, **overrides), "cell_id": "one", "nodes": 1, "samples_per_sec": one_rate,
            "boot_low": one_rate * 0.98, "boot_high": one_rate * 1.02}
-    two = {**cell(gpus=2, **overrides), "cell_id": "two", "nodes": 1, "images_per_sec": two_rate,
+    two = {**cell(gpus=2, **overrides), "cell_id": "two", "nodes": 1, "samples_per_sec": two_rate,
            "boot_low": two_rate * two_ci[0], "boot_high": two_rate * two_ci[1]}
     return pd.DataFrame([one, two])
 
@@ -31,7 +31,7 @@ def test_expected_is_n_times_the_one_worker_rate_less_the_exposed_allreduce():
     t = table(two_rate=3800.0, one_rate=2000.0)  # a fast worker: the allreduce is not all hidden
     (e,) = expected_cells(t, flavours=analysis_facts())
     p = predict("cpu", 2, 2000.0, int(t.loc[1, "batch_per_gpu"]), fabric="tcp")
-    assert e.expected == pytest.approx(p.images_per_sec) and p.exposed_s > 0 and e.expected < 4000.0
+    assert e.expected == pytest.approx(p.samples_per_sec) and p.exposed_s > 0 and e.expected < 4000.0
     assert e.links == "data sheet" and e.expected_low < e.expected < e.expected_high
     assert e.verdict == "as expected"
 

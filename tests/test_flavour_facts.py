@@ -36,7 +36,7 @@ def test_the_step_split_names_the_flavours_own_threads(registered):
 
 
 def _one_worker(cell_name: str, mpi: str, gpus: int, rate: float) -> dict:
-    return {**cell(mpi=mpi, gpus=gpus), "cell_id": cell_name, "nodes": 1, "images_per_sec": rate,
+    return {**cell(mpi=mpi, gpus=gpus), "cell_id": cell_name, "nodes": 1, "samples_per_sec": rate,
             "boot_low": rate * 0.98, "boot_high": rate * 1.02}
 
 

@@ -36,7 +36,7 @@ def test_every_record_parses_and_says_what_ran():
 def test_the_pages_medians_are_the_stores():
     by_cell: dict[str, list[float]] = {}
     for r in ok_records():
-        by_cell.setdefault(r["cell_id"], []).append(r["images_per_sec"])
+        by_cell.setdefault(r["cell_id"], []).append(r["images_per_sec"])  # the JSON as the 2026-11-26 run stored it
     rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){4} \**([\d,]+)\** \|", PAGE.read_text(), re.M)
     assert {cell for cell, _ in rows} == set(by_cell)
     for cell, shown in rows:

@@ -219,7 +219,7 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with sqlite3.connect(work / "bench.db") as db:
-        rows = db.execute("SELECT mpi, gpus, engine, data, status, images_per_sec FROM records").fetchall()
+        rows = db.execute("SELECT mpi, gpus, engine, data, status, samples_per_sec FROM records").fetchall()
     cells = {(mpi, gpus, engine, data) for mpi, gpus, engine, data, status, rate in rows if status == "ok" and rate > 0}
     assert cells == {("gloo", 1, "horovod", "synthetic"), ("gloo", 2, "horovod", "synthetic"),
                      ("openmpi", 1, "horovod", "synthetic"), ("openmpi", 2, "horovod", "synthetic"),

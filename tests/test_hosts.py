@@ -202,7 +202,7 @@ def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engin
         assert row["nodes"] == 2 and row["workers_per_node"] == 1 and row["world_size"] == 2
         record = json.loads(row["record_json"])
         assert sorted(rank["host"] for rank in record["per_rank"]) == ["node1", "node2"]
-        assert row["images_per_sec"] > 0
+        assert row["samples_per_sec"] > 0
 
 
 @pytest.mark.cluster

@@ -76,7 +76,7 @@ def assert_the_rest_holds(cluster, done, rows, two):
     """The 1-node cell measured, the 2-node cell's records whole, nothing of the run left on any node."""
     one_node = [r for r in rows if r["cell_id"] != two]
     assert [r["status"] for r in one_node] == ["ok"] * 3, done.stderr[-3000:]
-    assert all(r["images_per_sec"] > 0 and r["nodes"] == 1 for r in one_node)
+    assert all(r["samples_per_sec"] > 0 and r["nodes"] == 1 for r in one_node)
     mine = [r for r in rows if r["cell_id"] == two]
     assert mine[-1]["status"] == "failed" and all(r["status"] == "ok" for r in mine[:-1])
     assert done.returncode == 1, done.stderr[-3000:]  # a failed cell: exit 1, the run itself completed

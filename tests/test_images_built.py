@@ -81,7 +81,7 @@ def test_a_two_worker_cell_runs_inside_the_image_as_its_user(image, tmp_path):
     assert result.run_rc == 0 and result.ok, result.tail[-3000:]
     assert len(result.rows) == 2  # the cell's two repeats
     for row in result.rows:
-        assert row["mpi"] == "openmpi" and row["world_size"] == 2 and row["images_per_sec"] > 0
+        assert row["mpi"] == "openmpi" and row["world_size"] == 2 and row["samples_per_sec"] > 0
         assert row["effective_transport"], row["transport_evidence"]
         record = json.loads(row["record_json"])
         ranks = json.loads(row["record_json"]).get("per_rank", [])

@@ -63,7 +63,7 @@ def test_reference_adapter_row_counts_values_and_provenance(tmp_path, path, sour
             assert line not in by_line
             continue
         rec = by_line[line]
-        assert rec["images_per_sec"] == pytest.approx(float(row["images_per_sec_total"]))
+        assert rec["samples_per_sec"] == pytest.approx(float(row["images_per_sec_total"]))
         assert rec["gpus"] == int(row["total_gpus"]) and rec["nodes"] == int(row["nodes"])
         assert rec["gpu"] == row["gpu_type"] and rec["model"] == row["model_arg"]
         assert rec["batch_per_gpu"] == int(row["batch_size_per_gpu"]) and rec["precision"] == "fp32"
@@ -84,7 +84,7 @@ def test_known_values_from_the_charts(tmp_path):
     with Store(db, create=False) as store:
         df = store.dataframe()
     r50 = df[df.model == "resnet50"]
-    pick = lambda gpu, mpi, n: r50[(r50.gpu == gpu) & (r50.mpi == mpi) & (r50.gpus == n)].images_per_sec.item()
+    pick = lambda gpu, mpi, n: r50[(r50.gpu == gpu) & (r50.mpi == mpi) & (r50.gpus == n)].samples_per_sec.item()
     assert pick("V100", "intelmpi", 32) == pytest.approx(6514.13)
     assert pick("V100", "openmpi", 32) == pytest.approx(4268.86)
     assert pick("K80", "none", 1) == pytest.approx(53.01)

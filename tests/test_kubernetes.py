@@ -32,7 +32,7 @@ from tests.test_kubernetes_follow import mpijob as mpijob_object
 pytest.importorskip("kubernetes_validate", reason="the core schema comes with kubernetes-validate (.[kubernetes])")
 
 CLUSTER = {"rdma_resource": "rdma/ib", "image_registry": "registry.example/bench"}
-RECORD = '{"schema":1,"cell_id":"%s","run_id":"RUN","repeat":%d,"images_per_sec":100.0}'
+RECORD = '{"schema":1,"cell_id":"%s","run_id":"RUN","repeat":%d,"samples_per_sec":100.0}'
 
 
 def _backend(tmp_path: Path, api=None, **settings) -> KubernetesBackend:

@@ -68,7 +68,7 @@ def test_the_table_matches_a_fresh_count():
 def test_a_wrong_entry_fails(tmp_path):
     text = TABLE.read_text(encoding="utf-8")
     wrong = tmp_path / "wrong.yaml"
-    wrong.write_text(text.replace("flops_per_image: 2014150656", "flops_per_image: 2014150657"), encoding="utf-8")
+    wrong.write_text(text.replace("flops_per_sample: 2014150656", "flops_per_sample: 2014150657"), encoding="utf-8")
     problems = flops.check(str(wrong))
     assert len(problems) == 1 and "resnet50 64px" in problems[0]
     missing = tmp_path / "missing.yaml"
@@ -85,11 +85,12 @@ def test_a_wrong_entry_fails(tmp_path):
 
 def test_every_image_size_the_matrices_use_has_a_count():
     from bench.planning.matrix import load_matrix
-    from models.registry import COLLECTIVES
+    from models.registry import COLLECTIVES, is_transformer
 
-    used = set()
+    used = set()  # the image workloads' (a transformer's FLOPs come from its shape: test_transformer_flops_are_counted)
     for path in sorted([*ROOT.glob("matrix*.yaml"), *(ROOT / "ci").glob("*.yaml")]):
-        used |= {(c["model"], c["image_size"]) for c in load_matrix(path).cells() if c["model"] not in COLLECTIVES}
+        used |= {(c["model"], c["image_size"]) for c in load_matrix(path).cells()
+                 if c["model"] not in COLLECTIVES and not is_transformer(c["model"])}
     assert ("resnet50", 224) in used and len(used) >= 3
     assert {(m, s) for m, s in used if flops_per_image(m, s) is None} == set()
 
@@ -167,26 +168,27 @@ def test_mfu_by_hand():
     # 2 GPUs at 2,000 img/s together: 1,000 per GPU × 24.5 GFLOP = 24.5 TFLOP/s of a 100 TFLOP/s peak = 24.5 %.
     assert mfu(1000.0, 24.5e9, 100.0) == pytest.approx(0.245)
     df = pd.DataFrame([
-        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp16", "images_per_sec": 2000.0, "gpus": 2},
-        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp32", "images_per_sec": 500.0, "gpus": 1},
-        {"gpu": "X1", "model": "resnet50", "image_size": 96, "precision": "fp16", "images_per_sec": 900.0, "gpus": 1},
-        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "bf16", "images_per_sec": 900.0, "gpus": 1},
-        {"gpu": "cpu", "model": "resnet50", "image_size": 224, "precision": "fp32", "images_per_sec": 9.0, "gpus": 1},
-        {"gpu": "Z9", "model": "resnet50", "image_size": 224, "precision": "fp32", "images_per_sec": 9.0, "gpus": 1},
-        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp16", "images_per_sec": None, "gpus": 1},
+        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp16", "samples_per_sec": 2000.0,
+         "gpus": 2},
+        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp32", "samples_per_sec": 500.0, "gpus": 1},
+        {"gpu": "X1", "model": "resnet50", "image_size": 96, "precision": "fp16", "samples_per_sec": 900.0, "gpus": 1},
+        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "bf16", "samples_per_sec": 900.0, "gpus": 1},
+        {"gpu": "cpu", "model": "resnet50", "image_size": 224, "precision": "fp32", "samples_per_sec": 9.0, "gpus": 1},
+        {"gpu": "Z9", "model": "resnet50", "image_size": 224, "precision": "fp32", "samples_per_sec": 9.0, "gpus": 1},
+        {"gpu": "X1", "model": "resnet50", "image_size": 224, "precision": "fp16", "samples_per_sec": None, "gpus": 1},
     ])
     peaks = {"X1": {"fp32": 10.0, "tf32": 50.0, "fp16": 100.0}, "cpu": {}}
-    out = with_mfu(df, peaks=peaks, flops=lambda model, size: 24_500_000_000 if size == 224 else None)
+    out = with_mfu(df, peaks=peaks, flops=lambda model, size, seq_len=None: 24_500_000_000 if size == 224 else None)
     assert out["mfu"].iloc[0] == pytest.approx(0.245)
     assert out["peak_format"].iloc[1] == "tf32" and out["mfu"].iloc[1] == pytest.approx(500 * 24.5e9 / 50e12)
     assert list(out["mfu_why"]) == [None, None, "no FLOP count for resnet50 at 96 px", "no bf16 peak for X1",
                                     "CPU: no peak", "Z9: not in the catalogue", "no throughput"]
     assert out["mfu"].iloc[2:].isna().all()
-    assert math.isnan(out["flops_per_image"].iloc[2]) and out["peak_tflops"].iloc[2] == 100.0
+    assert math.isnan(out["flops_per_sample"].iloc[2]) and out["peak_tflops"].iloc[2] == 100.0
 
 
 def test_a_cpu_cell_shows_no_mfu():
-    row = {"gpu": "cpu", "model": "resnet50", "image_size": 64, "precision": "fp32", "images_per_sec": 12.0,
+    row = {"gpu": "cpu", "model": "resnet50", "image_size": 64, "precision": "fp32", "samples_per_sec": 12.0,
            "gpus": 2}
     out = with_mfu(pd.DataFrame([row]))
     assert pd.isna(out["mfu"].iloc[0]) and out["mfu_why"].iloc[0] == "CPU: no peak"
@@ -226,7 +228,7 @@ def test_the_h200_headline_cell_mfu(h200):
     ok = latest_complete(with_power(records, power_frame(rows)))
     table = with_cell_power(with_mfu(cell_summary(ok)), ok).set_index("cell_id")
     head = table.loc[HEADLINE]
-    assert head["images_per_sec"] == pytest.approx(5940.07, abs=0.01)  # the median of its three windows
+    assert head["samples_per_sec"] == pytest.approx(5940.07, abs=0.01)  # the median of its three windows
     assert head["peak_format"] == "fp16" and head["peak_tflops"] == 989.4
     assert head["mfu"] == pytest.approx(5940.068 * 24_535_105_536 / 989.4e12, rel=1e-6)
     assert round(100 * head["mfu"], 1) == 14.7
@@ -268,8 +270,8 @@ def test_export_adds_mfu_and_power_columns(h200):
     df = pd.read_csv(h200 / "records.csv")
     assert list(df.columns[-len(EXPORT_COLUMNS):]) == list(EXPORT_COLUMNS)
     head = df[(df.cell_id == HEADLINE) & (df.status == "ok")]
-    assert len(head) == 3 and (head["flops_per_image"] == 24_535_105_536).all()
-    assert head["mfu"].tolist() == pytest.approx((head["images_per_sec"] * 24_535_105_536 / 989.4e12).tolist())
+    assert len(head) == 3 and (head["flops_per_sample"] == 24_535_105_536).all()
+    assert head["mfu"].tolist() == pytest.approx((head["samples_per_sec"] * 24_535_105_536 / 989.4e12).tolist())
     assert head["mean_watts_per_gpu"].between(600, 640).all() and head["joules_per_image"].between(0.1, 0.11).all()
     assert df[df.status != "ok"]["mfu"].isna().all()
     # The derived columns are recomputed, never imported: the export imports back as it was.
@@ -299,7 +301,7 @@ def test_cpu_records_export_and_report_without_mfu(tmp_path):
 
 def test_export_columns_on_an_empty_store():
     empty = pd.DataFrame(columns=["run_id", "cell_id", "job", "repeat", "status", "gpu", "model", "image_size",
-                                  "precision", "images_per_sec", "gpus", "record_json"])
+                                  "precision", "samples_per_sec", "gpus", "record_json"])
     assert list(export_columns(empty).columns) == [*empty.columns, *EXPORT_COLUMNS]
 
 
@@ -330,3 +332,15 @@ def test_reading_the_tracked_h200_store_leaves_it_byte_for_byte():
         assert store.schema_version == STORE_SCHEMA_VERSION and len(store.records()) > 0
     assert hashlib.sha256(H200_STORE.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in H200_STORE.parent.glob("bench.db*")) == ["bench.db"]
+
+
+def test_transformer_flops_are_counted_from_the_shape_at_the_cells_sequence_length():
+    from bench.analysis.mfu import table_flops
+    from models.transformer_shapes import CONFIGS
+
+    gpt2 = CONFIGS["gpt2-124m"]
+    assert table_flops("gpt2-124m", 224) == gpt2.flops_per_sequence(1024)
+    assert table_flops("gpt2-124m", 224, 256) == gpt2.flops_per_sequence(256) < gpt2.flops_per_sequence(1024)
+    # 6N + 12LHQT per token at T = 1024, N the matrices a token goes through (no position table): nanoGPT's count.
+    n = gpt2.matmul_params()
+    assert gpt2.flops_per_sequence(1024) == 1024 * (6 * n + 12 * 12 * 12 * 64 * 1024)

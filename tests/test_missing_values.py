@@ -49,7 +49,7 @@ EXTRA = [  # (cell overrides, window rate scales): run r1, beside the full store
 
 def _bare(rec: dict) -> dict:
     """A record without per-rank rates, a slowest rank or times: what older or partial records lack."""
-    return {**rec, "per_rank": [{**r, "images_per_sec": None} for r in rec["per_rank"]], "slowest_rank": None,
+    return {**rec, "per_rank": [{**r, "samples_per_sec": None} for r in rec["per_rank"]], "slowest_rank": None,
             "start_unix": None, "end_unix": None}
 
 
@@ -176,7 +176,7 @@ def test_csv_fields_are_empty_where_a_value_is_missing(outputs):
         assert not bad, f"{name}: {bad[:10]}"
     cells = list(csv.DictReader(io.StringIO(texts["out/cells.csv"])))
     one = [r for r in cells if r["gpus"] == "1"]
-    assert one and all(r["expected_images_per_sec"] == "" for r in one)  # missing: an empty field
+    assert one and all(r["expected_samples_per_sec"] == "" for r in one)  # missing: an empty field
     assert all(r["vs_expected"] for r in cells)  # a verdict or a reason for every cell
 
 
@@ -253,7 +253,7 @@ def test_the_main_table_says_why_a_cell_has_no_expected_value_and_names_a_stand_
 # --- the rule, alone ---------------------------------------------------------------------------------------------
 
 def _row(cell_id: str, rate: float, **over) -> dict:
-    return {**cell(**over), "cell_id": cell_id, "nodes": 1, "images_per_sec": rate, "boot_low": rate * 0.98,
+    return {**cell(**over), "cell_id": cell_id, "nodes": 1, "samples_per_sec": rate, "boot_low": rate * 0.98,
             "boot_high": rate * 1.02}
 
 

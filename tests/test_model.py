@@ -19,7 +19,7 @@ REF = REFERENCE_DIR / VALIDATION_FILE
 def test_efficiency_is_one_at_one_gpu_and_falls_with_workers():
     for fabric in ("ib", "tcp"):
         p1 = m.predict("V100", 1, 357.0, 64, fabric=fabric)
-        assert p1.efficiency == 1 and p1.comm_s == 0 and p1.images_per_sec == pytest.approx(357.0)
+        assert p1.efficiency == 1 and p1.comm_s == 0 and p1.samples_per_sec == pytest.approx(357.0)
         effs = [m.predict("V100", n, 357.0, 64, fabric=fabric, overlap=0).efficiency for n in (2, 4, 8, 16, 32, 64)]
         assert all(a >= b for a, b in itertools.pairwise(effs)) and effs[-1] < effs[0] < 1
 
@@ -161,16 +161,16 @@ def test_prediction_next_to_measurement_for_the_report():
 
     scaled = pd.DataFrame([
         {"gpu": "V100", "mpi": "openmpi", "ib": False, "gpus": 1, "batch_per_gpu": 64, "precision": "fp32",
-         "baseline_gpus": 1, "baseline_images_per_sec": 357.25, "images_per_sec": 357.25},
+         "baseline_gpus": 1, "baseline_samples_per_sec": 357.25, "samples_per_sec": 357.25},
         {"gpu": "V100", "mpi": "openmpi", "ib": False, "gpus": 32, "batch_per_gpu": 64, "precision": "fp32",
-         "baseline_gpus": 1, "baseline_images_per_sec": 357.25, "images_per_sec": 4268.86},
+         "baseline_gpus": 1, "baseline_samples_per_sec": 357.25, "samples_per_sec": 4268.86},
         {"gpu": "cpu", "mpi": "gloo", "ib": False, "gpus": 2, "batch_per_gpu": 8, "precision": "fp32",
-         "baseline_gpus": 1, "baseline_images_per_sec": 9.0, "images_per_sec": 17.0},
+         "baseline_gpus": 1, "baseline_samples_per_sec": 9.0, "samples_per_sec": 17.0},
     ])
     out = m.predict_table(scaled, host_path_mpis=host_path_mpis())
     assert out.loc[0, "predicted_efficiency"] == pytest.approx(1.0)
     expect = m.predict("V100", 32, 357.25, 64, fabric="tcp")
-    assert out.loc[1, "predicted_images_per_sec"] == pytest.approx(expect.images_per_sec)
+    assert out.loc[1, "predicted_samples_per_sec"] == pytest.approx(expect.samples_per_sec)
     assert math.isnan(out.loc[2, "predicted_efficiency"])
 
 
@@ -187,21 +187,22 @@ def test_the_host_path_is_the_flavours_that_reach_ib_without_sriov(monkeypatch):
 
     def row(mpi):  # P100: InfiniBand without SR-IOV
         return {"gpu": "P100", "mpi": mpi, "ib": True, "gpus": 32, "batch_per_gpu": 32, "precision": "fp32",
-                "baseline_gpus": 1, "baseline_images_per_sec": 600.0, "images_per_sec": 0.0}
+                "baseline_gpus": 1, "baseline_samples_per_sec": 600.0, "samples_per_sec": 0.0}
 
     out = m.predict_table(pd.DataFrame([row(mpi) for mpi in LAUNCHERS]), host_path_mpis=host_path_mpis())
-    host = m.predict("P100", 32, 600.0, 32, fabric="ib", path="host").images_per_sec
-    nccl = m.predict("P100", 32, 600.0, 32, fabric="ib", path="nccl").images_per_sec
+    host = m.predict("P100", 32, 600.0, 32, fabric="ib", path="host").samples_per_sec
+    nccl = m.predict("P100", 32, 600.0, 32, fabric="ib", path="nccl").samples_per_sec
     assert host != pytest.approx(nccl)  # the two routes are distinguishable here
     for i, (name, flavour) in enumerate(LAUNCHERS.items()):
-        assert out.loc[i, "predicted_images_per_sec"] == pytest.approx(host if flavour.ib_without_sriov else nccl), name
+        predicted = out.loc[i, "predicted_samples_per_sec"]
+        assert predicted == pytest.approx(host if flavour.ib_without_sriov else nccl), name
     assert any(f.ib_without_sriov for f in LAUNCHERS.values())
     # a name no registry knows (an imported record's) takes the common path
     assert m.predict_table(pd.DataFrame([row("mvapich2")]), host_path_mpis=host_path_mpis()).loc[
-        0, "predicted_images_per_sec"] == pytest.approx(nccl)
+        0, "predicted_samples_per_sec"] == pytest.approx(nccl)
     # the model itself knows no flavour: the set it is given decides
     assert m.predict_table(pd.DataFrame([row("mvapich2")]), host_path_mpis={"mvapich2"}).loc[
-        0, "predicted_images_per_sec"] == pytest.approx(host)
+        0, "predicted_samples_per_sec"] == pytest.approx(host)
 
 
 def test_validate_verb_prints_the_table(capsys):

@@ -62,8 +62,8 @@ def test_loop_and_callback_paths_give_identical_numbers(tmp_path, monkeypatch):
             assert loop.close(batch // b.steps, 1.0)
 
     for x, y in zip(records(a.out), records(b.out), strict=True):
-        for key in ("samples", "window_s", "images_per_sec", "images_per_sec_per_gpu", "step_time_s"):
+        for key in ("samples", "window_s", "samples_per_sec", "samples_per_sec_per_gpu", "step_time_s"):
             assert x[key] == y[key], key
-        assert x["images_per_sec"] == pytest.approx(3 * 32 / x["window_s"])
+        assert x["samples_per_sec"] == pytest.approx(3 * 32 / x["window_s"])
     windows = [r["window_s"] for r in records(a.out)]
     assert windows == [pytest.approx(sum(STEP_TIMES[:3])), pytest.approx(sum(STEP_TIMES[3:]))]

@@ -109,9 +109,9 @@ def test_pair_values_matches_cells_by_keys_and_takes_each_runs_median_or_peak():
     for run, (pair, side), rates in (("r1", (0, "A"), [10, 12, 11]), ("r2", (0, "B"), [9, 8, 10]),
                                      ("r3", (1, "B"), [9, 9, 9]), ("r4", (1, "A"), [11, 10, 13])):
         for i, rate in enumerate(rates):
-            rows.append({"run_id": run, "status": "ok", "images_per_sec": float(rate), "gpus": 1, "data": None,
+            rows.append({"run_id": run, "status": "ok", "samples_per_sec": float(rate), "gpus": 1, "data": None,
                          "cell_id": f"id-{run}"})  # ids differ per run: a git ref's workload version may
-    rows.append({"run_id": "r4", "status": "failed", "images_per_sec": None, "gpus": 1, "data": None,
+    rows.append({"run_id": "r4", "status": "failed", "samples_per_sec": None, "gpus": 1, "data": None,
                  "cell_id": "id-r4"})
     run_side = {"r1": (0, "A"), "r2": (0, "B"), "r3": (1, "B"), "r4": (1, "A")}
     med = pair_values(pd.DataFrame(rows), run_side, ["gpus", "data"])

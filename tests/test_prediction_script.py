@@ -107,8 +107,8 @@ def test_the_table_shows_where_the_step_went():
     row = {"condition": "1500mbit", "mpi": "gloo", "step_s": 1.321, "calibrated_step_s": 1.238,
            "bucket_charged_step_s": 1.259,
            "parts": step_parts([window((1.25, 0.05), (1.28, 0.02))]), "calibrated_error_points": 5.0,
-           "data_sheet_error_points": 20.0, "calibrated_comm_s": 0.6, "baseline_images_per_sec": 32.0,
-           "images_per_sec": 48.0, "measured_efficiency": 0.75, "calibrated_efficiency": 0.8,
+           "data_sheet_error_points": 20.0, "calibrated_comm_s": 0.6, "baseline_samples_per_sec": 32.0,
+           "samples_per_sec": 48.0, "measured_efficiency": 0.75, "calibrated_efficiency": 0.8,
            "data_sheet_efficiency": 0.95, "compute_s": 0.99, "data_sheet_comm_s": 0.5, "fit": "α"}
     text = markdown([row])
     assert "| 1500mbit | gloo | 1 | 1.321 | 1.238 | 1.259 | 1.280 / 0.020 | 1.250 / 0.050 | 0.030 | 0.010 |" in text

@@ -11,17 +11,17 @@ from tests.factories import record
 
 def test_a_worker_record_validates():
     r = parse_record(record(gpus=2))
-    assert r.status == "ok" and r.images_per_sec == pytest.approx(128 / 2.0)
+    assert r.status == "ok" and r.samples_per_sec == pytest.approx(128 / 2.0)
     assert len(r.per_rank) == 2
 
 
 @pytest.mark.parametrize("mutate,words", [
-    (lambda d: d.update(images_per_sec=d["images_per_sec"] * 2), "samples / window_s"),
+    (lambda d: d.update(samples_per_sec=d["samples_per_sec"] * 2), "samples / window_s"),
     (lambda d: d.update(samples=d["samples"] + 1), "sum of per-rank samples"),
-    (lambda d: d.update(images_per_sec=-5.0), "finite positive"),
-    (lambda d: d.update(images_per_sec=1e12), "finite positive"),
+    (lambda d: d.update(samples_per_sec=-5.0), "finite positive"),
+    (lambda d: d.update(samples_per_sec=1e12), "finite positive"),
     (lambda d: d.update(world_size=3), "world_size 3"),
-    (lambda d: d.update(window_s=0.5, images_per_sec=d["samples"] / 0.5), "shorter than a rank"),
+    (lambda d: d.update(window_s=0.5, samples_per_sec=d["samples"] / 0.5), "shorter than a rank"),
     (lambda d: d.update(status="failed"), "must say why"),
     (lambda d: d.update(schema=99), "newer than this bench"),
     (lambda d: d.update(bogus=1), "bogus"),
@@ -41,8 +41,8 @@ def test_nan_and_truncated_json_are_rejected():
     with pytest.raises(BenchInputError, match="not a valid JSON record"):
         parse_record(text[: len(text) // 2])
     with pytest.raises(BenchInputError, match="NaN"):
-        parse_record(text.replace(str(record()["images_per_sec"]), "NaN", 1))
+        parse_record(text.replace(str(record()["samples_per_sec"]), "NaN", 1))
     d = record()
-    d["images_per_sec"] = math.inf
+    d["samples_per_sec"] = math.inf
     with pytest.raises(BenchInputError, match="finite positive"):
         parse_record(d)

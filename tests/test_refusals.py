@@ -259,7 +259,12 @@ BREAKERS = {
                                  "torch.compile makes its own CUDA graphs", None),
     "cuda_graphs_on_gpu": ("{gpu: [cpu], framework: [pytorch], cuda_graphs: [true]}", "cuda_graphs needs a GPU",
                            None),
+    # The transformer's (models/transformer_pytorch.py refuses it with its own flag's words: test_transformer_worker).
+    "positions": ("{gpu: [cpu], framework: [pytorch], model: [gpt2-124m], seq_len: [2048]}",
+                  "seq_len=2048: gpt2-124m has 1024 learned positions", None),
 }
+# Rules whose worker is not an image worker's (models/common.py's parser): the plan's side is checked here.
+TRANSFORMER_RULES = ("positions",)
 
 
 def test_every_rule_has_a_cell_that_breaks_it():
@@ -295,6 +300,9 @@ def test_a_cell_that_breaks_a_rule_is_skipped_with_the_workers_text(rule, tmp_pa
     for planned in cells:
         assert planned.status == "skipped", planned.cell
         assert words in planned.reason
+        if rule in TRANSFORMER_RULES:
+            assert workload_refusal(planned.cell["framework"], planned.cell, "cpu") == planned.reason
+            continue
         assert WORKLOAD_RULES[rule](planned.cell["framework"], WORKLOADS[planned.cell["framework"]], planned.cell,
                                     "cpu") == planned.reason
         assert _worker_refusal(planned, backend, "cpu") == planned.reason

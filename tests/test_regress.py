@@ -31,7 +31,7 @@ def windows(rates_by_cell: dict[int, list[list[float]]], run_id="r1") -> pd.Data
         for job, rates in enumerate(jobs):
             for repeat, rate in enumerate(rates):
                 rows.append({"cell_id": f"cell{gpus}", **c, "run_id": run_id, "job": job, "repeat": repeat,
-                             "status": "ok", "images_per_sec": rate})
+                             "status": "ok", "samples_per_sec": rate})
     return pd.DataFrame(rows)
 
 
@@ -103,9 +103,9 @@ def test_no_overlap_is_an_error():
 def test_failed_windows_are_not_observations():
     frame = windows({1: jobs_around(100)})
     frame.loc[0, "status"] = "failed"
-    frame.loc[0, "images_per_sec"] = float("nan")
+    frame.loc[0, "samples_per_sec"] = float("nan")
     obs = observations(frame)
-    assert len(obs) == 5 and obs["images_per_sec"].notna().all()
+    assert len(obs) == 5 and obs["samples_per_sec"].notna().all()
 
 
 # --- the statistics against brute force -------------------------------------------------------------------------
@@ -176,9 +176,9 @@ def test_the_reference_is_its_fastest_window_so_a_disturbed_reference_job_does_n
     sel = parse_selection("gpus=1")
     a = normalize_ratio_to(observations(windows(quiet, "a")), sel)
     b = normalize_ratio_to(observations(windows(disturbed, "b")), sel)
-    assert a["images_per_sec"].tolist() == pytest.approx(b["images_per_sec"].tolist())
-    assert a["images_per_sec"].tolist() == pytest.approx([x / 50.5 for x in
-                                                          observations(windows(quiet))["images_per_sec"][3:]])
+    assert a["samples_per_sec"].tolist() == pytest.approx(b["samples_per_sec"].tolist())
+    assert a["samples_per_sec"].tolist() == pytest.approx([x / 50.5 for x in
+                                                          observations(windows(quiet))["samples_per_sec"][3:]])
 
 
 def test_selections():
@@ -280,7 +280,7 @@ def test_baseline_save_list_and_check_round_trip(real_store):
     assert len(doc["cells"]) == 2 and all(set(c["cell"]) == set(CELL_KEYS) for c in doc["cells"])
     assert [len(c["jobs"]) for c in doc["cells"]] == [5, 5]
     job = doc["cells"][0]["jobs"][0]
-    assert job["images_per_sec"] == pytest.approx(sorted(job["windows"])[1])  # the median of three windows
+    assert job["samples_per_sec"] == pytest.approx(sorted(job["windows"])[1])  # the median of three windows
     # The same verdicts from the file as from the run it was made of.
     from_file = bench_cli("check", "--baseline", "main", "--candidate", "slow", cwd=d)
     from_run = bench_cli("check", "--baseline", "base", "--candidate", "slow", cwd=d)
@@ -306,9 +306,9 @@ def test_baseline_save_list_and_check_round_trip(real_store):
     ('{"format": "something-else"}', "not a bench baseline"),
     ('{"format": "bench-baseline", "format_version": 1, "cells": []}', "non-empty list"),
     ('{"format": "bench-baseline", "format_version": 1, "cells": [{"cell_id": "x", "cell": {"gpu": "cpu"}, '
-     '"jobs": [{"run_id": "r", "job": 0, "images_per_sec": 1.0, "windows": [-1.0]}]}]}', "positive numbers"),
+     '"jobs": [{"run_id": "r", "job": 0, "samples_per_sec": 1.0, "windows": [-1.0]}]}]}', "positive numbers"),
     ('{"format": "bench-baseline", "format_version": 1, "cells": [{"cell_id": "x", "cell": {"gpu": "cpu"}, '
-     '"jobs": [{"run_id": "r", "job": 0, "images_per_sec": NaN, "windows": [1.0]}]}]}', "not valid JSON"),
+     '"jobs": [{"run_id": "r", "job": 0, "samples_per_sec": NaN, "windows": [1.0]}]}]}', "not valid JSON"),
 ])
 @pytest.mark.slow
 def test_corrupt_baseline_is_one_line_and_exit_2(real_store, content, message):

@@ -33,6 +33,7 @@ BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi",
         "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
         "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
+        "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
         "nodes": 1}
 
 
@@ -41,7 +42,7 @@ def summary(*cells):
     rows = []
     for i, (over, rates) in enumerate(cells):
         for j, v in enumerate(rates):
-            rows.append({**BASE, "cell_id": f"c{i}", **over, "images_per_sec": v, "job": j, "repeat": 0,
+            rows.append({**BASE, "cell_id": f"c{i}", **over, "samples_per_sec": v, "job": j, "repeat": 0,
                          "slowest_rank": 0, "rank_spread": 0.0})
     return cell_summary(pd.DataFrame(rows))
 
@@ -201,7 +202,7 @@ def test_efficiencies_in_the_report_equal_a_hand_computation_from_the_stored_rec
     # Median of each cell's windows, then E(N) = X(N) / ((N / N0) · X(N0)) within (gpu, mpi).
     median = {}
     for r in recs:
-        median.setdefault((r["gpu"], r["mpi"], r["gpus"]), []).append(r["images_per_sec"])
+        median.setdefault((r["gpu"], r["mpi"], r["gpus"]), []).append(r["samples_per_sec"])
     median = {k: statistics.median(v) for k, v in median.items()}
     expected = {}
     for (gpu, mpi, n), x in median.items():
@@ -245,7 +246,7 @@ def test_prices_override_reaches_the_cost_table(small_store):
     with open(small_store / "out" / "cost.csv") as f:
         cpu = [row for row in csv.DictReader(f) if row["gpu"] == "cpu"]
     for row in cpu:
-        expect = 0.5 * int(row["nodes"]) / (float(row["images_per_sec"]) * 3600) * 1e6
+        expect = 0.5 * int(row["nodes"]) / (float(row["samples_per_sec"]) * 3600) * 1e6
         assert float(row["usd_per_million_images"]) == pytest.approx(expect)
         assert row["price_read"] == "2026-11-01" and row["price_source"] == "prices.yaml"
     bad = bench_cli("report", "--store", "bench.db", "--prices", "nope.yaml", cwd=small_store)

@@ -19,15 +19,16 @@ def summary_of(rates: dict[int, list[float]], **cell):
                          "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
                          "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
                          "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
+                         "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
                          "nodes": 1,
-                         "images_per_sec": v,
+                         "samples_per_sec": v,
                          "job": 0, "slowest_rank": 0, "rank_spread": 0.0, **cell})
     return cell_summary(pd.DataFrame(rows))
 
 
 def test_efficiency_against_the_one_worker_median():
     table = scaling(summary_of({1: [100, 90, 110], 2: [180, 170, 190], 4: [300, 320, 310]})).set_index("gpus")
-    assert table.loc[1, "images_per_sec"] == 100
+    assert table.loc[1, "samples_per_sec"] == 100
     assert table.loc[2, "speedup"] == pytest.approx(1.8)
     assert table.loc[2, "efficiency"] == pytest.approx(0.9)
     assert table.loc[4, "efficiency"] == pytest.approx(310 / (4 * 100))
@@ -63,15 +64,15 @@ def test_report_uses_the_latest_complete_run_of_each_cell(tmp_path):
     df.loc[df.run_id == "new", "start_unix"] = 2.0
     ok = latest_complete(df)
     assert set(ok["run_id"]) == {"new"}
-    assert cell_summary(ok)["images_per_sec"].iloc[0] == pytest.approx(64 / 1.0)
+    assert cell_summary(ok)["samples_per_sec"].iloc[0] == pytest.approx(64 / 1.0)
 
 
 def test_interval_is_over_job_medians_when_a_cell_ran_several_jobs():
     rows = summary_of({1: [100.0]}).iloc[0].to_dict()
-    df = pd.DataFrame([{**rows, "job": j, "images_per_sec": v, "slowest_rank": 0, "rank_spread": 0.0}
+    df = pd.DataFrame([{**rows, "job": j, "samples_per_sec": v, "slowest_rank": 0, "rank_spread": 0.0}
                        for j, v in ((0, 100), (0, 102), (1, 90), (1, 92), (2, 110), (2, 111))])
     out = cell_summary(df.drop(columns=["n", "min", "max", "ci_low", "ci_high", "ci_coverage", "ci_over",
-                                        "images_per_sec_per_gpu"])).iloc[0]
+                                        "samples_per_sec_per_gpu"])).iloc[0]
     assert out.ci_over == "3 jobs" and out.n == 6
     assert (out.ci_low, out.ci_high) == (91.0, 110.5)  # min and max of the job medians 101, 91, 110.5
 

@@ -93,7 +93,7 @@ def assert_two_node_records(rows, stderr: str, mpi: str):
         assert row["nodes"] == 2 and row["workers_per_node"] == 1 and row["world_size"] == 2
         record = json.loads(row["record_json"])
         assert sorted(rank["host"] for rank in record["per_rank"]) == ["node1", "node2"]
-        assert row["images_per_sec"] > 0
+        assert row["samples_per_sec"] > 0
         assert row["effective_transport"] == "tcp", row["transport_evidence"]
     return mine
 

@@ -200,10 +200,11 @@ def _schema_9_store(path) -> dict:
         conn.executescript(MIGRATIONS[version])
         conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
     old = parse_record(record(run_id="old", repeats=1))
-    cell = {k: int(v) if isinstance(v, bool) else v for k, v in old.cell.items() if k not in STEP_KEYS}
+    later = (*STEP_KEYS, "seq_len", "grad_accum", "activation_checkpointing")  # keys of migrations 10 and 13
+    cell = {k: int(v) if isinstance(v, bool) else v for k, v in old.cell.items() if k not in later}
     conn.execute(f"INSERT INTO records (run_id, cell_id, repeat, status, {', '.join(cell)}, images_per_sec, "
                  f"record_json, written_unix) VALUES (?, ?, 0, 'ok', {', '.join('?' * len(cell))}, ?, ?, 0)",
-                 (old.run_id, old.cell_id, *cell.values(), old.images_per_sec, old.to_json()))
+                 (old.run_id, old.cell_id, *cell.values(), old.samples_per_sec, old.to_json()))
     conn.commit()
     conn.close()
     return {"cell_id": old.cell_id, **old.cell}

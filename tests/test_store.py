@@ -25,8 +25,8 @@ def test_writes_are_idempotent_and_read_back_one_row_per_record(tmp_path):
     assert sorted(df["repeat"]) == [0, 1, 2]
     row = df.iloc[0]
     assert row.gpus == 2 and row.gpu == "cpu" and row.status == "ok"
-    assert row.images_per_sec == pytest.approx(recs[0].images_per_sec)
-    assert parse_record(row.record_json).images_per_sec == row.images_per_sec
+    assert row.samples_per_sec == pytest.approx(recs[0].samples_per_sec)
+    assert parse_record(row.record_json).samples_per_sec == row.samples_per_sec
 
 
 def test_completed_cells_need_every_repeat_ok_in_one_run(tmp_path):
@@ -91,7 +91,7 @@ def test_a_schema_1_store_is_migrated_with_its_rows(tmp_path):
         assert store.schema_version == STORE_SCHEMA_VERSION
         rows = store.records()
         assert len(rows) == 1 and rows[0]["job"] == 0 and rows[0]["jobs"] == 1
-        assert rows[0]["images_per_sec"] == 12.5
+        assert rows[0]["samples_per_sec"] == 12.5
         assert store.completed_cells() == {"c"}
 
 
@@ -127,16 +127,16 @@ def test_collective_rows_are_the_sweep_table_by_mpi_and_size(tmp_path):
                                                       ("openmpi", 4096)]
 
 
-def test_ok_images_per_sec_are_a_one_cell_store_s_rates_by_repeat(tmp_path):
-    """benchmarks/shaped_link.py's figures: what `SELECT images_per_sec FROM records WHERE status = 'ok' ORDER BY
+def test_ok_samples_per_sec_are_a_one_cell_store_s_rates_by_repeat(tmp_path):
+    """benchmarks/shaped_link.py's figures: what `SELECT samples_per_sec FROM records WHERE status = 'ok' ORDER BY
     repeat` gave, failed repeats left out."""
     path = tmp_path / "b.db"
     with Store(path) as store:
         store.write_many([parse_record(record(repeat=2, repeats=3, rate_scale=3.0)),
                           parse_record(record(repeat=0, repeats=3, rate_scale=1.0)),
                           parse_record({**record(repeat=1, repeats=3), "status": "failed", "error": "exit code 1"})])
-        rates = store.ok_images_per_sec()
-    assert rates == [r["images_per_sec"] for r in _raw(path, "SELECT images_per_sec FROM records WHERE status = 'ok' "
+        rates = store.ok_samples_per_sec()
+    assert rates == [r["samples_per_sec"] for r in _raw(path, "SELECT samples_per_sec FROM records WHERE status = 'ok' "
                                                                "ORDER BY repeat")]
     assert len(rates) == 2 and rates[1] == pytest.approx(3 * rates[0])
 
@@ -178,7 +178,7 @@ def _store_of(path, kind: str) -> None:
                         plan={})
         store.write_many([parse_record(record(run_id="r", repeat=i, repeats=200)) for i in range(200)])
     if kind == "not sqlite":
-        path.write_bytes(b"id,images_per_sec\n1,200\n" * 40)
+        path.write_bytes(b"id,samples_per_sec\n1,200\n" * 40)
     elif kind == "not a database":
         path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
     elif kind == "truncated":

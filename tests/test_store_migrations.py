@@ -25,6 +25,7 @@ MIGRATION_SHA256 = {
     10: "982e2e87331f51c0c38936f1f6b3334c2d2b6cd37e95a6a8a010b55ffac1533d",
     11: "1e832ddb25e9edcb027fffd035bca22f45670698c6b57a4156a1b1717327455c",
     12: "a5565febc3060384af7e232379259b163e41db455baa3ede4cafbaa62515f149",
+    13: "225391e232d5f39eac1b250fd4f50ffaba5d635f0e8ed6ba5794ce840a82b68e",
 }
 
 
@@ -54,9 +55,10 @@ def _old_store(path, schema: int):
         conn.executescript(MIGRATIONS[version])
         conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
     old = parse_record(record(run_id="old", repeats=1))
-    conn.execute("INSERT INTO records (run_id, cell_id, repeat, status, gpu, gpus, repeats, images_per_sec, "
-                 "record_json, written_unix) VALUES (?, ?, 0, 'ok', 'cpu', 1, 1, ?, ?, 0)",
-                 (old.run_id, old.cell_id, old.images_per_sec, old.to_json()))
+    rate = "images_per_sec" if schema < 13 else "samples_per_sec"  # migration 13 renamed it
+    conn.execute(f"INSERT INTO records (run_id, cell_id, repeat, status, gpu, gpus, repeats, model, {rate}, "
+                 "record_json, written_unix) VALUES (?, ?, 0, 'ok', 'cpu', 1, 1, 'resnet50', ?, ?, 0)",
+                 (old.run_id, old.cell_id, old.samples_per_sec, old.to_json()))
     if schema >= 2:
         conn.execute("UPDATE records SET jobs = 1")
     conn.commit()
@@ -77,8 +79,30 @@ def test_a_store_left_at_an_earlier_schema_upgrades_with_its_rows(tmp_path, sche
         new = parse_record(record(run_id="new", repeats=1, gpus=2))
         store.write(new)
         rows = {r["run_id"]: r for r in store.records()}
-        assert rows["old"]["images_per_sec"] == old.images_per_sec and rows["old"]["job"] == 0
+        assert rows["old"]["samples_per_sec"] == old.samples_per_sec and rows["old"]["job"] == 0
+        # Every row from before the workload was an axis counts images (migration 13).
+        assert (rows["old"]["sample_unit"], rows["old"]["rate_unit"], rows["old"]["units_per_sample"]) == \
+            ("image", "img/s", 1)
         assert rows["new"]["gpus"] == 2 and store.completed_cells() == {old.cell_id, new.cell_id}
+
+
+def test_migration_13_renames_the_rate_and_leaves_a_collective_sweep_without_a_unit(tmp_path):
+    """The image-rate columns become the generic samples/s with their values; a collective cell's row (no training
+    rate) gets no unit; an old record's JSON, which names its rate images_per_sec, still parses to the same value."""
+    path = tmp_path / "old.db"
+    old = _old_store(path, 12)
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO records (run_id, cell_id, repeat, status, model, record_json, written_unix) "
+                 "VALUES ('sweep', 'c0ffee000000', 0, 'ok', 'allreduce', '{}', 0)")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        columns = _columns(store.conn)
+        rows = {r["run_id"]: r for r in store.records()}
+    assert "images_per_sec" not in columns and "slowest_rank_samples_per_sec" in columns
+    assert rows["sweep"]["rate_unit"] is None and rows["sweep"]["units_per_sample"] is None
+    legacy = old.to_json().replace('"samples_per_sec"', '"images_per_sec"')
+    assert '"images_per_sec"' in legacy and parse_record(legacy).samples_per_sec == old.samples_per_sec
 
 
 @pytest.mark.parametrize("schema", [1, STORE_SCHEMA_VERSION - 1, STORE_SCHEMA_VERSION])

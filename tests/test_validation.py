@@ -111,15 +111,15 @@ def test_usage_errors_exit_2_in_a_real_process(tmp_path):
 
 # --- Issue 6: bad records, bad stores, and matrix values that look like shell -----------------------------------
 
-NAN_RECORD = json.dumps(record()).replace('"images_per_sec": ', '"images_per_sec": NaN, "x": ', 1)
+NAN_RECORD = json.dumps(record()).replace('"samples_per_sec": ', '"samples_per_sec": NaN, "x": ', 1)
 
 # (a worker's record: JSON text or a dict, words the one-line error must contain)
 BAD_RECORDS = [
     (NAN_RECORD, ["not a valid JSON record", "NaN"]),
-    ({**record(), "images_per_sec": float("nan")}, ["images_per_sec", "finite positive"]),
-    ({**record(), "images_per_sec": -12.5}, ["images_per_sec", "finite positive"]),
-    ({**record(), "images_per_sec": 1e12}, ["images_per_sec", "finite positive"]),
-    ({**record(), "images_per_sec": float("inf")}, ["images_per_sec", "finite positive"]),
+    ({**record(), "samples_per_sec": float("nan")}, ["samples_per_sec", "finite positive"]),
+    ({**record(), "samples_per_sec": -12.5}, ["samples_per_sec", "finite positive"]),
+    ({**record(), "samples_per_sec": 1e12}, ["samples_per_sec", "finite positive"]),
+    ({**record(), "samples_per_sec": float("inf")}, ["samples_per_sec", "finite positive"]),
     (json.dumps(record())[:57], ["not a valid JSON record"]),
     ("[1, 2, 3]", ["must be a JSON object"]),
     ({**record(), "shoe_size": 44}, ["shoe_size", "Extra inputs"]),
@@ -153,7 +153,7 @@ def test_a_bad_worker_record_fails_its_cell_instead_of_reaching_the_store_as_a_m
     from bench.execution.runner import records_for
     from bench.planning.cell import PlannedCell
 
-    raw = {**record(run_id="r"), "images_per_sec": -1.0}
+    raw = {**record(run_id="r"), "samples_per_sec": -1.0}
     cell = PlannedCell(raw["cell"], raw["cell_id"], "planned")
     records, outcome = records_for(cell, "r", 0, Outcome("ok", [raw]), ["mpirun"], {})
     assert outcome.status == "failed" and "finite positive" in outcome.reason
@@ -164,7 +164,7 @@ def _store(path, kind: str):
     from bench.store import Store
 
     if kind == "not sqlite":
-        path.write_bytes(b"id,images_per_sec\n1,200\n" * 40)
+        path.write_bytes(b"id,samples_per_sec\n1,200\n" * 40)
     elif kind == "newer schema":
         Store(path).close()
         conn = sqlite3.connect(path)

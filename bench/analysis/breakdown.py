@@ -75,7 +75,7 @@ def breakdowns(table, ranks: Mapping[str, list[list[dict]]], fits: Mapping[tuple
         if not windows:
             continue
         one = r if int(r["gpus"]) == 1 else find.baseline(r)[0]
-        x1 = float(one["images_per_sec"]) if one is not None else None
+        x1 = float(one["samples_per_sec"]) if one is not None else None
         exposed = None
         if x1 and int(r["gpus"]) > 1:
             fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None

@@ -40,8 +40,8 @@ class Comparison:
     gpus: int
     nodes: int
     batch_per_gpu: int
-    baseline_images_per_sec: float  # X(1): the series' measured 1-worker cell
-    images_per_sec: float  # X(N) measured
+    baseline_samples_per_sec: float  # X(1): the series' measured 1-worker cell
+    samples_per_sec: float  # X(N) measured
     measured_efficiency: float
     calibrated_efficiency: float | None  # None: no usable fit of this stack (see `fit`)
     data_sheet_efficiency: float
@@ -70,12 +70,12 @@ def compare(scaled, fits: Mapping[tuple, Any], rated: Link) -> list[Comparison]:
     out = []
     for _, r in scaled.iterrows():
         nodes, gpus = int(r["nodes"]), int(r["gpus"])
-        if nodes < 2 or r.get("baseline_gpus") != 1 or not math.isfinite(float(r.get("baseline_images_per_sec"))):
+        if nodes < 2 or r.get("baseline_gpus") != 1 or not math.isfinite(float(r.get("baseline_samples_per_sec"))):
             continue
         if r["gpu"] not in FABRICS:
             raise AnalysisError(f"the what-if model has no fabric for gpu {r['gpu']!r}")
         per_node = math.ceil(gpus / nodes)
-        x1, batch = float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"])
+        x1, batch = float(r["baseline_samples_per_sec"]), int(r["batch_per_gpu"])
         precision = r.get("precision") or "fp32"
         inter = FABRICS[r["gpu"]]["tcp"]
         sheet = predict(r["gpu"], gpus, x1, batch, fabric="tcp", precision=precision, gpus_per_node=per_node,
@@ -87,7 +87,7 @@ def compare(scaled, fits: Mapping[tuple, Any], rated: Link) -> list[Comparison]:
                                  gpus_per_node=per_node, measured=fit, image_size=image_size_of(r))
         out.append(Comparison(
             cell_id=r["cell_id"], mpi=r["mpi"], engine=r["engine"], gpu=r["gpu"], gpus=gpus, nodes=nodes,
-            batch_per_gpu=batch, baseline_images_per_sec=x1, images_per_sec=float(r["images_per_sec"]),
+            batch_per_gpu=batch, baseline_samples_per_sec=x1, samples_per_sec=float(r["samples_per_sec"]),
             measured_efficiency=float(r["efficiency"]),
             calibrated_efficiency=calibrated.efficiency if calibrated else None,
             data_sheet_efficiency=sheet.efficiency, compute_s=sheet.compute_s,

@@ -46,25 +46,25 @@ def compare(summary: pd.DataFrame, axis: str, a, b) -> pd.DataFrame:
     ratio = X(a) / X(b) with a bootstrap 95% interval, and `verdict`: 'a faster', 'b faster' or 'no clear
     difference' (the interval contains 1)."""
     keys = match_keys(summary, axis)
-    out_cols = [*keys, "cell_id_a", "cell_id_b", "images_per_sec_a", "images_per_sec_b", "ratio", "ratio_low",
+    out_cols = [*keys, "cell_id_a", "cell_id_b", "samples_per_sec_a", "samples_per_sec_b", "ratio", "ratio_low",
                 "ratio_high", "verdict"]
     side_a = summary[summary[axis] == a]
     side_b = summary[summary[axis] == b]
     if side_a.empty or side_b.empty:
         return pd.DataFrame(columns=out_cols)
-    cols = ["cell_id", "images_per_sec", *(["ci_values"] if "ci_values" in summary else [])]
+    cols = ["cell_id", "samples_per_sec", *(["ci_values"] if "ci_values" in summary else [])]
     left = _keyed(side_a[[*keys, *cols]], keys)
     right = _keyed(side_b[[*keys, *cols]], keys)
     pairs = left.merge(right, on=keys, suffixes=("_a", "_b"))
     if pairs.empty:
         return pd.DataFrame(columns=out_cols)
     pairs = _restore(pairs, keys)
-    va = list(pairs["ci_values_a"]) if "ci_values_a" in pairs else [(x,) for x in pairs["images_per_sec_a"]]
-    vb = list(pairs["ci_values_b"]) if "ci_values_b" in pairs else [(x,) for x in pairs["images_per_sec_b"]]
-    va = [v if isinstance(v, (tuple, list)) and len(v) else (x,) for v, x in zip(va, pairs["images_per_sec_a"])]
-    vb = [v if isinstance(v, (tuple, list)) and len(v) else (x,) for v, x in zip(vb, pairs["images_per_sec_b"])]
+    va = list(pairs["ci_values_a"]) if "ci_values_a" in pairs else [(x,) for x in pairs["samples_per_sec_a"]]
+    vb = list(pairs["ci_values_b"]) if "ci_values_b" in pairs else [(x,) for x in pairs["samples_per_sec_b"]]
+    va = [v if isinstance(v, (tuple, list)) and len(v) else (x,) for v, x in zip(va, pairs["samples_per_sec_a"])]
+    vb = [v if isinstance(v, (tuple, list)) and len(v) else (x,) for v, x in zip(vb, pairs["samples_per_sec_b"])]
     ci = ratio_ci_many(va, vb)
-    pairs["ratio"] = pairs["images_per_sec_a"] / pairs["images_per_sec_b"]
+    pairs["ratio"] = pairs["samples_per_sec_a"] / pairs["samples_per_sec_b"]
     # The interval always contains the point estimate (a percentile bootstrap of 2 values can miss it).
     pairs["ratio_low"] = np.minimum(ci[:, 0], pairs["ratio"])
     pairs["ratio_high"] = np.maximum(ci[:, 1], pairs["ratio"])
@@ -111,7 +111,7 @@ def at_fixed_scale(summary: pd.DataFrame, axis: str = "gpu", gpus: int | None = 
     best = max((key for key, c in coverage.items() if c == best_cov), key=lambda key: (key[gi], str(key)))
     rows = tagged[tagged["_k"].map(lambda key: key == best)].drop(columns="_k")
     setting = {key_name: (None if v == "∅" else v) for key_name, v in zip(keys, best)}
-    return rows.sort_values("images_per_sec", ascending=False, kind="stable").reset_index(drop=True), setting
+    return rows.sort_values("samples_per_sec", ascending=False, kind="stable").reset_index(drop=True), setting
 
 
 MIXED = ("fp16", "bf16")
@@ -128,7 +128,7 @@ def precision_table(scaled: pd.DataFrame) -> pd.DataFrame:
     keyed = _keyed(scaled, keys)
     out = None
     for p in present:
-        metrics = {"images_per_sec": f"images_per_sec_{p}", "speedup": f"speedup_{p}",
+        metrics = {"samples_per_sec": f"samples_per_sec_{p}", "speedup": f"speedup_{p}",
                    "efficiency": f"efficiency_{p}", "baseline_gpus": f"baseline_gpus_{p}"}
         have = [m for m in metrics if m in keyed]
         part = keyed.loc[keyed["precision"] == p, [*keys, *have]].rename(columns=metrics)
@@ -140,7 +140,7 @@ def precision_table(scaled: pd.DataFrame) -> pd.DataFrame:
                 out[f"{m}_{p}"] = np.nan
     for p in MIXED:
         if p in present and "fp32" in present:
-            out[f"{p}_over_fp32"] = out[f"images_per_sec_{p}"] / out["images_per_sec_fp32"]
+            out[f"{p}_over_fp32"] = out[f"samples_per_sec_{p}"] / out["samples_per_sec_fp32"]
     out = _restore(out, keys)
     return out.sort_values([c for c in ("gpu", "framework", "mpi", "ib", "batch_per_gpu", "gpus") if c in out],
                            kind="stable").reset_index(drop=True)

@@ -45,7 +45,7 @@ def cost_table(summary: pd.DataFrame, prices: dict[str, Price]) -> pd.DataFrame:
     out["price_read"] = [p.read for p in vm_price]
     out["price_source"] = [p.source if p.usd_per_hour is not None else "no price" for p in vm_price]
     out["usd_per_hour"] = out["vm_usd_per_hour"] * out["nodes"].astype(float)
-    images_per_hour = out["images_per_sec"].astype(float) * 3600.0
+    images_per_hour = out["samples_per_sec"].astype(float) * 3600.0
     out["usd_per_million_images"] = out["usd_per_hour"] / images_per_hour * 1e6
     out["images_per_usd"] = images_per_hour / out["usd_per_hour"]
     return out.sort_values("usd_per_million_images", na_position="last", kind="stable").reset_index(drop=True)

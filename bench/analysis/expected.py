@@ -39,6 +39,7 @@ from bench.analysis.stand_in import OneWorker, stand_in_words
 from bench.analysis.step_split import Split, split_step
 from bench.analysis.straggler import Straggler, straggler
 from bench.analysis.windows import earlier_windows
+from bench.cells.units import IMAGES, RateUnit, format_rate
 
 TOLERANCE = 0.10
 
@@ -69,17 +70,20 @@ class Expected:
     def below(self) -> bool:
         return self.verdict.startswith("below")
 
-    def describe(self) -> str:
+    def describe(self, unit: RateUnit = IMAGES) -> str:
+        """One line; rates in the unit users quote for the cell's workload (img/s, tokens/s)."""
         if self.expected is None:
             return f"no expected value: {self.why}"
+        bare = (lambda v: format_rate(v, unit).removesuffix(f" {unit.rate}"))
         if self.split is not None:
             sp = self.split
-            source = f"compute probe: {self.workers} × {sp.probe_rate:,.1f} img/s, {self.workers} plain processes at once"
+            source = (f"compute probe: {self.workers} × {format_rate(sp.probe_rate, unit)}, {self.workers} plain "
+                      f"processes at once")
         else:
             source = self.links + (f"; X(1) from {self.stand_in} {self.baseline_id}" if self.stand_in else "") \
                 + (f"; {self.note}" if self.note else "")
-        text = (f"measured {self.measured:,.1f} img/s, expected {self.expected:,.1f} "
-                f"[{self.expected_low:,.1f}, {self.expected_high:,.1f}] ({source}): {self.verdict}")
+        text = (f"measured {format_rate(self.measured, unit)}, expected {bare(self.expected)} "
+                f"[{bare(self.expected_low)}, {bare(self.expected_high)}] ({source}): {self.verdict}")
         if self.split is not None and not self.below:
             named = self.split.named()
             text += f": {named}" if named else ""
@@ -154,12 +158,12 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
     for r in rows:
         if int(r["gpus"]) < 2:
             continue
-        lead = Expected(r["cell_id"], int(r["gpus"]), float(r["images_per_sec"]), _low(r), _high(r),
+        lead = Expected(r["cell_id"], int(r["gpus"]), float(r["samples_per_sec"]), _low(r), _high(r),
                         None, straggler=straggler((ranks or {}).get(r["cell_id"], [])))
         one, differs = find.baseline(r)
         probe = (probes or {}).get(r["cell_id"])
         if probe is not None:
-            x1 = float(one["images_per_sec"]) if one is not None else None
+            x1 = float(one["samples_per_sec"]) if one is not None else None
             lead = replace(lead, baseline_id=one["cell_id"] if one is not None else None,
                            stand_in=stand_in_words(one, differs) if one is not None else "")
             out.append(probed(lead, r, probe, (ranks or {}).get(r["cell_id"], []),
@@ -174,14 +178,14 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
         lead = replace(lead, baseline_id=one["cell_id"], stand_in=stand_in_words(one, differs))
         fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
         try:
-            mid, links = expected_rate(r, float(one["images_per_sec"]), fit)
+            mid, links = expected_rate(r, float(one["samples_per_sec"]), fit)
             lo, _ = expected_rate(r, _low(one), _slow_end(fit, fast=False))
             hi, _ = expected_rate(r, _high(one), _slow_end(fit, fast=True))
         except (AnalysisError, KeyError, ValueError) as e:
             out.append(replace(lead, why=f"the model cannot predict it ({e})"))
             continue
-        e, e_lo, e_hi = mid.images_per_sec, min(lo.images_per_sec, mid.images_per_sec), \
-            max(hi.images_per_sec, mid.images_per_sec)
+        e, e_lo, e_hi = mid.samples_per_sec, min(lo.samples_per_sec, mid.samples_per_sec), \
+            max(hi.samples_per_sec, mid.samples_per_sec)
         text, gap, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, e, e_lo, e_hi)
         out.append(replace(lead, expected=e, expected_low=e_lo, expected_high=e_hi, links=links, verdict=text,
                            gap=gap, gap_low=g_lo, gap_high=g_hi))
@@ -226,9 +230,9 @@ def _missing(v) -> bool:
 
 def _low(r: Mapping[str, Any]) -> float:
     v = r.get("boot_low")
-    return float(r["images_per_sec"] if _missing(v) else v)
+    return float(r["samples_per_sec"] if _missing(v) else v)
 
 
 def _high(r: Mapping[str, Any]) -> float:
     v = r.get("boot_high")
-    return float(r["images_per_sec"] if _missing(v) else v)
+    return float(r["samples_per_sec"] if _missing(v) else v)

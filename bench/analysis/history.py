@@ -43,16 +43,16 @@ class ChangePoint:
 
 
 def run_series(windows: pd.DataFrame) -> pd.DataFrame:
-    """Window rows (cell_id, run_id, status, images_per_sec, start_unix) → one row per cell and run: cell_id,
-    run_id, images_per_sec (the run's median), windows, start_unix; ordered by cell, then time."""
-    cols = ["cell_id", "run_id", "images_per_sec", "windows", "start_unix"]
+    """Window rows (cell_id, run_id, status, samples_per_sec, start_unix) → one row per cell and run: cell_id,
+    run_id, samples_per_sec (the run's median), windows, start_unix; ordered by cell, then time."""
+    cols = ["cell_id", "run_id", "samples_per_sec", "windows", "start_unix"]
     if windows.empty:
         return pd.DataFrame(columns=cols)
-    ok = windows[(windows["status"] == "ok") & windows["images_per_sec"].notna()]
+    ok = windows[(windows["status"] == "ok") & windows["samples_per_sec"].notna()]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     out = ok.groupby(["cell_id", "run_id"], as_index=False).agg(
-        images_per_sec=("images_per_sec", "median"), windows=("images_per_sec", "size"),
+        samples_per_sec=("samples_per_sec", "median"), windows=("samples_per_sec", "size"),
         start_unix=("start_unix", "min"))
     return out.sort_values(["cell_id", "start_unix", "run_id"], kind="stable").reset_index(drop=True)[cols]
 
@@ -83,5 +83,5 @@ def change_points(values: Sequence[float], run_ids: Sequence[str] | None = None,
 
 def cell_histories(series: pd.DataFrame, **kw) -> dict[str, list[ChangePoint]]:
     """cell_id → its change points, for every cell of run_series' output."""
-    return {cell: change_points(g["images_per_sec"].tolist(), g["run_id"].tolist(), **kw)
+    return {cell: change_points(g["samples_per_sec"].tolist(), g["run_id"].tolist(), **kw)
             for cell, g in series.groupby("cell_id", sort=False)}

@@ -5,7 +5,7 @@ on DataFrames (no I/O; the catalogue and the FLOP table are packaged data, read 
 
 - images/sec per GPU: a record's (or a cell's median) global images/sec — Σ samples of all workers over the
   measured window (scaling.py's X) — divided by `gpus`, its worker count (one worker per GPU).
-- model FLOPs per image (`flops_per_image`): 3 × one forward pass's matmul and convolution FLOPs for the cell's
+- model FLOPs per image (`flops_per_sample`): 3 × one forward pass's matmul and convolution FLOPs for the cell's
   model at its image size, counted from the model by models/flops.py two independent ways (FlopCounterMode and a
   layer walk) into bench/data/model_flops.yaml. BatchNorm, ReLU, pooling, additions, the loss and the optimizer are
   not counted (the convention: they are no model FLOPs).
@@ -31,7 +31,7 @@ import pandas as pd
 from bench.analysis.missing import is_missing
 
 # What `bench export` adds to every record (derived, never imported: bench/imports/importer.py leaves them out).
-EXPORT_COLUMNS = ("flops_per_image", "peak_format", "peak_tflops", "mfu", "mean_watts_per_gpu", "joules_per_image")
+EXPORT_COLUMNS = ("flops_per_sample", "peak_format", "peak_tflops", "mfu", "mean_watts_per_gpu", "joules_per_image")
 POWER_COLUMNS = ("mean_watts_per_gpu", "joules_per_image")
 _KEY = ["run_id", "cell_id", "job", "repeat"]
 
@@ -53,9 +53,9 @@ def peak_format(precision: str, peaks: Mapping[str, float]) -> str | None:
     return fmt if fmt in peaks else None
 
 
-def mfu(images_per_sec_per_gpu: float, flops_per_image: float, peak_tflops: float) -> float:
+def mfu(samples_per_sec_per_gpu: float, flops_per_sample: float, peak_tflops: float) -> float:
     """The fraction of the peak the model's FLOPs use: rate × FLOPs per image ÷ (peak TFLOP/s × 10¹²)."""
-    return images_per_sec_per_gpu * flops_per_image / (peak_tflops * 1e12)
+    return samples_per_sec_per_gpu * flops_per_sample / (peak_tflops * 1e12)
 
 
 def catalogue_peaks() -> dict[str, dict[str, float]]:
@@ -65,7 +65,16 @@ def catalogue_peaks() -> dict[str, dict[str, float]]:
     return {key: dict(sku.peak_tflops) for key, sku in catalog().items()}
 
 
-def table_flops(model: str, image_size: int) -> int | None:
+def table_flops(model: str, image_size: int, seq_len: int | None = None) -> int | None:
+    """Model FLOPs per sample: ResNet-50's per image from the packaged table; a transformer's per sequence by the
+    6N + 12LHQT convention at the cell's sequence length (models/transformer_shapes.py, docs/transformer.md)."""
+    from models.registry import is_transformer
+
+    if is_transformer(model):
+        from models.transformer_shapes import lookup
+
+        shape = lookup(model)
+        return shape.flops_per_sequence(int(seq_len) if seq_len else shape.seq)
     from bench.facts.model_flops import flops_per_image
 
     return flops_per_image(model, image_size)
@@ -91,15 +100,15 @@ def _why(gpu: str, precision: str, model: str, size, peaks: Mapping[str, Mapping
 
 
 def with_mfu(df: pd.DataFrame, peaks: Mapping[str, Mapping[str, float]] | None = None,
-             flops: Callable[[str, int], int | None] | None = None) -> pd.DataFrame:
-    """Adds flops_per_image, peak_format, peak_tflops, mfu and mfu_why (None where there is an MFU) to records or a
-    cell summary (columns gpu, model, image_size, precision, images_per_sec, gpus). `peaks` and `flops` default to
+             flops: Callable[[str, int, int | None], int | None] | None = None) -> pd.DataFrame:
+    """Adds flops_per_sample, peak_format, peak_tflops, mfu and mfu_why (None where there is an MFU) to records or a
+    cell summary (columns gpu, model, image_size, precision, samples_per_sec, gpus). `peaks` and `flops` default to
     the catalogue's and the packaged table's."""
     peaks = catalogue_peaks() if peaks is None else peaks
     flops = table_flops if flops is None else flops
     out = df.copy()
     if out.empty:
-        for c, dtype in (("flops_per_image", float), ("peak_format", object), ("peak_tflops", float),
+        for c, dtype in (("flops_per_sample", float), ("peak_format", object), ("peak_tflops", float),
                          ("mfu", float), ("mfu_why", object)):
             out[c] = pd.Series(dtype=dtype)
         return out
@@ -107,20 +116,22 @@ def with_mfu(df: pd.DataFrame, peaks: Mapping[str, Mapping[str, float]] | None =
     absent = pd.Series(None, index=out.index, dtype=object)
     # Missing values as None (a NaN is not equal to itself: no dictionary key).
     keys = [tuple(None if is_missing(v) else v for v in k)
-            for k in zip(*(out[c] if c in out else absent for c in ("gpu", "precision", "model", "image_size")))]
+            for k in zip(*(out[c] if c in out else absent
+                           for c in ("gpu", "precision", "model", "image_size", "seq_len")))]
     for key in set(keys):
-        gpu, precision, model, size = key
-        count = flops(model, int(size)) if isinstance(model, str) and isinstance(size, numbers.Real) else None
+        gpu, precision, model, size, seq_len = key
+        count = flops(model, int(size), seq_len) if isinstance(model, str) and isinstance(size, numbers.Real) \
+            else None
         kinds[key] = (count, *_why(gpu, precision, model, size, peaks, count))
     count = [kinds[k][0] for k in keys]
-    out["flops_per_image"] = pd.Series([math.nan if c is None else float(c) for c in count], index=out.index)
+    out["flops_per_sample"] = pd.Series([math.nan if c is None else float(c) for c in count], index=out.index)
     out["peak_format"] = pd.Series([kinds[k][1] for k in keys], index=out.index, dtype=object)
     out["peak_tflops"] = pd.Series([math.nan if kinds[k][2] is None else kinds[k][2] for k in keys],
                                    index=out.index, dtype=float)
     why = [kinds[k][3] for k in keys]
-    rate = pd.to_numeric(out["images_per_sec"] if "images_per_sec" in out else absent, errors="coerce") \
+    rate = pd.to_numeric(out["samples_per_sec"] if "samples_per_sec" in out else absent, errors="coerce") \
         / pd.to_numeric(out["gpus"] if "gpus" in out else absent, errors="coerce")
-    value = mfu(rate, out["flops_per_image"], out["peak_tflops"])
+    value = mfu(rate, out["flops_per_sample"], out["peak_tflops"])
     has = pd.Series([w is None for w in why], index=out.index)
     out["mfu"] = value.where(has)
     out["mfu_why"] = pd.Series([w if w is not None else (None if pd.notna(v) else "no throughput")

@@ -161,7 +161,7 @@ def pair_order(pair: int) -> tuple[str, str]:
 # --- from windows to pairs ------------------------------------------------------------------------------------------
 
 def pair_values(windows, run_side: dict[str, tuple[int, str]], keys: Sequence[str], statistic: str = "median"):
-    """Window-level rows (run_id, status, images_per_sec and the cell `keys`) of the session's runs, and which
+    """Window-level rows (run_id, status, samples_per_sec and the cell `keys`) of the session's runs, and which
     (pair, side) each run was → one row per cell and pair: `cell` (the keys' values joined, a matching key), the
     keys, `pair`, and `A`, `B`: each side's median over its ok windows in that run (NaN where a side measured
     nothing), or with statistic="peak" its fastest window (interference only ever slows a window down, so on a
@@ -178,7 +178,7 @@ def pair_values(windows, run_side: dict[str, tuple[int, str]], keys: Sequence[st
         return pd.DataFrame(columns=columns)
     ok = ok.assign(cell=ok[list(keys)].map(str).agg("|".join, axis=1),
                    pair=ok["run_id"].map(lambda r: run_side[r][0]), side=ok["run_id"].map(lambda r: run_side[r][1]))
-    med = ok.groupby(["cell", "pair", "side"], sort=True)["images_per_sec"]
+    med = ok.groupby(["cell", "pair", "side"], sort=True)["samples_per_sec"]
     med = (med.median() if statistic == "median" else med.max()).unstack("side")
     med = med.reindex(columns=["A", "B"])
     med.columns.name = None

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from bench.cells.keys import CELL_KEYS
+from bench.cells.units import IMAGES, RateUnit, format_rate
 
 PROBE_VERSION = 1
 MAX_AGE_S = 7 * 24 * 3600
@@ -131,10 +132,12 @@ class ProbeResult:
             return 0.0
         return (max(xs) - min(xs)) / statistics.median(xs)
 
-    def describe(self) -> str:
+    def describe(self, unit: RateUnit = IMAGES) -> str:
+        """One line; the rates in the unit users quote for the probed workload (img/s, tokens/s)."""
         others = self.workers - 1
-        return (f"{self.workers} plain processes at once: {self.rate:,.1f} img/s each "
-                f"[{self.rate_low:,.1f}, {self.rate_high:,.1f}] beside {others} other{'s' if others != 1 else ''}"
+        bare = (lambda v: format_rate(v, unit).removesuffix(f" {unit.rate}"))
+        return (f"{self.workers} plain processes at once: {format_rate(self.rate, unit)} each "
+                f"[{bare(self.rate_low)}, {bare(self.rate_high)}] beside {others} other{'s' if others != 1 else ''}"
                 + (f", compute {self.compute_s:.3f} s a step" if self.compute_s else "")
                 + f", spread {100 * self.spread:.0f}%"
                 + ("" if self.other_load is None else f", other processes {self.other_load:.1f} CPU-s/s"))
@@ -167,7 +170,8 @@ def summarize(processes: list[list[Mapping[str, Any]]], batch: int, *, measured_
         return None
     rates, computes, all_rates = [], [], []
     for p in kept:
-        r = [float(w["images_per_sec"]) for w in p]
+        # (probes stored before the workload was an axis name the rate images_per_sec)
+        r = [float(w.get("samples_per_sec", w.get("images_per_sec"))) for w in p]
         rates.append(statistics.median(r))
         all_rates += r
         c = [_compute_per_step(w) for w in p]
@@ -198,7 +202,7 @@ def to_entry(key: Mapping[str, Any], result: ProbeResult, raw: list[list[Mapping
             "rate_low": result.rate_low, "rate_high": result.rate_high, "compute_s": result.compute_s,
             "process_compute_s": list(result.process_compute_s), "windows": result.windows,
             "other_load": result.other_load,
-            "processes": [[{"images_per_sec": w["images_per_sec"], "compute_s": _compute_per_step(w),
+            "processes": [[{"samples_per_sec": w["samples_per_sec"], "compute_s": _compute_per_step(w),
                             "start_unix": w["start_unix"], "end_unix": w["end_unix"]} for w in p] for p in raw]}
 
 
@@ -307,7 +311,7 @@ def cost_entry(cell: Mapping[str, Any], probe, records: list[Mapping[str, Any]],
     them: for later runs of the same stack with the same probe to compare with. None with no phases."""
     from bench.analysis.step_split import measured_parts
 
-    rates = [float(r["images_per_sec"]) for r in records if r.get("images_per_sec")]
+    rates = [float(r["samples_per_sec"]) for r in records if r.get("samples_per_sec")]
     windows = [list(r.get("per_rank") or []) for r in records]
     if not rates or not any(windows):
         return None

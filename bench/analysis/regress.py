@@ -33,7 +33,7 @@ VERDICTS = ("regressed", "improved", "unchanged", "inconclusive", "insufficient-
 # no AMX. A CPU cell of these precisions measured with different features is `incomparable`, never regressed.
 FEATURE_BOUND_PRECISIONS = ("bf16", "fp16")
 
-OBSERVATION_COLUMNS = ["cell_id", *CELL_KEYS, "run_id", "obs", "basis", "images_per_sec", "peak_images_per_sec"]
+OBSERVATION_COLUMNS = ["cell_id", *CELL_KEYS, "run_id", "obs", "basis", "samples_per_sec", "peak_samples_per_sec"]
 RESULT_COLUMNS = ["cell_id", *CELL_KEYS, "basis", "n_baseline", "n_candidate", "baseline_median",
                   "baseline_ci_low", "baseline_ci_high", "candidate_median", "candidate_ci_low", "candidate_ci_high",
                   "ratio", "ci_low", "ci_high", "ci_coverage", "p_value", "verdict", "note"]
@@ -58,27 +58,27 @@ class CheckSettings:
 # --- observations ---------------------------------------------------------------------------------------------------
 
 def observations(windows: pd.DataFrame) -> pd.DataFrame:
-    """Window-level rows (one per measured repeat: cell_id, the cell keys, run_id, job, status, images_per_sec) →
+    """Window-level rows (one per measured repeat: cell_id, the cell keys, run_id, job, status, samples_per_sec) →
     one row per observation. A cell with two or more jobs (counted over all its runs) gives one observation per job,
     its median over the job's ok windows (`basis` = jobs); a cell with one job gives its windows (`basis` = windows).
-    `peak_images_per_sec` is the job's fastest window (what a reference cell contributes to normalisation)."""
+    `peak_samples_per_sec` is the job's fastest window (what a reference cell contributes to normalisation)."""
     if windows.empty:
         return pd.DataFrame(columns=OBSERVATION_COLUMNS)
     ok = windows
     if "status" in ok:
         ok = ok[ok["status"] == "ok"]
-    ok = ok[np.isfinite(ok["images_per_sec"].astype(float)) & (ok["images_per_sec"] > 0)]
+    ok = ok[np.isfinite(ok["samples_per_sec"].astype(float)) & (ok["samples_per_sec"] > 0)]
     if ok.empty:
         return pd.DataFrame(columns=OBSERVATION_COLUMNS)
     jobs = ok.groupby(["cell_id", "run_id", "job"], sort=False, as_index=False).agg(
-        images_per_sec=("images_per_sec", "median"), peak_images_per_sec=("images_per_sec", "max"))
+        samples_per_sec=("samples_per_sec", "median"), peak_samples_per_sec=("samples_per_sec", "max"))
     n_jobs = jobs.groupby("cell_id", sort=False)["job"].transform("size")
     by_job = jobs[n_jobs >= 2].rename(columns={"job": "obs"}).assign(basis="jobs")
     single = set(jobs.loc[n_jobs < 2, "cell_id"])
     by_window = ok[ok["cell_id"].isin(single)]
     by_window = by_window.assign(obs=by_window["repeat"] if "repeat" in by_window else range(len(by_window)),
-                                 basis="windows", peak_images_per_sec=by_window["images_per_sec"])
-    by_window = by_window[["cell_id", "run_id", "obs", "basis", "images_per_sec", "peak_images_per_sec"]]
+                                 basis="windows", peak_samples_per_sec=by_window["samples_per_sec"])
+    by_window = by_window[["cell_id", "run_id", "obs", "basis", "samples_per_sec", "peak_samples_per_sec"]]
     out = pd.concat([by_job, by_window], ignore_index=True)
     keys = ok.drop_duplicates("cell_id")[["cell_id", *CELL_KEYS]]
     out = out.merge(keys, on="cell_id", how="left")
@@ -106,15 +106,15 @@ def normalize_ratio_to(obs: pd.DataFrame, selection: dict[str, list], side: str 
         raise AnalysisError(f"normalise: no cell matches '{what}'{where}")
     if len(ref_cells) > 1:
         raise AnalysisError(f"normalise: '{what}' matches {len(ref_cells)} cells{where}; add keys so it names one")
-    reference = obs[ref_mask].groupby("run_id")["peak_images_per_sec"].max()
+    reference = obs[ref_mask].groupby("run_id")["peak_samples_per_sec"].max()
     rest = obs[~ref_mask]
     missing = set(rest["run_id"]) - set(reference.index)
     if missing:
         raise AnalysisError(f"normalise: run {sorted(missing)[0]} has no '{what}' cell to divide by{where}")
     out = rest.copy()
     divisor = reference.reindex(out["run_id"]).to_numpy()
-    out["images_per_sec"] = out["images_per_sec"].to_numpy() / divisor
-    out["peak_images_per_sec"] = out["peak_images_per_sec"].to_numpy() / divisor
+    out["samples_per_sec"] = out["samples_per_sec"].to_numpy() / divisor
+    out["peak_samples_per_sec"] = out["peak_samples_per_sec"].to_numpy() / divisor
     return out.reset_index(drop=True)
 
 
@@ -141,7 +141,7 @@ def _groups(obs: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
         return {}
     ordered = obs.sort_values("cell_id", kind="stable")
     ids = ordered["cell_id"].to_numpy()
-    values = ordered["images_per_sec"].to_numpy(dtype=float)
+    values = ordered["samples_per_sec"].to_numpy(dtype=float)
     basis = ordered["basis"].to_numpy()
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     ends = np.r_[starts[1:], len(ids)]

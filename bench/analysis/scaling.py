@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.cells.label import framework_words
 from bench.analysis.stats import bootstrap_many, median_ci
 from bench.backend_settings.registry import BACKENDS
 from bench.cells.keys import CELL_KEYS, INPUT_KEYS
@@ -78,9 +79,9 @@ def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
     with the coverage it really has, and `boot_low/boot_high`, the seeded percentile bootstrap of stats.bootstrap_ci
     (computed for many cells at once, same numbers), which error bars and comparisons use. `ci_values` keeps the
     values both rest on."""
-    columns = ["cell_id", *CELL_KEYS, "nodes", "n", "images_per_sec", "min", "max", "ci_low", "ci_high",
+    columns = ["cell_id", *CELL_KEYS, "nodes", "n", "samples_per_sec", "min", "max", "ci_low", "ci_high",
                "ci_coverage", "ci_over", "boot_low", "boot_high", "ci_values", "rank_spread", "slowest_rank",
-               "requested_transport", "effective_transport", "transport_verdict", "images_per_sec_per_gpu"]
+               "requested_transport", "effective_transport", "transport_verdict", "samples_per_sec_per_gpu"]
     if ok_records.empty:
         return pd.DataFrame(columns=columns)
     keys = ["cell_id", *CELL_KEYS, "nodes"]
@@ -89,13 +90,13 @@ def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
     cell_of = recs.groupby(keys, dropna=False, sort=False).ngroup()
     recs = recs.assign(_cell=cell_of.to_numpy())
     firsts = recs.drop_duplicates("_cell").set_index("_cell").sort_index()
-    rate = recs.groupby("_cell")["images_per_sec"]
+    rate = recs.groupby("_cell")["samples_per_sec"]
     out = firsts[keys].copy()
     out["n"] = rate.size()
-    out["images_per_sec"] = rate.median()
+    out["samples_per_sec"] = rate.median()
     out["min"], out["max"] = rate.min(), rate.max()
     if "job" in recs:
-        job_medians = recs.groupby(["_cell", "job"])["images_per_sec"].median()
+        job_medians = recs.groupby(["_cell", "job"])["samples_per_sec"].median()
         jobs = job_medians.groupby(level=0).agg(list)
     else:
         jobs = pd.Series([[] for _ in out.index], index=out.index)
@@ -122,7 +123,7 @@ def cell_summary(ok_records: pd.DataFrame) -> pd.DataFrame:
     out["requested_transport"] = _mode(recs, "requested_transport")
     out["effective_transport"] = _mode(recs, "effective_transport")
     out["transport_verdict"] = _worst_verdict(recs)
-    out["images_per_sec_per_gpu"] = out["images_per_sec"] / out["gpus"]
+    out["samples_per_sec_per_gpu"] = out["samples_per_sec"] / out["gpus"]
     out = out.reset_index(drop=True)[columns]
     return out.sort_values([*SERIES_KEYS, "gpus"], kind="stable").reset_index(drop=True)
 
@@ -153,16 +154,16 @@ def _worst_verdict(recs: pd.DataFrame) -> pd.Series:
 
 
 def scaling(summary: pd.DataFrame) -> pd.DataFrame:
-    """Adds baseline_gpus, baseline_images_per_sec, speedup and efficiency to a cell summary."""
+    """Adds baseline_gpus, baseline_samples_per_sec, speedup and efficiency to a cell summary."""
     if summary.empty:
-        return summary.assign(baseline_gpus=[], baseline_images_per_sec=[], speedup=[], efficiency=[],
+        return summary.assign(baseline_gpus=[], baseline_samples_per_sec=[], speedup=[], efficiency=[],
                               series_cells=[])
     s = summary.reset_index(drop=True).copy()
     groups = s.groupby(SERIES_KEYS, dropna=False, sort=False)["gpus"]
     base = groups.transform("idxmin").to_numpy()  # row of the smallest worker count in each series
     s["baseline_gpus"] = s["gpus"].to_numpy()[base].astype(int)
-    s["baseline_images_per_sec"] = s["images_per_sec"].to_numpy()[base]
-    s["speedup"] = s["images_per_sec"] / s["baseline_images_per_sec"]
+    s["baseline_samples_per_sec"] = s["samples_per_sec"].to_numpy()[base]
+    s["speedup"] = s["samples_per_sec"] / s["baseline_samples_per_sec"]
     s["efficiency"] = s["speedup"] / (s["gpus"] / s["baseline_gpus"])
     s["series_cells"] = groups.transform("size").to_numpy()
     return s
@@ -170,7 +171,7 @@ def scaling(summary: pd.DataFrame) -> pd.DataFrame:
 
 def series_label(row: pd.Series, varying: list[str] | None = None) -> str:
     """Short name of a series: gpu · framework · mpi · ib, real data if so, plus the workload keys that vary."""
-    framework = row["framework"] + (" (DDP)" if row.get("engine") == "native" else "")
+    framework = framework_words(row["framework"], row.get("engine"))
     label = f"{row['gpu']} · {framework} · {row['mpi']} · IB {'on' if row['ib'] else 'off'}"
     if row.get("data") == "imagenet":
         label += f" · ImageNet {row['data_layout']}"
@@ -193,22 +194,22 @@ INPUT_BOUND_BELOW = 0.8  # a real-data cell under 80% of its synthetic twin is w
 
 
 def input_bound(summary: pd.DataFrame) -> pd.DataFrame:
-    """Adds `synthetic_images_per_sec` and `real_vs_synthetic` to real-data cells that have a synthetic twin (every
+    """Adds `synthetic_samples_per_sec` and `real_vs_synthetic` to real-data cells that have a synthetic twin (every
     other setting equal), and `input_bound` where the ratio is below INPUT_BOUND_BELOW."""
     out = summary.copy()
-    out["synthetic_images_per_sec"] = float("nan")
+    out["synthetic_samples_per_sec"] = float("nan")
     if out.empty:
         out["real_vs_synthetic"] = []
         out["input_bound"] = []
         return out
     twin_keys = [k for k in CELL_KEYS if k not in INPUT_KEYS]
-    synthetic = out[out["data"] == "synthetic"].set_index(twin_keys)["images_per_sec"]
+    synthetic = out[out["data"] == "synthetic"].set_index(twin_keys)["samples_per_sec"]
     synthetic = synthetic[~synthetic.index.duplicated()]
     real = out["data"] == "imagenet"
     for i in out.index[real]:
         key = tuple(out.loc[i, twin_keys])
         if key in synthetic.index:
-            out.loc[i, "synthetic_images_per_sec"] = synthetic.loc[key]
-    out["real_vs_synthetic"] = out["images_per_sec"] / out["synthetic_images_per_sec"]
+            out.loc[i, "synthetic_samples_per_sec"] = synthetic.loc[key]
+    out["real_vs_synthetic"] = out["samples_per_sec"] / out["synthetic_samples_per_sec"]
     out["input_bound"] = out["real_vs_synthetic"] < INPUT_BOUND_BELOW
     return out

@@ -142,8 +142,8 @@ def with_tcp(gbit_s: float) -> dict[str, Link]:
 
 def predicted_series(published):
     """`predict` for every published bar (bench.facts.reference.published_series()'s frame: gpu, series, gpus, fabric,
-    route, batch_per_gpu, images_per_sec), from the series' own 1-GPU bar, on the series' fabric and allreduce route.
-    Bars the model cannot place are left out. Columns: gpu, series, gpus, images_per_sec, efficiency."""
+    route, batch_per_gpu, samples_per_sec), from the series' own 1-GPU bar, on the series' fabric and allreduce route.
+    Bars the model cannot place are left out. Columns: gpu, series, gpus, samples_per_sec, efficiency."""
     import pandas as pd
 
     rows = []
@@ -153,13 +153,13 @@ def predicted_series(published):
             continue
         for r in s.itertuples():
             try:
-                p = predict(gpu, int(r.gpus), float(first["images_per_sec"]), int(r.batch_per_gpu), fabric=r.fabric,
+                p = predict(gpu, int(r.gpus), float(first["samples_per_sec"]), int(r.batch_per_gpu), fabric=r.fabric,
                             path=r.route)
             except (AnalysisError, KeyError, ValueError):
                 continue
-            rows.append({"gpu": gpu, "series": series, "gpus": int(r.gpus), "images_per_sec": p.images_per_sec,
+            rows.append({"gpu": gpu, "series": series, "gpus": int(r.gpus), "samples_per_sec": p.samples_per_sec,
                          "efficiency": p.efficiency})
-    return pd.DataFrame(rows, columns=["gpu", "series", "gpus", "images_per_sec", "efficiency"])
+    return pd.DataFrame(rows, columns=["gpu", "series", "gpus", "samples_per_sec", "efficiency"])
 
 
 def residuals(published):

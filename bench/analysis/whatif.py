@@ -190,12 +190,12 @@ class Prediction:
     comm_s: float
     exposed_s: float
     step_s: float
-    images_per_sec: float
+    samples_per_sec: float
     efficiency: float  # against the 1-GPU throughput given
     links: str = "data sheet"  # where α and β came from: "data sheet" (LINKS) or "measured" (a fitted sweep)
 
 
-def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
+def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
             path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
             gpus_per_node: int | None = None, links: dict[str, Link] | None = None,
             measured: Any = None, image_size: int = 224, fusion: tuple[float, int] | None = None) -> Prediction:
@@ -207,7 +207,7 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
 
     if not 0 <= overlap <= 1:
         raise AnalysisError(f"overlap must be within [0, 1], got {overlap}")
-    if images_per_sec_1gpu <= 0 or batch_per_gpu <= 0 or gpus < 1:
+    if samples_per_sec_1gpu <= 0 or batch_per_gpu <= 0 or gpus < 1:
         raise AnalysisError("need a positive 1-GPU throughput, batch and worker count")
     links = links or LINKS
     if fabric not in ("ib", "tcp"):
@@ -215,7 +215,7 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
     fab = FABRICS[gpu]
     per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
     inter = links[fab[fabric]] if fab[fabric] else None
-    compute = batch_per_gpu / images_per_sec_1gpu
+    compute = batch_per_gpu / samples_per_sec_1gpu
     busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
     hidden = overlap * BACKWARD_FRACTION * compute
     shared_cores = catalog()[gpu].is_cpu and measured is not None and measured.usable and gpus > 1
@@ -259,7 +259,7 @@ def predict(gpu: str, gpus: int, images_per_sec_1gpu: float, batch_per_gpu: int,
 # --- for the report: prediction next to measurement ---------------------------------------------------------------
 
 def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_mpis: Collection[str]):
-    """Adds predicted_images_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
+    """Adds predicted_samples_per_sec / predicted_efficiency to rows of `analysis.scaling.scaling()` whose series has
     a 1-worker baseline on a GPU the model knows. `host_path_mpis`: the MPI flavours that reach InfiniBand without
     SR-IOV (Intel MPI, through DAPL; the caller asks bench.launch): they use the host path on such a SKU (as in 2018),
     everything else NCCL. Rows it cannot predict get NaN.
@@ -280,16 +280,16 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_
         fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
         measured = fit if fit is not None and fit.usable else None
         known = r["gpu"] in FABRICS and (r["gpu"] != "cpu" or measured is not None)
-        if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_images_per_sec")):
+        if known and r.get("baseline_gpus") == 1 and pd.notna(r.get("baseline_samples_per_sec")):
             fabric = "ib" if r["ib"] else "tcp"
             host = r["mpi"] in host_path_mpis and not catalog()[r["gpu"]].sriov
             route = "host" if host else "nccl"
             try:
-                p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_images_per_sec"]), int(r["batch_per_gpu"]),
+                p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_samples_per_sec"]), int(r["batch_per_gpu"]),
                             fabric=fabric, path=route, precision=r.get("precision") or "fp32",
                             gpus_per_node=_per_node(r) if measured else None, measured=measured,
                             image_size=image_size_of(r))
-                x, e = p.images_per_sec, p.efficiency
+                x, e = p.samples_per_sec, p.efficiency
                 source = p.links
                 if fit is not None and not fit.usable:
                     source += f" (measured fit unusable: {fit.reason})"
@@ -298,7 +298,7 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_
         pred_x.append(x)
         pred_e.append(e)
         used.append(source)
-    out["predicted_images_per_sec"] = pred_x
+    out["predicted_samples_per_sec"] = pred_x
     out["predicted_efficiency"] = pred_e
     out["predicted_links"] = used
     return out

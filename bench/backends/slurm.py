@@ -24,6 +24,7 @@ from bench.backends.shared.records import read_end, read_records, tail_of
 from bench.core.errors import BenchInputError
 from bench.launch import Rendered, flavour_named
 from bench.planning.cell import PlannedCell
+from models.registry import TORCH_DISTRIBUTED_ENGINES
 
 # Job states in which the job has not finished yet (everything else is final).
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
@@ -130,10 +131,11 @@ class SlurmBackend(Backend):
             return reason
         if nodes > self.config.max_nodes:
             return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
-        if cell["engine"] == "native" and nodes > 1:
-            return f"engine=native on {nodes} nodes: the slurm backend starts DDP on one node only"
+        if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and nodes > 1:
+            return (f"engine={cell['engine']} on {nodes} nodes: the slurm backend starts torch.distributed on one node "
+                    f"only")
         if (c := self.config.container) is not None and c.engine == "pyxis" and (
-                self.config.launch != "srun" or cell["engine"] == "native"
+                self.config.launch != "srun" or cell["engine"] in TORCH_DISTRIBUTED_ENGINES
                 or not flavour_named(cell["mpi"]).srun_starts_ranks):
             return ("container.engine pyxis needs srun to start every rank (launch: srun, an MPI flavour, "
                     "engine horovod); use apptainer for launcher-started cells")
@@ -189,7 +191,8 @@ class SlurmBackend(Backend):
         """The line that starts the workers inside the allocation."""
         launch = self.launch(planned, run_id, job)
         c, spec = planned.cell, launch.spec
-        if c["engine"] != "native" and self.config.launch == "srun" and launch.flavour.controller == "mpi":
+        if (c["engine"] not in TORCH_DISTRIBUTED_ENGINES and self.config.launch == "srun"
+                and launch.flavour.controller == "mpi"):
             # srun starts MPI ranks, not horovodrun; no launcher flags under srun: the flavour's fabric settings (the
             # interface too) go as its variables.
             argv = ("srun", f"--mpi={self.config.srun_mpi}", f"--ntasks={c['gpus']}",

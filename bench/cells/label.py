@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bench.cells.keys import WORKLOAD_DEFAULTS
+from models.registry import ENGINES
 
 
 def _missing(value: Any) -> bool:
@@ -44,7 +45,11 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "compile": lambda v: f"compile={v}",
     "optimizer_impl": lambda v: f"sgd-{v}",
     "cuda_graphs": lambda v: "cudagraphs" if _on(v) else "no-cudagraphs",
+    "seq_len": lambda v: f"T{int(v)}",
+    "grad_accum": lambda v: f"ga{int(v)}",
+    "activation_checkpointing": lambda v: "ckpt" if _on(v) else "no-ckpt",
 }
+
 # Warm-up, steps and repeats read together as one token, `warmup+steps x repeats`, when any differs.
 PROTOCOL_KEYS = ("warmup_steps", "steps", "repeats")
 
@@ -76,15 +81,22 @@ def _nodes(cell: Mapping[str, Any], nodes: Any) -> int | None:
     return sku.nodes_for(int(cell["gpus"]), None if _missing(per_node) else int(per_node))
 
 
+def framework_words(framework: Any, engine: Any) -> str:
+    """A framework as tables name it, with the engine when it is not Horovod: "pytorch (DDP)", "pytorch (FSDP2)"."""
+    spec = ENGINES.get(str(engine))
+    return f"{framework} ({spec['label']})" if spec and spec["tag"] else str(framework)
+
+
 def cell_label(cell: Mapping[str, Any], nodes: int | None = None) -> str:
     """The cell's label (the module docstring has the format). `cell`: a cell dict, a store row or a record, with
     at least the axes; `nodes` where the caller knows it, else the row's own `nodes`, else the catalogue's."""
     get = cell.get
     model = get("model")
     model = WORKLOAD_DEFAULTS["model"] if _missing(model) else model
-    framework = str(get("framework")) + ("+ddp" if get("engine") == "native" else "")
+    tag = ENGINES.get(str(get("engine")), {}).get("tag")  # Horovod, the default, goes unnamed
+    framework = str(get("framework")) + (f"+{tag}" if tag else "")
     if model != WORKLOAD_DEFAULTS["model"]:
-        framework = f"{model}:{framework}"  # a collective sweep, not training
+        framework = f"{model}:{framework}"  # a collective sweep, or another workload (a transformer's configuration)
     path = f"{get('gpu')}/{framework}/{get('mpi')}/ib={'on' if _on(get('ib')) else 'off'}/{int(get('gpus'))}w"
     n = _nodes(cell, nodes if nodes is not None else get("nodes"))
     if n is not None and n > 1:
@@ -97,6 +109,8 @@ def cell_label(cell: Mapping[str, Any], nodes: int | None = None) -> str:
     if (_missing(data) or data == WORKLOAD_DEFAULTS["data"]) and _differs("data_layout", layout):
         tokens.append(f"layout={layout}")  # no data read, but the setting is part of the cell
     tokens += [token(get(key)) for key, token in TOKENS.items() if _differs(key, get(key))]
+    if _differs("optimizer_impl", get("optimizer_impl")) and model != WORKLOAD_DEFAULTS["model"]:
+        tokens = [t.replace("sgd-", "adamw-", 1) if t.startswith("sgd-") else t for t in tokens]  # AdamW's kernels
     if any(_differs(key, get(key)) for key in PROTOCOL_KEYS):
         warmup, steps, repeats = (get(k) if not _missing(get(k)) else WORKLOAD_DEFAULTS[k] for k in PROTOCOL_KEYS)
         tokens.append(f"{int(warmup)}+{int(steps)}x{int(repeats)}")

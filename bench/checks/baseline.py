@@ -92,8 +92,8 @@ def build_baseline(name: str, windows: pd.DataFrame, runs: list[dict[str, Any]],
         jobs = []
         for (run_id, job), j in g.groupby(["run_id", "job"], sort=True):
             j = j.sort_values("repeat")
-            rates = [float(x) for x in j["images_per_sec"]]
-            entry = {"run_id": run_id, "job": int(job), "images_per_sec": statistics.median(rates), "windows": rates}
+            rates = [float(x) for x in j["samples_per_sec"]]
+            entry = {"run_id": run_id, "job": int(job), "samples_per_sec": statistics.median(rates), "windows": rates}
             cpu = next((x for x in j["cpu_features"] if isinstance(x, str)), None)
             if cpu:  # optional: baselines saved before it load as 'features not recorded'
                 entry["cpu_features"] = cpu
@@ -180,6 +180,9 @@ def load_baseline(path: Path) -> dict[str, Any]:
             raise _corrupt(path, f"{where}.jobs: must be a non-empty list")
         for k, job in enumerate(jobs):
             jw = f"{where}.jobs[{k}]"
+            if isinstance(job, dict) and "images_per_sec" in job and "samples_per_sec" not in job:
+                # Baselines saved before the workload was an axis: the same per-job median under its old name.
+                job["samples_per_sec"] = job.pop("images_per_sec")
             if not isinstance(job, dict) or not isinstance(job.get("run_id"), str) \
                     or not isinstance(job.get("job"), int) or isinstance(job.get("job"), bool):
                 raise _corrupt(path, f"{jw}: needs run_id (text) and job (integer)")
@@ -187,8 +190,8 @@ def load_baseline(path: Path) -> dict[str, Any]:
             if not isinstance(windows, list) or not windows or not all(type(w) in (int, float) for w in windows) \
                     or not (min(windows) > 0 and math.isfinite(max(windows))):  # NaN/Infinity never parse
                 raise _corrupt(path, f"{jw}.windows: must be a non-empty list of positive numbers")
-            if not _positive(job.get("images_per_sec")):
-                raise _corrupt(path, f"{jw}.images_per_sec: must be a positive number")
+            if not _positive(job.get("samples_per_sec")):
+                raise _corrupt(path, f"{jw}.samples_per_sec: must be a positive number")
             if "cpu_features" in job and not isinstance(job["cpu_features"], str):
                 raise _corrupt(path, f"{jw}.cpu_features: must be text ('+flag -flag ...')")
     return doc
@@ -220,7 +223,7 @@ def baseline_windows(doc: dict[str, Any]) -> pd.DataFrame:
     out["job"] = np.asarray(jobs, dtype=np.int64)
     out["repeat"] = np.asarray(repeats, dtype=np.int64)
     out["status"] = "ok"
-    out["images_per_sec"] = np.asarray(rates, dtype=float)
+    out["samples_per_sec"] = np.asarray(rates, dtype=float)
     out["cpu_features"] = pd.Series(cpus, dtype=object)
     return out
 

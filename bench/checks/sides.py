@@ -14,7 +14,7 @@ from bench.core.errors import BenchInputError
 @dataclass
 class CheckSide:
     """What one side of a check is: a label for people, and window-level rows (cell_id, cell keys, run_id, job,
-    repeat, status, images_per_sec) for bench.analysis.regress.observations."""
+    repeat, status, samples_per_sec) for bench.analysis.regress.observations."""
     label: str
     windows: pd.DataFrame  # with cpu_features: the CPU feature signature of the record/job, None if not recorded
     # What its records say of their environment (envdiff.environment_of); None: not recorded (a version 1 baseline).

@@ -19,9 +19,13 @@ _value = json_value  # JSON-safe: NaN/None/NA → null, numpy scalars → Python
 
 def check_document(result, *, baseline: str, candidate: str, settings, normalize: str, counts: dict,
                    exit_code: int, labels: dict[str, str], changes=()) -> dict:
+    from bench.cells.units import IMAGES, unit_of_cell
+
     cells = []
     for row in result.to_dict("records"):
+        unit = unit_of_cell(row) or IMAGES  # the medians are samples/s: these say what to multiply them into
         cells.append({"cell": labels[row["cell_id"]], "cell_id": row["cell_id"],
+                      "rate_unit": unit.rate, "units_per_sample": unit.per_sample,
                       "keys": {k: _value(row.get(k)) for k in CELL_KEYS},
                       "basis": row["basis"], "n_baseline": int(row["n_baseline"]),
                       "n_candidate": int(row["n_candidate"]),

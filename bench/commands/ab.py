@@ -280,16 +280,20 @@ def print_results(results, diffs, settings, session_id, course: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from bench.cells.units import IMAGES, format_rate, unit_of_cell
+
     console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
     table = Table(title=f"ab {session_id}: B against A (paired, interleaved, decided sequentially)",
                   title_justify="left")
-    for col in ("cell", "pairs", "A img/s", "B img/s", "ratio B/A", f"{1 - settings.alpha:.0%} interval",
+    for col in ("cell", "pairs", "A", "B", "ratio B/A", f"{1 - settings.alpha:.0%} interval",
                 "p (any change)", "noise (sd log)", "verdict"):
         table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
     for r in results:
         med = (lambda xs: sorted(xs)[len(xs) // 2] if xs else math.nan)
-        table.add_row(r["cell"], f"{r['pairs']}/{r['pairs_run']}", _fmt(med(r["a_values"])),
-                      _fmt(med(r["b_values"])), _fmt(r["ratio"], 3), _interval(r), _fmt(r["p_change"], 3),
+        unit = unit_of_cell(r) or IMAGES  # each cell in its own unit: img/s, tokens/s
+        rate = (lambda xs: format_rate(med(xs), unit) if xs else "-")
+        table.add_row(r["cell"], f"{r['pairs']}/{r['pairs_run']}", rate(r["a_values"]), rate(r["b_values"]),
+                      _fmt(r["ratio"], 3), _interval(r), _fmt(r["p_change"], 3),
                       _fmt(r["sd_log"], 3), r["verdict"])
     console.print(table)
     for r in results:

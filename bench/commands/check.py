@@ -6,6 +6,7 @@ import sys
 
 from bench.analysis import missing
 from bench.cells.label import cell_label
+from bench.cells.units import IMAGES, format_rate, unit_of_cell
 from bench.commands import EXIT_FAILED, EXIT_OK
 from bench.commands.lines import print_changes, what_changed
 from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
@@ -81,7 +82,8 @@ def run(args) -> int:
     result = mark_cpu_differences(compare(b_obs, c_obs, settings), base.windows, cand.windows)
     counts = summary_counts(result)
 
-    unit = "× reference" if selector else "img/s"
+    # Each cell in its own unit (img/s, tokens/s), or all as ratios to the reference cell.
+    unit = "× reference" if selector else "per cell's unit"
     console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
     shown = result if len(result) <= _MAX_ROWS or args.all else result[result["verdict"] != "unchanged"]
     table = Table(title=f"check: {cand.label} against {base.label}", title_justify="left")
@@ -93,8 +95,10 @@ def run(args) -> int:
     for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
         interval = missing.MISSING if missing.is_missing(row["ci_low"]) or missing.is_missing(row["ci_high"]) else \
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
+        rate_unit = None if selector else (unit_of_cell(row) or IMAGES)
+        value = (lambda v: _fmt(v, digits)) if rate_unit is None else (lambda v: rate_text(v, rate_unit))
         table.add_row(cell_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
-                      _fmt(row["baseline_median"], digits), _fmt(row["candidate_median"], digits),
+                      value(row["baseline_median"]), value(row["candidate_median"]),
                       _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
                       f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
                       missing.text(row["note"], missing=""))
@@ -111,10 +115,14 @@ def run(args) -> int:
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
     # The summary stays the last line (CI logs and tests read it).
-    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute images/sec"
+    how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute rates"
     print(f"check: {len(result)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f" ({how}; min effect {settings.min_effect:.0%}; one-sided rank test at {settings.alpha:g})")
     return exit_code
+
+
+def rate_text(value, unit) -> str:
+    return missing.MISSING if missing.is_missing(value) else format_rate(value, unit)
 
 
 def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int,

@@ -50,6 +50,7 @@ def environment_change(store, cell_id: str, run_before: str, run_after: str, ver
 
 def run(args) -> int:
     from bench.analysis.collectives import training_only
+    from bench.cells.units import IMAGES, format_rate, unit_of_cell
     from bench.analysis.history import cell_histories, run_series
     from bench.cells.label import cell_label
     from bench.cells.selection import matches, parse_selection
@@ -71,19 +72,23 @@ def run(args) -> int:
         runs = store.runs()
         versions = {r["run_id"]: r["bench_version"] for r in runs}
         sources = {r["run_id"]: source_text(r) for r in runs}
-        labels = {r["cell_id"]: cell_label(r) for r in df.drop_duplicates("cell_id").to_dict("records")}
+        firsts = df.drop_duplicates("cell_id").to_dict("records")
+        labels = {r["cell_id"]: cell_label(r) for r in firsts}
+        units = {r["cell_id"]: unit_of_cell(r) or IMAGES for r in firsts}  # the cell's own: img/s, tokens/s
         for cell_id, points in series.groupby("cell_id", sort=False):
-            values = points["images_per_sec"].tolist()
+            unit = units[cell_id]
+            values = points["samples_per_sec"].tolist()
             print(f"{labels[cell_id]} ({cell_id}): {len(values)} runs, {_when(points['start_unix'].iloc[0])} → "
-                  f"{_when(points['start_unix'].iloc[-1])}; latest {values[-1]:.1f} img/s, range "
-                  f"{min(values):.1f}–{max(values):.1f}")
+                  f"{_when(points['start_unix'].iloc[-1])}; latest {format_rate(values[-1], unit)}, range "
+                  f"{format_rate(min(values), unit).removesuffix(' ' + unit.rate)}–{format_rate(max(values), unit)}")
             print(f"  {sparkline(values)}")
             if args.runs:
                 for p in points.to_dict("records"):
-                    print(f"    {p['run_id']}  {_when(p['start_unix'])}  {p['images_per_sec']:8.1f} img/s")
+                    print(f"    {p['run_id']}  {_when(p['start_unix'])}  {format_rate(p['samples_per_sec'], unit, 8)}")
             for cp in changes[cell_id]:
                 print(f"  change point at run {cp.index + 1} of {len(values)} ({cp.run_after}, "
-                      f"{_when(points['start_unix'].iloc[cp.index])}): {cp.before:.1f} → {cp.after:.1f} img/s "
+                      f"{_when(points['start_unix'].iloc[cp.index])}): "
+                      f"{format_rate(cp.before, unit).removesuffix(' ' + unit.rate)} → {format_rate(cp.after, unit)} "
                       f"({cp.ratio:.2f}×), after run {cp.run_before}")
                 diffs = environment_change(store, cell_id, cp.run_before, cp.run_after, versions, sources)
                 if not diffs:

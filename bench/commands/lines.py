@@ -51,6 +51,7 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.analysis.windows import windows_of
     from bench.cells.label import cell_label
+    from bench.cells.units import IMAGES, unit_of_cell
     from bench.launch import analysis_facts
 
     measured = split_imported(records)[0]
@@ -68,10 +69,11 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     flavours = analysis_facts()
     found, expected = expected_with_probes(table, ok, fits, windows, ranks, probes, flavours=flavours)
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
-    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe()}" for e in expected]
+    units = {r["cell_id"]: unit_of_cell(r) or IMAGES for r in table.to_dict("records")}
+    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe(units[e.cell_id])}" for e in expected]
     by_probe: dict[tuple, list[str]] = {}
     for cell_id, p in (found or {}).items():
-        by_probe.setdefault((p.measured_unix, p.describe(), p.seconds), []).append(cell_id)
+        by_probe.setdefault((p.measured_unix, p.describe(units.get(cell_id, IMAGES)), p.seconds), []).append(cell_id)
     for (measured_unix, text, seconds), cells in by_probe.items():  # one line per probe, naming the cells it serves
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
         out.append(f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
@@ -106,8 +108,8 @@ def mfu_lines(records) -> list[str]:
             figure = f"no MFU ({text(r['mfu_why'])})"
         else:
             figure = (f"MFU {100 * r['mfu']:.1f}% ({r['peak_format']} peak {r['peak_tflops']:,.1f} TFLOP/s, "
-                      f"{r['flops_per_image'] / 1e9:.2f} GFLOP/img)")
-        out.append(f"  {r['cell_id']}  {cell_label(r)}: {r['images_per_sec_per_gpu']:,.1f} img/s per GPU, {figure}, "
+                      f"{r['flops_per_sample'] / 1e9:.2f} GFLOP/img)")
+        out.append(f"  {r['cell_id']}  {cell_label(r)}: {r['samples_per_sec_per_gpu']:,.1f} img/s per GPU, {figure}, "
                    f"{text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
                    f"{text(r['joules_per_image'], '{:.3f} J/img', 'energy not sampled')}")
     return out

@@ -264,12 +264,16 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
 
 
 def _headline(records: list[Record]) -> str:
-    """The figure a finished cell is summed up by: images/sec, or a collective's bus bandwidth at its largest size."""
+    """The figure a finished cell is summed up by: its rate in the unit users quote (img/s, tokens/s), or a
+    collective's bus bandwidth at its largest size."""
     if records[0].collective:
         top = [r.collective[-1] for r in records]
         busbw = statistics.median(t.busbw_bytes_per_s for t in top)
         return f"{busbw / 1e9:8.3f} GB/s busbw at {top[0].bytes:,} B"
-    return f"{statistics.median(r.images_per_sec for r in records):10.1f} img/s"
+    from bench.cells.units import IMAGES, format_rate, unit_of_cell
+
+    unit = unit_of_cell(records[0].cell) or IMAGES
+    return format_rate(statistics.median(r.samples_per_sec for r in records), unit, width=10)
 
 
 def _heartbeat(store: Store, cell: PlannedCell, run_id: str, token: str | None) -> None:

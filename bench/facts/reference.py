@@ -111,7 +111,7 @@ def read(name: str) -> pd.DataFrame:
 @lru_cache(maxsize=1)
 def published_series() -> pd.DataFrame:
     """One row per published bar of the `final` ResNet-50 charts with an MPI run (the single-process bar is left
-    out: it is no series): gpu, framework, mpi, fabric, route, gpus, images_per_sec, batch_per_gpu, source, series,
+    out: it is no series): gpu, framework, mpi, fabric, route, gpus, samples_per_sec, batch_per_gpu, source, series,
     efficiency (against the series' own 1-GPU bar)."""
     import pandas as pd
 
@@ -123,15 +123,15 @@ def published_series() -> pd.DataFrame:
         frames.append(pd.DataFrame({
             "gpu": raw["gpu_type"], "framework": framework, "mpi": runs.map(lambda r: r.shown),
             "fabric": runs.map(lambda r: r.fabric), "route": runs.map(lambda r: r.route),
-            "gpus": raw["total_gpus"].astype(int), "images_per_sec": raw["images_per_sec_total"].astype(float),
+            "gpus": raw["total_gpus"].astype(int), "samples_per_sec": raw["images_per_sec_total"].astype(float),
             "batch_per_gpu": raw["batch_size_per_gpu"].astype(int),
             "source": raw["source_repo"] + "/" + raw["source_path"],
             "series": pd.Series([series_name(framework, r) for r in runs], index=raw.index),
         }))
     out = pd.concat(frames, ignore_index=True).sort_values(["gpu", "framework", "fabric", "gpus"])
-    one = out[out["gpus"] == 1].set_index(["gpu", "series"])["images_per_sec"]
+    one = out[out["gpus"] == 1].set_index(["gpu", "series"])["samples_per_sec"]
     base = [one.get((r.gpu, r.series), float("nan")) for r in out.itertuples()]
-    out["efficiency"] = out["images_per_sec"] / (out["gpus"] * pd.Series(base, index=out.index))
+    out["efficiency"] = out["samples_per_sec"] / (out["gpus"] * pd.Series(base, index=out.index))
     return out.reset_index(drop=True)
 
 

@@ -40,7 +40,7 @@ class CellCheck:
         if not self.rows:
             return (f"{self.image}: no records (doctor exit {self.doctor_rc}, run exit {self.run_rc}): "
                     f"{self.tail[-300:]}")
-        rates = ", ".join(f"{r['images_per_sec']:.1f}" for r in self.rows if r["images_per_sec"])
+        rates = ", ".join(f"{r['samples_per_sec']:.1f}" for r in self.rows if r["samples_per_sec"])
         first = self.rows[0]
         return (f"{self.image}: {first['mpi']} {first['world_size']} workers, {len(self.rows)} records "
                 f"({', '.join(r['status'] for r in self.rows)}), img/s {rates}, transport "

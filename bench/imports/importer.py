@@ -165,10 +165,18 @@ def _convert(value: str, kind: str, column: str, where: str) -> Any:
     return value
 
 
+# Store migration 13 renamed these columns (the workload became an axis; the values were always samples/s).
+RENAMED_COLUMNS = {"images_per_sec": "samples_per_sec", "images_per_sec_per_gpu": "samples_per_sec_per_gpu",
+                   "slowest_rank_images_per_sec": "slowest_rank_samples_per_sec"}
+
+
 def _adapt_bench_csv(batch: ImportBatch, header: list[str], rows, store_columns: dict[str, str]) -> None:
     from bench.analysis.mfu import EXPORT_COLUMNS
     from bench.records.schema import parse_record
 
+    # Exports from before store migration 13 name the rate columns by images: the same values under today's names.
+    header = [RENAMED_COLUMNS.get(c, c) for c in header]
+    rows = ((line, {RENAMED_COLUMNS.get(c, c): v for c, v in raw.items()}) for line, raw in rows)
     # What `bench export` derives from each record (MFU, power) is recomputed from the record, never imported.
     header = [c for c in header if c not in EXPORT_COLUMNS]
     unknown = [c for c in header if c not in store_columns]
@@ -186,8 +194,8 @@ def _adapt_bench_csv(batch: ImportBatch, header: list[str], rows, store_columns:
         row["job"] = row["job"] or 0
         if row["status"] not in _STATUSES:
             raise BenchInputError(f"status {row['status']!r} is not one of {', '.join(_STATUSES)}", where)
-        if row["status"] == "ok" and not (row.get("images_per_sec") or 0) > 0:
-            raise BenchInputError("an ok record needs a positive images_per_sec", where)
+        if row["status"] == "ok" and not (row.get("samples_per_sec") or 0) > 0:
+            raise BenchInputError("an ok record needs a positive samples_per_sec", where)
         try:
             doc = json.loads(row["record_json"])
         except ValueError as e:
@@ -314,12 +322,12 @@ def _adapt_batchai(batch: ImportBatch, rows) -> None:
                 "chart_title": raw["svg_title"], "file": batch.path.name, "file_sha256": batch.sha256, "line": line}
         doc = {"schema": 1, "kind": "import", "source": batch.source, "format": batch.fmt, "run_id": run_id,
                "cell_id": cid, "cell": cell, "job": 0, "repeat": 0, "status": "ok", "nodes": nodes,
-               "images_per_sec": total, "images_per_sec_per_gpu": per_gpu, "world_size": gpus,
+               "samples_per_sec": total, "samples_per_sec_per_gpu": per_gpu, "world_size": gpus,
                "provenance": prov, "published": dict(raw)}
         batch.records.append({
             "run_id": run_id, "cell_id": cid, "job": 0, "repeat": 0, "status": "ok", "error": None,
             **{k: int(v) if isinstance(v, bool) else v for k, v in cell.items()},
-            "nodes": nodes, "images_per_sec": total, "images_per_sec_per_gpu": per_gpu,
+            "nodes": nodes, "samples_per_sec": total, "samples_per_sec_per_gpu": per_gpu,
             "world_size": gpus if mpi != "none" else None,
             "requested_transport": requested, "effective_transport": "unknown",
             "transport_evidence": f"published setup: {raw['interconnect']}",

@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.cells.label import cell_label
 from bench.facts.catalog import GpuSku, catalog
-from models.registry import COLLECTIVES, WORKLOADS
+from models.registry import COLLECTIVES, workload_spec
 
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 
@@ -20,8 +20,8 @@ def cell_nodes(cell: dict[str, Any], sku: GpuSku | None = None) -> int:
 
 
 def workload_version(framework: str, model: str = "resnet50") -> str:
-    """The version of the worker that measures the cell: the framework's ResNet-50, or a collective's own."""
-    spec = COLLECTIVES.get(model) or WORKLOADS.get(framework)
+    """The version of the worker that measures the cell: the workload's (models/registry.py), or a collective's."""
+    spec = COLLECTIVES.get(model) or workload_spec(model, framework)
     return spec["version"] if spec else "none"
 
 
@@ -48,6 +48,10 @@ ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
     "compile": "off",  # eager, as before
     "optimizer_impl": "default",  # the workload's own update: PyTorch's fused SGD, as before
     "cuda_graphs": False,  # no capture, as before
+    # The transformer's step settings (issue 47); image cells ignore them, so every earlier id stays:
+    "seq_len": None,  # the configuration's context
+    "grad_accum": 1,  # one micro-batch per step
+    "activation_checkpointing": False,
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.facts.catalog import GpuSku, catalog
 from bench.launch import LAUNCHERS, flavour_named
-from models.registry import COLLECTIVES, workload_refusal
+from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, workload_refusal
 
 
 def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
@@ -52,7 +52,7 @@ def build_reason(cell: dict[str, Any]) -> str | None:
         if framework not in collective["frameworks"]:
             return (f"model={cell['model']}: the collective sweep runs through {', '.join(collective['frameworks'])} "
                     f"only (framework={framework})")
-        if cell["engine"] == "native" and flavour_named(cell["mpi"]).native is None:
+        if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(cell["mpi"]).native is None:
             able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
                                for name, f in LAUNCHERS.items() if f.native)
             return f"engine=native with mpi={cell['mpi']}: torch.distributed is started by {able}"
@@ -61,8 +61,9 @@ def build_reason(cell: dict[str, Any]) -> str | None:
     refusal = workload_refusal(framework, cell, device)  # the worker's own rules: it would refuse with this text
     if refusal is not None:
         return refusal
-    if cell["engine"] == "native" and flavour_named(cell["mpi"]).native is None:
+    if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(cell["mpi"]).native is None:
         able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
                            for name, f in LAUNCHERS.items() if f.native)
-        return f"engine=native with mpi={cell['mpi']}: DDP is started by {able}"
+        what = "DDP" if cell["engine"] == "native" else "FSDP2"
+        return f"engine={cell['engine']} with mpi={cell['mpi']}: {what} is started by {able}"
     return None

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from bench.backend_settings.section import BackendSettings as Backend
 from bench.cells.keys import AXIS_KEYS, CELL_KEYS, WORKLOAD_DEFAULTS, WORKLOAD_KEYS
@@ -20,7 +20,9 @@ from bench.core.redact import redact_text
 from bench.core.yamlsrc import Located, load_yaml_file, load_yaml_text
 from bench.facts.catalog import catalog
 from bench.launch import LAUNCHERS
-from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS, WORKLOADS
+from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS, WORKLOADS, is_transformer
+from models.transformer_shapes import CONFIGS as TRANSFORMER_CONFIGS
+from models.transformer_shapes import shape_id
 
 MAX_CELLS = 1_000_000
 
@@ -37,10 +39,12 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    # What a cell measures: ResNet-50 training, or a collective sweep (docs/collectives.md).
-    model: Literal[("resnet50", *COLLECTIVES)] = "resnet50"
-    # Who averages the gradients: Horovod, or the framework's own engine (PyTorch DDP) for comparison.
-    engine: Literal["horovod", "native"] = "horovod"
+    # What a cell measures: ResNet-50 training, a transformer language model's (a configuration of
+    # models/transformer_shapes.py, or a shape id naming its numbers: docs/transformer.md), or a collective sweep
+    # (docs/collectives.md).
+    model: str = "resnet50"
+    # Who averages the gradients: Horovod, the framework's own engine (PyTorch DDP), or FSDP2 (transformers only).
+    engine: Literal["horovod", "native", "fsdp2"] = "horovod"
     data: DataKind = "synthetic"
     # Real data only: the ImageNet layout read (JPEG folder tree or TFRecord shards), and input workers per worker
     # (0 = automatic).
@@ -73,6 +77,20 @@ class Workload(BaseModel):
     optimizer_impl: Literal[OPTIMIZER_IMPLS] = "default"
     # Capture the training step in CUDA graphs (GPU cells; how much of the step depends on the engine: docs/gpu.md).
     cuda_graphs: bool = False
+    # Transformer cells (image cells ignore them): tokens per sequence (null: the configuration's context), the
+    # micro-batches of batch_per_gpu sequences each optimizer step accumulates, and recomputing each block's
+    # activations in the backward pass.
+    seq_len: int | None = Field(None, ge=8, le=1 << 20)
+    grad_accum: int = Field(1, ge=1, le=4096)
+    activation_checkpointing: bool = False
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if v == "resnet50" or v in COLLECTIVES or is_transformer(v):
+            return v
+        raise ValueError(f"unknown model {v!r} (known: resnet50, {', '.join(TRANSFORMER_CONFIGS)}, a transformer "
+                         f"shape id such as {shape_id(TRANSFORMER_CONFIGS['tiny'])}, {', '.join(COLLECTIVES)})")
 
 
 class MatrixFile(BaseModel):

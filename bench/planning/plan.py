@@ -24,7 +24,7 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
         key = (cell["gpu"], cell.get("model"), cell["framework"], cell["engine"], cell["mpi"], cell["ib"], cell["gpus"],
                cell["precision"], cell["data"], cell["data_layout"], cell["warmup_steps"], cell["workers_per_node"],
                cell["channels_last"], cell.get("loader"), cell.get("compile"), cell.get("optimizer_impl"),
-               cell.get("cuda_graphs"))
+               cell.get("cuda_graphs"), cell.get("seq_len"))
         if key in memo:
             reason = memo[key]
         else:

@@ -16,20 +16,34 @@ from models.phases import PHASES
 from models.registry import COLLECTIVES, COMPILE_MODES, CUDA_GRAPH_SCOPES, LOADERS, OPTIMIZER_IMPLS
 
 SCHEMA_VERSION = 1
-MAX_IMAGES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
+MAX_SAMPLES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
 
 
 def _finite_positive(v: float | None, name: str) -> float | None:
     if v is None:
         return v
-    if not math.isfinite(v) or v <= 0 or v > MAX_IMAGES_PER_SEC:
-        raise ValueError(f"{name} must be a finite positive rate below {MAX_IMAGES_PER_SEC:,}, got {v!r}")
+    if not math.isfinite(v) or v <= 0 or v > MAX_SAMPLES_PER_SEC:
+        raise ValueError(f"{name} must be a finite positive rate below {MAX_SAMPLES_PER_SEC:,}, got {v!r}")
     return v
+
+
+def _rate_names(data: Any) -> Any:
+    """Records written before the workload was an axis, and the image workers' today, name the rate images_per_sec:
+    the same value (samples / window_s, a sample being an image) under the generic name."""
+    if isinstance(data, dict) and any(k.startswith("images_per_sec") for k in data):
+        data = {k.replace("images_per_sec", "samples_per_sec", 1) if k.startswith("images_per_sec") else k: v
+                for k, v in data.items()}
+    return data
 
 
 class RankRate(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data):
+        return _rate_names(data)
 
     rank: int = Field(ge=0)
     host: str
@@ -37,15 +51,15 @@ class RankRate(BaseModel):
     steps: int = Field(ge=0)
     window_s: float = Field(gt=0)
     busy_s: float = Field(ge=0)
-    images_per_sec: float | None
+    samples_per_sec: float | None
     # Seconds of the window this rank spent in each phase of its steps (models/phases.py: input, compute, comm_wait,
     # update, other), summed over its steps; absent in records written before the workers timed phases.
     phases_s: dict[str, float] | None = None
 
-    @field_validator("images_per_sec")
+    @field_validator("samples_per_sec")
     @classmethod
     def _rate(cls, v):
-        return _finite_positive(v, "per-rank images_per_sec")
+        return _finite_positive(v, "per-rank samples_per_sec")
 
     @field_validator("phases_s")
     @classmethod
@@ -164,8 +178,23 @@ class CudaEventCheck(BaseModel):
 COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec
 
 
+class PeakMemory(BaseModel):
+    """Each rank's peak memory over the measured windows (models/transformer_pytorch.py PeakMemory): the CUDA
+    allocator's peak on a GPU, the process's peak resident set on a CPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    bytes_per_rank: list[int | None]
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data):
+        return _rate_names(data)
 
     schema_: int = Field(SCHEMA_VERSION, alias="schema")
     kind: Literal["measurement"] = "measurement"
@@ -185,8 +214,8 @@ class Record(BaseModel):
     window_s: float | None = Field(None, gt=0)
     start_unix: float | None = None
     end_unix: float | None = None
-    images_per_sec: float | None = None
-    images_per_sec_per_gpu: float | None = None
+    samples_per_sec: float | None = None
+    samples_per_sec_per_gpu: float | None = None
     per_rank: list[RankRate] = []
     slowest_rank: int | None = None
     step_time_s: StepTimes | None = None
@@ -232,8 +261,32 @@ class Record(BaseModel):
     gpu: GpuRan | None = None
     power: PowerRan | None = None
     cuda_events: CudaEventCheck | None = None
+    # Transformer cells (models/transformer_pytorch.py; null for images): what a sample is and how many tokens it
+    # holds, the rate in tokens, FLOPs per sample by the stated convention, the configuration that ran, the step's
+    # settings as the worker resolved them, the first step's loss (the window's must have fallen below it), each
+    # rank's peak memory, and the engine's own facts (FSDP2's resharding, DDP's buckets).
+    sample_unit: Literal["image", "sequence"] | None = None
+    tokens_per_sample: int | None = Field(None, gt=0)
+    tokens_per_sec: float | None = None
+    tokens_per_sec_per_gpu: float | None = None
+    flops_per_sample: float | None = Field(None, gt=0)
+    flops_convention: str | None = None
+    model: str | None = None
+    shape: dict[str, Any] | None = None
+    params: int | None = Field(None, gt=0)
+    micro_batch: int | None = Field(None, gt=0)
+    grad_accum: int | None = Field(None, gt=0)
+    seq_len: int | None = Field(None, gt=0)
+    sdpa_kernel: str | None = None
+    activation_checkpointing: bool | None = None
+    optimizer: str | None = None
+    lr: float | None = None
+    loss_initial: float | None = None
+    peak_memory: PeakMemory | None = None
+    fsdp: dict[str, Any] | None = None
+    ddp: dict[str, Any] | None = None
 
-    @field_validator("images_per_sec", "images_per_sec_per_gpu")
+    @field_validator("samples_per_sec", "samples_per_sec_per_gpu")
     @classmethod
     def _rates(cls, v, info):
         return _finite_positive(v, info.field_name)
@@ -250,7 +303,7 @@ class Record(BaseModel):
             return self._consistent_collective()
         if self.collective:
             raise ValueError("a training record carries collective rows")
-        for name in ("samples", "window_s", "images_per_sec", "measured_steps"):
+        for name in ("samples", "window_s", "samples_per_sec", "measured_steps"):
             if getattr(self, name) is None:
                 raise ValueError(f"an ok record needs {name}")
         if not self.per_rank:
@@ -259,8 +312,15 @@ class Record(BaseModel):
         if rank_samples != self.samples:
             raise ValueError(f"samples {self.samples} != sum of per-rank samples {rank_samples}")
         expect = self.samples / self.window_s
-        if not math.isclose(self.images_per_sec, expect, rel_tol=1e-6):
-            raise ValueError(f"images_per_sec {self.images_per_sec} != samples / window_s = {expect}")
+        if not math.isclose(self.samples_per_sec, expect, rel_tol=1e-6):
+            raise ValueError(f"samples_per_sec {self.samples_per_sec} != samples / window_s = {expect}")
+        if self.tokens_per_sec is not None:
+            if not self.tokens_per_sample:
+                raise ValueError("tokens_per_sec without tokens_per_sample")
+            tokens = self.samples_per_sec * self.tokens_per_sample
+            if not math.isclose(self.tokens_per_sec, tokens, rel_tol=1e-6):
+                raise ValueError(f"tokens_per_sec {self.tokens_per_sec} != samples_per_sec x tokens_per_sample = "
+                                 f"{tokens}")
         if self.world_size is not None and self.world_size != len(self.per_rank):
             raise ValueError(f"world_size {self.world_size} but {len(self.per_rank)} ranks reported")
         if self.window_s + 1e-9 < max(r.window_s for r in self.per_rank):
@@ -270,7 +330,7 @@ class Record(BaseModel):
     def _consistent_collective(self) -> "Record":
         if not self.collective:
             raise ValueError("an ok collective record needs collective rows")
-        if self.images_per_sec is not None or self.per_rank:
+        if self.samples_per_sec is not None or self.per_rank:
             raise ValueError("a collective record has no image rates")
         n = self.world_size or 1
         model = self.cell.get("model")

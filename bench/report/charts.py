@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench.cells.label import framework_words
 from bench.analysis.scaling import SERIES_KEYS, varying_workload_keys  # noqa: E402
 
 MAX_SERIES_PER_CHART = 12  # past this a legend is unreadable; the rest stay in the table
@@ -24,7 +25,7 @@ MAX_POINTS_WITH_BARS = 300  # past this, per-pair error bars are a grey smear: p
 DPI = 90
 
 
-def _yerr(df: pd.DataFrame, mid: str = "images_per_sec", low: str = "boot_low", high: str = "boot_high"):
+def _yerr(df: pd.DataFrame, mid: str = "samples_per_sec", low: str = "boot_low", high: str = "boot_high"):
     lo = (df[mid] - df[low]).clip(lower=0) if low in df else 0 * df[mid]
     hi = (df[high] - df[mid]).clip(lower=0) if high in df else 0 * df[mid]
     return [lo.to_numpy(dtype=float), hi.to_numpy(dtype=float)]
@@ -78,7 +79,7 @@ def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame 
 
 def _series_parts(row: pd.Series, varying: list[str]) -> list[tuple[str, str]]:
     """(key, words) for each setting a series label can name, in reading order."""
-    parts = [("framework", row["framework"] + (" (DDP)" if row.get("engine") == "native" else "")),
+    parts = [("framework", framework_words(row["framework"], row.get("engine"))),
              ("mpi", str(row["mpi"])), ("ib", f"IB {'on' if row['ib'] else 'off'}"),
              ("data", f"ImageNet {row['data_layout']}" if row.get("data") == "imagenet" else "synthetic")]
     return parts + [(k, f"{k}={row[k]}") for k in varying]
@@ -100,7 +101,7 @@ def _scaling_figure(job) -> tuple[str, Path]:
     gpu, by_gpu, ref_gpu, varying, out_dir = job
     groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
     # Longest series first (they say the most about scaling), then the fastest.
-    groups.sort(key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+    groups.sort(key=lambda kv: (-len(kv[1]), -kv[1]["samples_per_sec"].max()))
     shown = groups[:MAX_SERIES_PER_CHART]
     ref_groups = list(ref_gpu.groupby("ref_label", sort=True))[:4] if not ref_gpu.empty else []
     legend_rows = (len(shown) + len(ref_groups) + 1) // 2
@@ -112,20 +113,20 @@ def _scaling_figure(job) -> tuple[str, Path]:
     labels, common = differing_labels([s.iloc[0] for _, s in shown], varying)
     for (_, s), label in zip(shown, labels):
         s = s.sort_values("gpus")
-        line = ax_t.errorbar(_x(s["gpus"]), s["images_per_sec"], yerr=_yerr(s), marker="o", capsize=3,
+        line = ax_t.errorbar(_x(s["gpus"]), s["samples_per_sec"], yerr=_yerr(s), marker="o", capsize=3,
                              label=label)
         colour = line[0].get_color()
-        base_n, base_x = s["baseline_gpus"].iloc[0], s["baseline_images_per_sec"].iloc[0]
+        base_n, base_x = s["baseline_gpus"].iloc[0], s["baseline_samples_per_sec"].iloc[0]
         ax_t.plot(_x(s["gpus"]), s["gpus"] / base_n * base_x, linestyle="--", color=colour, alpha=0.5)
         if len(s) > 1:  # a lone cell has nothing to scale against
             ax_e.plot(_x(s["gpus"]), 100 * s["efficiency"], marker="o", color=colour, label=label)
     for label, r in ref_groups:
         r = r.sort_values("gpus")
-        line = ax_t.plot(_x(r["gpus"]), r["images_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
+        line = ax_t.plot(_x(r["gpus"]), r["samples_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
                          color="black", alpha=0.7, label=f"published: {label}")
         if len(r) > 1:
             base = r.iloc[0]
-            ax_e.plot(_x(r["gpus"]), 100 * r["images_per_sec"] / (r["gpus"] / base["gpus"] * base["images_per_sec"]),
+            ax_e.plot(_x(r["gpus"]), 100 * r["samples_per_sec"] / (r["gpus"] / base["gpus"] * base["samples_per_sec"]),
                       linestyle=":", marker="D", markerfacecolor="none", color=line[0].get_color(), alpha=0.7)
     if common:
         fig.suptitle(f"{gpu}, every series: {common}", fontsize=9, y=1 - 0.08 / height, va="top")
@@ -150,7 +151,7 @@ def _scaling_figure(job) -> tuple[str, Path]:
 
 
 def bar_chart(rows: pd.DataFrame, label_col: str, title: str, path: Path, *, xlabel: str = "images/sec (global, "
-              "median; bars: 95% CI)", value: str = "images_per_sec", low: str = "boot_low",
+              "median; bars: 95% CI)", value: str = "samples_per_sec", low: str = "boot_low",
               high: str = "boot_high", note: str | None = None, fmt: str = "{:,.0f}") -> Path:
     """Horizontal bars, best (first row) on top, capped at MAX_BARS."""
     shown = rows.head(MAX_BARS).iloc[::-1]
@@ -259,14 +260,14 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
     xs = list(published["gpus"]) + list(measured["gpus"]) if not measured.empty else list(published["gpus"])
     for series, s in published.groupby("series", sort=True):
         s = s.sort_values("gpus")
-        line = ax_t.plot(_x(s["gpus"]), s["images_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
+        line = ax_t.plot(_x(s["gpus"]), s["samples_per_sec"], linestyle=":", marker="D", markerfacecolor="none",
                          label=f"{series}: {published_label}")
         colour = line[0].get_color()
         ax_e.plot(_x(s["gpus"]), 100 * s["efficiency"], linestyle=":", marker="D", markerfacecolor="none",
                   color=colour)
         p = predicted[predicted["series"] == series].sort_values("gpus")
         if not p.empty:
-            ax_t.plot(_x(p["gpus"]), p["images_per_sec"], linestyle="--", color=colour, alpha=0.8,
+            ax_t.plot(_x(p["gpus"]), p["samples_per_sec"], linestyle="--", color=colour, alpha=0.8,
                       label=f"{series}: what-if model (bench model)")
             ax_e.plot(_x(p["gpus"]), 100 * p["efficiency"], linestyle="--", color=colour, alpha=0.8)
             for x, e, res in zip(_x(p["gpus"]), p["efficiency"], p.get("residual_points", [None] * len(p))):
@@ -280,7 +281,7 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
                               bbox=dict(boxstyle="round,pad=0.3", fc="white", ec=colour, alpha=0.9, lw=0.6))
     for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
         m = m.sort_values("gpus")
-        line = ax_t.plot(_x(m["gpus"]), m["images_per_sec"], marker="o", linewidth=2,
+        line = ax_t.plot(_x(m["gpus"]), m["samples_per_sec"], marker="o", linewidth=2,
                          label=f"{label}: measured here")
         if len(m) > 1:
             ax_e.plot(_x(m["gpus"]), 100 * m["efficiency"], marker="o", linewidth=2, color=line[0].get_color())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.cells.label import framework_words
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.analysis.scaling import INPUT_BOUND_BELOW
 
@@ -52,7 +53,7 @@ def transport(r) -> str:
 
 
 def framework(r) -> str:
-    return r.framework + (" (DDP)" if getattr(r, "engine", None) == "native" else "")
+    return framework_words(r.framework, getattr(r, "engine", None))
 
 
 def data_label(r) -> str:
@@ -74,7 +75,7 @@ def settings_label(r, drop: tuple[str, ...] = ()) -> str:
     if "gpu" not in drop:
         parts.append(str(r["gpu"]))
     if "framework" not in drop:
-        parts.append(r["framework"] + (" (DDP)" if r.get("engine") == "native" else ""))
+        parts.append(framework_words(r["framework"], r.get("engine")))
     if "mpi" not in drop:
         parts.append(str(r["mpi"]))
     if "ib" not in drop:
@@ -111,14 +112,14 @@ def table_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     for r in table.itertuples(index=False):
         alone = r.series_cells == 1 and r.gpus > 1  # no smaller run of the same series to divide by
         base = "no smaller run in this series" if alone else \
-            f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_images_per_sec:,.1f}"
+            f"{int(r.baseline_gpus)} worker{'s' if r.baseline_gpus > 1 else ''}: {r.baseline_samples_per_sec:,.1f}"
         rows.append({
             "gpu": r.gpu, "framework": framework(r), "mpi": r.mpi, "IB": "on" if r.ib else "off",
             "transport": transport(r),
             "workers": int(r.gpus), "nodes": int(r.nodes), "batch/worker": int(r.batch_per_gpu),
             "image": int(r.image_size), "precision": precision_label(r, layouts_differ), "data": data_label(r),
-            "images/sec": f"{r.images_per_sec:,.1f}", "95% CI": ci(r),
-            "per worker": f"{r.images_per_sec_per_gpu:,.1f}", **gpu_figures(r),
+            "images/sec": f"{r.samples_per_sec:,.1f}", "95% CI": ci(r),
+            "per worker": f"{r.samples_per_sec_per_gpu:,.1f}", **gpu_figures(r),
             "rank spread": MISSING if r.gpus == 1 else pct(r.rank_spread, 1, "not recorded")
                            + ("" if is_missing(r.rank_spread) or is_missing(r.slowest_rank) else
                               f" (slowest: rank {r.slowest_rank})"),

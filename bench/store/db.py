@@ -235,10 +235,10 @@ class Store:
                            (run_id,) if run_id is not None else ())
 
     @guarded(UNUSABLE)
-    def ok_images_per_sec(self) -> list[float]:
+    def ok_samples_per_sec(self) -> list[float]:
         """images/sec of every ok record, by repeat: the measurements of a store that holds one cell."""
         return [r for (r,) in self.conn.execute(
-            "SELECT images_per_sec FROM records WHERE status = 'ok' ORDER BY repeat")]
+            "SELECT samples_per_sec FROM records WHERE status = 'ok' ORDER BY repeat")]
 
     @guarded(UNUSABLE)
     def rank_windows(self) -> list[dict[str, Any]]:
@@ -247,7 +247,7 @@ class Store:
         import json
 
         rows = self.conn.execute("SELECT cell_id, run_id, json_extract(record_json, '$.per_rank') FROM records "
-                                 "WHERE status = 'ok' AND images_per_sec IS NOT NULL AND run_id NOT LIKE ?",
+                                 "WHERE status = 'ok' AND samples_per_sec IS NOT NULL AND run_id NOT LIKE ?",
                                  (IMPORT_RUN_PREFIX + "%",)).fetchall()
         return [{"cell_id": c, "run_id": r, "per_rank": json.loads(p) if p else []} for c, r, p in rows]
 

@@ -5,6 +5,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench.cells.keys import CELL_KEYS
+from bench.cells.units import unit_of_cell
 
 if TYPE_CHECKING:
     from bench.records.schema import Record
@@ -13,20 +14,25 @@ if TYPE_CHECKING:
 def record_row(record: Record) -> dict[str, Any]:
     cell = record.cell
     slowest = next((r for r in record.per_rank if r.rank == record.slowest_rank), None)
-    rates = [r.images_per_sec for r in record.per_rank if r.images_per_sec]
+    rates = [r.samples_per_sec for r in record.per_rank if r.samples_per_sec]
     row: dict[str, Any] = {"run_id": record.run_id, "cell_id": record.cell_id, "job": record.job,
                            "repeat": record.repeat,
                            "status": record.status, "error": record.error}
     for key in CELL_KEYS:
         value = cell.get(key)
         row[key] = int(value) if isinstance(value, bool) else value
+    unit = unit_of_cell(cell)
+    peaks = [b for b in record.peak_memory.bytes_per_rank if b is not None] if record.peak_memory else []
     row.update({
-        "nodes": record.nodes, "images_per_sec": record.images_per_sec,
-        "images_per_sec_per_gpu": record.images_per_sec_per_gpu, "samples": record.samples,
+        "sample_unit": unit and unit.sample, "rate_unit": unit and unit.rate,
+        "units_per_sample": record.tokens_per_sample or (unit and unit.per_sample),
+        "flops_per_sample": record.flops_per_sample, "peak_memory_bytes": max(peaks) if peaks else None,
+        "nodes": record.nodes, "samples_per_sec": record.samples_per_sec,
+        "samples_per_sec_per_gpu": record.samples_per_sec_per_gpu, "samples": record.samples,
         "window_s": record.window_s,
         "step_time_median_s": record.step_time_s.median if record.step_time_s else None,
         "slowest_rank": record.slowest_rank,
-        "slowest_rank_images_per_sec": slowest.images_per_sec if slowest else None,
+        "slowest_rank_samples_per_sec": slowest.samples_per_sec if slowest else None,
         "world_size": record.world_size, "start_unix": record.start_unix, "end_unix": record.end_unix,
         "requested_transport": record.requested_transport, "effective_transport": record.effective_transport,
         "transport_verdict": record.transport_verdict, "transport_evidence": record.transport_evidence,

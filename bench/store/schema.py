@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 12
+STORE_SCHEMA_VERSION = 13
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -157,6 +157,28 @@ MIGRATIONS: dict[int, str] = {
     12: """
     ALTER TABLE collectives ADD COLUMN replay_compute_ratio REAL;
     ALTER TABLE collectives ADD COLUMN replay_tail_s REAL;
+    """,
+    # 13: the workload as an axis (issue 47). One generic rate, samples/s, where a sample is the workload's own unit
+    # (an image; a transformer's sequence of seq_len tokens): the image-rate columns are renamed (their values were
+    # always samples / window_s), and each row says what a sample is and how many of the unit users quote (img/s,
+    # tokens/s) it holds, so quoted rate = samples_per_sec x units_per_sample. Rows before this migration are
+    # ResNet-50's images (or collective sweeps, which have no rate). The transformer's cell keys, at the values that
+    # reproduce earlier rows, and what it measured beside the rate: FLOPs per sample (docs/transformer.md) and the
+    # largest rank's peak memory.
+    13: """
+    ALTER TABLE records RENAME COLUMN images_per_sec TO samples_per_sec;
+    ALTER TABLE records RENAME COLUMN images_per_sec_per_gpu TO samples_per_sec_per_gpu;
+    ALTER TABLE records RENAME COLUMN slowest_rank_images_per_sec TO slowest_rank_samples_per_sec;
+    ALTER TABLE records ADD COLUMN sample_unit TEXT DEFAULT 'image';
+    ALTER TABLE records ADD COLUMN rate_unit TEXT DEFAULT 'img/s';
+    ALTER TABLE records ADD COLUMN units_per_sample INTEGER DEFAULT 1;
+    UPDATE records SET sample_unit = NULL, rate_unit = NULL, units_per_sample = NULL
+        WHERE model IN ('allreduce', 'allgather', 'broadcast');
+    ALTER TABLE records ADD COLUMN seq_len INTEGER;
+    ALTER TABLE records ADD COLUMN grad_accum INTEGER DEFAULT 1;
+    ALTER TABLE records ADD COLUMN activation_checkpointing INTEGER DEFAULT 0;
+    ALTER TABLE records ADD COLUMN flops_per_sample REAL;
+    ALTER TABLE records ADD COLUMN peak_memory_bytes INTEGER;
     """,
 }
 

@@ -40,6 +40,7 @@ from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
 from bench.planning.cell import PlannedCell
+from models.registry import TORCH_DISTRIBUTED_ENGINES
 
 __all__ = ["AzureMLBackend", "Handle", "RECORDS", "Workspace", "check_no_secrets", "fabric_env", "resolve_workspace"]
 
@@ -170,7 +171,7 @@ class AzureMLBackend(Backend):
         # debug_env: each layer's log then names the transport it really used (the ib axis: requested vs effective).
         env = {"OMP_NUM_THREADS": str(self.threads_for(planned)), "PYTHONUNBUFFERED": "1",
                **debug_env(c["mpi"], gpu=not planned.sku.is_cpu), **fabric_env(c["mpi"], c["ib"], planned.sku)}
-        if c["engine"] == "native" and flavour_named(c["mpi"]).native == "launcher":
+        if c["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(c["mpi"]).native == "launcher":
             env["MASTER_PORT"] = MASTER_PORT
         return {**env, **self.config.env}
 
@@ -192,7 +193,7 @@ class AzureMLBackend(Backend):
         if c["engine"] == "horovod" and flavour.azureml_launch == "own":
             spec = LaunchSpec(workers=c["gpus"], hosts=(("localhost", c["gpus"]),), program=program)
             program = flavour.render(spec).argv
-        elif c["engine"] == "native" and flavour.native == "launcher":
+        elif c["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour.native == "launcher":
             setup.append(MASTER_ADDR_SETUP)
         return " && ".join([*setup, _shell_join(program)])
 
@@ -204,7 +205,7 @@ class AzureMLBackend(Backend):
         c = planned.cell
         per_node = c["gpus"] // planned.nodes
         flavour = flavour_named(c["mpi"])
-        if c["engine"] == "native" and flavour.native == "torchrun":
+        if c["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour.native == "torchrun":
             return ml.PyTorchDistribution(process_count_per_instance=per_node)  # torchrun's part is Azure ML's own
         if c["engine"] == "horovod" and flavour.azureml_launch == "own":
             return None  # the flavour's launcher starts the workers itself in a one-process job

@@ -42,6 +42,7 @@ from bench.core.errors import BenchInputError
 from bench.launch import LAUNCHERS, Rendered, Ssh
 from bench.launch.fabric import is_cidr
 from bench.planning.cell import PlannedCell
+from models.registry import TORCH_DISTRIBUTED_ENGINES
 
 
 @dataclass
@@ -96,9 +97,9 @@ class HostsBackend(Backend):
             return (f"needs {nodes} nodes with {per_node} slots each; backend.hosts has {roomy}"
                     if roomy < len(self.hosts) else f"needs {nodes} nodes; backend.hosts has {len(self.hosts)}")
         flavour = LAUNCHERS[cell["mpi"]]
-        if cell["engine"] == "native" and flavour.native == "torchrun" and nodes > 1:
-            return (f"engine=native with mpi={cell['mpi']} on {nodes} nodes: one torchrun per host is not started "
-                    f"by the hosts backend yet (mpi: openmpi starts DDP across hosts)")
+        if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour.native == "torchrun" and nodes > 1:
+            return (f"engine={cell['engine']} with mpi={cell['mpi']} on {nodes} nodes: one torchrun per host is not "
+                    f"started by the hosts backend yet (mpi: openmpi starts DDP across hosts)")
         try:  # what only the launch line can tell: an interface a layer cannot take (a CIDR for a name-only layer)
             self.launch(PlannedCell(cell, "plan", "planned", nodes=nodes), "plan", 0, "token").render()
         except ValueError as e:

@@ -23,6 +23,7 @@ from bench.backend_settings.kubernetes import KubernetesConfig
 from bench.backends.shared.cell_launch import launch_in_image
 from bench.launch import LAUNCHERS, TORCHRUN, Rendered, Ssh
 from bench.planning.cell import PlannedCell
+from models.registry import TORCH_DISTRIBUTED_ENGINES
 
 MPIJOB_API = "kubeflow.org/v2beta1"
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -43,7 +44,7 @@ def job_name(planned: PlannedCell, run_id: str, job: int = 0) -> str:
 
 
 def is_pytorchjob(planned: PlannedCell) -> bool:
-    return planned.cell["engine"] == "native" and LAUNCHERS[planned.cell["mpi"]].native == "torchrun"
+    return planned.cell["engine"] in TORCH_DISTRIBUTED_ENGINES and LAUNCHERS[planned.cell["mpi"]].native == "torchrun"
 
 
 def worker_hosts(name: str, namespace: str, nodes: int) -> tuple[str, ...]:
@@ -79,7 +80,7 @@ class ManifestMaker:
         hosts = tuple((h, planned.per_node) for h in worker_hosts(name, self.config.namespace, planned.nodes))
         spec, _, tool = launch_in_image(planned, run_id, hosts, python=IMAGE_PYTHON, models_dir=IMAGE_MODELS,
                                         ssh=Ssh(port=self.ssh_port))
-        if c["engine"] == "native":  # DDP under mpirun: rendezvous at the first worker
+        if c["engine"] in TORCH_DISTRIBUTED_ENGINES:  # DDP under mpirun: rendezvous at the first worker
             spec = replace(spec, env={**spec.env, "MASTER_ADDR": hosts[0][0], "MASTER_PORT": MASTER_PORT})
         return flavour.render(spec, tool)
 

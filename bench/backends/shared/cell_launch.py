@@ -16,7 +16,7 @@ from bench.launch import LAUNCHERS, TORCHRUN, Flavour, LaunchSpec, Rendered, Ssh
 from bench.launch.cellenv import cell_env
 from bench.launch.runtimes import Runtime, image_runtime, runtime_for
 from bench.planning.cell import PlannedCell
-from models.registry import COLLECTIVES, WORKLOADS
+from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, is_transformer, workload_spec
 
 MODELS_DIR = Path(models.__file__).resolve().parent
 GPU_THREADS = 4  # GPU workers: a few threads each for the host side
@@ -59,7 +59,7 @@ class CellLaunch:
 
     def render(self) -> Rendered:
         """The argv and env that start every worker: the native engine's torchrun, or the flavour's launcher."""
-        if self.planned.cell["engine"] == "native" and self.flavour.native == "torchrun":
+        if self.planned.cell["engine"] in TORCH_DISTRIBUTED_ENGINES and self.flavour.native == "torchrun":
             return TORCHRUN.render(self.spec, self.runtime.python)
         return self.flavour.render(self.spec, self.tool)
 
@@ -83,7 +83,7 @@ def launch_for(planned: PlannedCell, run_id: str, job: int, *, where: Placement)
                                                                where.models_dir or MODELS_DIR)),
                       env=env, ib=c["ib"], as_root=os.geteuid() == 0, sriov=planned.sku.sriov, iface=iface,
                       ssh=None if one else where.ssh)
-    if c["engine"] == "native" and flavour.native != "torchrun":
+    if c["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour.native != "torchrun":
         # DDP's processes started by the launcher rendezvous over TCP at the first node.
         spec = replace(spec, env={**spec.env, "MASTER_ADDR": "127.0.0.1" if one else where.hosts[0],
                                   "MASTER_PORT": where.master_port or str(free_port())})
@@ -138,12 +138,21 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
     c = planned.cell
     to = ("--out", str(out)) if out is not None else ()
     script = f"{models_dir}/{worker_script(c)}"
-    engine = ("--engine", "native") if c["engine"] == "native" else ()
+    engine = ("--engine", "native") if c["engine"] in TORCH_DISTRIBUTED_ENGINES else ()
     if c["model"] in COLLECTIVES:
         sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
         return (python, script, "--op", c["model"], *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
                 "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
                 "--cell-id", planned.cell_id, "--run-id", run_id, *to)
+    if is_transformer(c["model"]):
+        return (python, script, "--model", c["model"], "--engine", c["engine"],
+                *(("--seq-len", str(c["seq_len"])) if c.get("seq_len") else ()),
+                "--batch-size", str(c["batch_per_gpu"]), "--grad-accum", str(c.get("grad_accum", 1)),
+                "--precision", c["precision"],
+                "--activation-checkpointing" if c.get("activation_checkpointing") else "--no-activation-checkpointing",
+                "--compile", c["compile"], "--optimizer-impl", c["optimizer_impl"],
+                "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
+                "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
             "--loader-workers", str(c["loader_workers"]), "--loader", c["loader"]) if c["data"] == "imagenet" else ()
     step = ("--compile", c["compile"], "--optimizer-impl", c["optimizer_impl"],
@@ -168,8 +177,8 @@ def probe_program(planned: PlannedCell, out: Path, threads: int, python: str, da
 
 
 def worker_script(cell: dict[str, Any]) -> str:
-    """The program under models/ that measures the cell: a collective sweep, or the framework's ResNet-50."""
-    spec = COLLECTIVES.get(cell["model"]) or WORKLOADS[cell["framework"]]
+    """The program under models/ that measures the cell: a collective sweep, or its workload's (models/registry.py)."""
+    spec = COLLECTIVES.get(cell["model"]) or workload_spec(cell["model"], cell["framework"])
     return spec["script"]
 
 

@@ -5,11 +5,11 @@ one entry in SECTIONS, and its two templates unless the common `figures` ones fi
 from __future__ import annotations
 
 from bench.report.sections import collectives, cost, data, expected, failures, framework, gpus, history, ib, mfu, \
-    mpi, precision, prediction, references, scaling, study, what_ran
+    mpi, precision, prediction, references, scaling, study, transformer, what_ran
 from bench.report.sections.context import Context
 
-SECTIONS = (scaling, expected, study, gpus, mfu, framework, mpi, ib, data, cost, precision, prediction, collectives,
-            history, references, failures, what_ran)
+SECTIONS = (scaling, expected, transformer, study, gpus, mfu, framework, mpi, ib, data, cost, precision, prediction,
+            collectives, history, references, failures, what_ran)
 
 
 def build_sections(ctx: Context) -> list:

@@ -15,6 +15,7 @@ from bench.analysis.expected import Expected, expected_with_probes
 from bench.analysis.mfu import with_cell_power, with_mfu
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, split_imported
 from bench.analysis.windows import windows_of
+from bench.cells.units import image_rows, other_rows
 from bench.launch import analysis_facts
 from bench.report.environments import sample_record_json
 
@@ -39,6 +40,11 @@ class Context:
     run_sources: dict[str, str] = field(default_factory=dict)  # run_id → its source revision's text (the same)
     expected: tuple[Expected, ...] = ()  # per multi-worker cell: expected value, verdict, straggler
     breakdowns: tuple[Breakdown, ...] = ()  # per cell with per-rank phases: where the step time went
+    # The workloads that are not counted in images (a transformer's tokens/s): their cells' rows and table, which
+    # the image sections above never see; each such workload has its own section (sections/transformer.py).
+    other_ok: pd.DataFrame = field(default_factory=pd.DataFrame)
+    other_table: pd.DataFrame = field(default_factory=pd.DataFrame)
+    other_expected: tuple[Expected, ...] = ()
 
 
 def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Price] | None = None,
@@ -50,10 +56,12 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     cells' expected values."""
     measured, imported = split_imported(records)
     all_ok = latest_complete(measured)
-    ok = training_only(all_ok)  # collective cells have no image rates: their own section
+    trained = training_only(all_ok)  # collective cells have no training rates: their own section
+    ok, other_ok = image_rows(trained), other_rows(trained)
     # MFU per cell from its median rate, and the median power and energy of its windows (records carry
     # mean_watts_per_gpu and joules_per_image when the caller read them: render.read_store does).
     table = with_cell_power(with_mfu(input_bound(scaling(cell_summary(ok)))), ok)
+    other_table = with_mfu(scaling(cell_summary(other_ok))) if not other_ok.empty else pd.DataFrame()
     sweeps = latest_sweeps(collectives, all_ok)
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}
@@ -62,9 +70,12 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                                            PROBES.get() if probes is None else probes, flavours=flavours) \
         if not table.empty else (None, [])
     expected = tuple(expected)
+    other_expected = tuple(expected_with_probes(other_table, other_ok, fits, windows_of(ranks or [], other_ok),
+                                                ranks or [], PROBES.get() if probes is None else probes,
+                                                flavours=flavours)[1]) if not other_table.empty else ()
     if not table.empty:
         verdicts = {e.cell_id: e for e in expected}
-        table = table.assign(expected_images_per_sec=[getattr(verdicts.get(c), "expected", None)
+        table = table.assign(expected_samples_per_sec=[getattr(verdicts.get(c), "expected", None)
                                                       for c in table["cell_id"]],
                              vs_expected=[vs_expected(verdicts.get(c), int(n))
                                           for c, n in zip(table["cell_id"], table["gpus"])])
@@ -74,7 +85,8 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
                    env_json=sample_record_json(ok) if env_json is None else env_json, expected=expected,
                    run_env_json=run_env_json or {}, run_sources=run_sources or {},
                    breakdowns=tuple(breakdowns(table, windows, fits, found, flavours=flavours))
-                   if windows and not table.empty else ())
+                   if windows and not table.empty else (),
+                   other_ok=other_ok, other_table=other_table, other_expected=other_expected)
 
 
 ONE_WORKER = "1 worker: the baseline"  # a 1-worker cell has no expected value: it is X(1) for the others
@@ -101,18 +113,18 @@ def latest_sweeps(collectives: pd.DataFrame | None, ok: pd.DataFrame) -> pd.Data
 def reference_summary(imported: pd.DataFrame) -> pd.DataFrame:
     """Published references (imported records): median images/sec per cell, labelled by their source."""
     if imported.empty:
-        return pd.DataFrame(columns=["gpu", "gpus", "images_per_sec", "ref_label"])
+        return pd.DataFrame(columns=["gpu", "gpus", "samples_per_sec", "ref_label"])
     ok = imported[imported["status"] == "ok"] if "status" in imported else imported
-    ok = ok[ok["images_per_sec"].notna()]
+    ok = ok[ok["samples_per_sec"].notna()]
     if ok.empty:
-        return pd.DataFrame(columns=["gpu", "gpus", "images_per_sec", "ref_label"])
+        return pd.DataFrame(columns=["gpu", "gpus", "samples_per_sec", "ref_label"])
     src = ok["source"].fillna("") if "source" in ok else pd.Series("", index=ok.index)
     # run ids are import:<source>:<file or run>; the source is what a reader recognises.
     src = src.where(src != "", ok["run_id"].astype(str).str.split(":").str[1].fillna(ok["run_id"].astype(str)))
     ok = ok.assign(ref_source=src)
     keys = [k for k in ("gpu", "framework", "mpi", "ib", "precision", "batch_per_gpu", "data", "gpus") if k in ok]
     out = ok.groupby(["ref_source", *keys], dropna=False, sort=True).agg(
-        images_per_sec=("images_per_sec", "median"), nodes=("nodes", "max"), records=("images_per_sec", "size")
+        samples_per_sec=("samples_per_sec", "median"), nodes=("nodes", "max"), records=("samples_per_sec", "size")
     ).reset_index()
     out["ref_label"] = [f"{r.ref_source} · {r.framework} · {r.mpi} · IB {'on' if r.ib else 'off'}"
                         for r in out.itertuples()]

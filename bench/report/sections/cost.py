@@ -27,7 +27,7 @@ def build(ctx: Context) -> Section | None:
         read = None if isinstance(r.price_read, str) and not r.price_read.strip() else r.price_read
         rows.append({"rank": str(i) if has else "—", "cell": cell_label(costs.iloc[i - 1]),
                      "nodes": int(r.nodes), "VM $/h": num(r.vm_usd_per_hour, "${:,.2f}", "no price"),
-                     "$/h": num(r.usd_per_hour, "${:,.2f}", "no price"), "images/sec": f"{r.images_per_sec:,.1f}",
+                     "$/h": num(r.usd_per_hour, "${:,.2f}", "no price"), "images/sec": f"{r.samples_per_sec:,.1f}",
                      "$ per million images": num(r.usd_per_million_images, "${:,.2f}", "no price"),
                      "images per $": num(r.images_per_usd, "{:,.0f}", "no price"),
                      "price read": text(read, missing="no price" if is_missing(r.vm_usd_per_hour) else "not recorded"),

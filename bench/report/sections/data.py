@@ -24,8 +24,8 @@ def build(ctx: Context) -> Section | None:
     real = real.sort_values("real_vs_synthetic", kind="stable").head(MAX_ROWS)
     real = real.assign(label=[cell_label(r) for _, r in real.iterrows()])
     chart = ch.real_vs_synthetic_chart(real, INPUT_BOUND_BELOW, ctx.out_dir / "real_vs_synthetic.png")
-    rows = [{"cell": r["label"] + f" ({r['data_layout']})", "images/sec (real)": f"{r['images_per_sec']:,.1f}",
-             "images/sec (synthetic)": f"{r['synthetic_images_per_sec']:,.1f}",
+    rows = [{"cell": r["label"] + f" ({r['data_layout']})", "images/sec (real)": f"{r['samples_per_sec']:,.1f}",
+             "images/sec (synthetic)": f"{r['synthetic_samples_per_sec']:,.1f}",
              "real / synthetic": f"{100 * r['real_vs_synthetic']:.0f}%",
              "verdict": "INPUT-BOUND" if r["real_vs_synthetic"] < INPUT_BOUND_BELOW else "ok",
              "cell_id": r["cell_id"], "_bad": bool(r["real_vs_synthetic"] < INPUT_BOUND_BELOW)}

@@ -24,10 +24,10 @@ def build(ctx: Context) -> Section | None:
                                for r in rows.itertuples()])
     chart = ch.bar_chart(shown, "label", f"ResNet-50 images/sec by GPU at {n} workers", ctx.out_dir / "gpus.png")
     vm = {k: s.vm_size for k, s in catalog().items()}
-    trows = [{"gpu": r.gpu, "vm": vm.get(r.gpu, "?"), "nodes": int(r.nodes), "images/sec": f"{r.images_per_sec:,.1f}",
-              "95% CI": ci(r), "per worker": f"{r.images_per_sec_per_gpu:,.1f}",
+    trows = [{"gpu": r.gpu, "vm": vm.get(r.gpu, "?"), "nodes": int(r.nodes), "images/sec": f"{r.samples_per_sec:,.1f}",
+              "95% CI": ci(r), "per worker": f"{r.samples_per_sec_per_gpu:,.1f}",
               "efficiency": "—" if r.series_cells == 1 and r.gpus > 1 else f"{100 * r.efficiency:.0f}%",
-              "vs fastest": f"{r.images_per_sec / rows['images_per_sec'].iloc[0]:.2f}×", **gpu_figures(r),
+              "vs fastest": f"{r.samples_per_sec / rows['samples_per_sec'].iloc[0]:.2f}×", **gpu_figures(r),
               "cell_id": r.cell_id, "_bad": False} for r in rows.itertuples()]
     return Section("gpus", TITLE, f"Same settings for every GPU: {label} (the setting shared by the most GPU types). "
                    "Bars: bootstrap 95% CI over job-level repeats. MFU: model FLOPs per second per GPU ÷ the data "

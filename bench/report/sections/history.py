@@ -50,7 +50,7 @@ def build(ctx: Context) -> Section | None:
     for cell_id, points in series.groupby("cell_id", sort=False):
         r = first.loc[cell_id]
         label = cell_label(r)
-        values = points["images_per_sec"].tolist()
+        values = points["samples_per_sec"].tolist()
         cps = changes[cell_id]
         edges = [0, *(c.index for c in cps), len(values)]
         levels = [(a, b, float(pd.Series(values[a:b]).median())) for a, b in zip(edges, edges[1:])]

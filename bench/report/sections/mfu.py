@@ -11,8 +11,8 @@ from bench.report.sections.context import Context
 TITLE = "MFU and energy per image (GPU cells)"
 COLUMNS = ["cell", "images/sec per GPU", "GFLOP per image", "TFLOP/s per GPU", "peak (dense)", "MFU", "W/GPU",
            "J/img", "cell_id"]
-CSV_COLUMNS = ["cell_id", "gpu", "gpus", "precision", "image_size", "images_per_sec", "images_per_sec_per_gpu",
-               "flops_per_image", "peak_format", "peak_tflops", "mfu", "mfu_why", "mean_watts_per_gpu",
+CSV_COLUMNS = ["cell_id", "gpu", "gpus", "precision", "image_size", "samples_per_sec", "samples_per_sec_per_gpu",
+               "flops_per_sample", "peak_format", "peak_tflops", "mfu", "mfu_why", "mean_watts_per_gpu",
                "joules_per_image"]
 
 
@@ -28,9 +28,9 @@ def build(ctx: Context) -> Section | None:
     csv = write_csv(gpu[[c for c in CSV_COLUMNS if c in gpu]], ctx.out_dir, "mfu.csv")
     rows = []
     for _, r in gpu.head(MAX_ROWS).iterrows():
-        achieved = r["images_per_sec_per_gpu"] * r["flops_per_image"] / 1e12
-        rows.append({"cell": cell_label(r), "images/sec per GPU": f"{r['images_per_sec_per_gpu']:,.1f}",
-                     "GFLOP per image": num(r["flops_per_image"] / 1e9, "{:.2f}", text(r["mfu_why"])),
+        achieved = r["samples_per_sec_per_gpu"] * r["flops_per_sample"] / 1e12
+        rows.append({"cell": cell_label(r), "images/sec per GPU": f"{r['samples_per_sec_per_gpu']:,.1f}",
+                     "GFLOP per image": num(r["flops_per_sample"] / 1e9, "{:.2f}", text(r["mfu_why"])),
                      "TFLOP/s per GPU": num(achieved, "{:,.1f}"),
                      "peak (dense)": text(r["peak_format"], missing=text(r["mfu_why"]))
                      + ("" if is_missing(r["peak_tflops"]) else f" {r['peak_tflops']:,.1f} TFLOP/s"),

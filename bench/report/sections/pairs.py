@@ -18,8 +18,8 @@ def pair_rows(pairs: pd.DataFrame, axis: str, *, transports: dict[str, str] | No
     rows = []
     for _, p in pairs.iterrows():
         row = {"cell": settings_label(p, drop=(axis,)), "value": str(p.get("value", "")),
-               "vs": str(p.get("baseline", "")), "images/sec (value)": f"{p['images_per_sec_a']:,.1f}",
-               "images/sec (vs)": f"{p['images_per_sec_b']:,.1f}",
+               "vs": str(p.get("baseline", "")), "images/sec (value)": f"{p['samples_per_sec_a']:,.1f}",
+               "images/sec (vs)": f"{p['samples_per_sec_b']:,.1f}",
                "ratio": f"{p['ratio']:.3f}", "95% CI": f"{p['ratio_low']:.3f}–{p['ratio_high']:.3f}",
                "verdict": {"a faster": f"{p.get('value')} faster", "b faster": f"{p.get('baseline')} faster"}
                .get(p["verdict"], p["verdict"]), "_bad": False}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.cells.label import framework_words
 from bench.analysis.compare import precision_table
 from bench.report.format import num
 from bench.report.sections.blocks import MAX_ROWS, Section, omitted, table, write_csv
@@ -16,7 +17,7 @@ def build(ctx: Context) -> Section | None:
     if ctx.table.empty:
         return None
     pt = precision_table(ctx.table)
-    present = [p for p in ("fp32", "fp16", "bf16") if f"images_per_sec_{p}" in pt]
+    present = [p for p in ("fp32", "fp16", "bf16") if f"samples_per_sec_{p}" in pt]
     if pt.empty or len(present) < 2:
         return omitted("precision", TITLE, f"only {', '.join(present) or 'no'} precision measured (no "
                        "mixed-precision speedup to show).")
@@ -27,11 +28,11 @@ def build(ctx: Context) -> Section | None:
     columns += [f"{p} scaling" for p in present]
     rows = []
     for _, r in pt.head(MAX_ROWS).iterrows():
-        row = {"gpu": r["gpu"], "framework": r["framework"] + (" (DDP)" if r.get("engine") == "native" else ""),
+        row = {"gpu": r["gpu"], "framework": framework_words(r["framework"], r.get("engine")),
                "mpi": r["mpi"], "IB": "on" if r["ib"] else "off", "batch/worker": int(r["batch_per_gpu"]),
                "workers": int(r["gpus"]), "_bad": False}
         for p in present:
-            row[f"images/sec {p}"] = num(r[f"images_per_sec_{p}"])
+            row[f"images/sec {p}"] = num(r[f"samples_per_sec_{p}"])
             eff, sp, base = r[f"efficiency_{p}"], r[f"speedup_{p}"], r[f"baseline_gpus_{p}"]
             row[f"{p} scaling"] = "—" if pd.isna(eff) or (base == r["gpus"] and r["gpus"] > 1) else \
                 f"{sp:.2f}× ({100 * eff:.0f}% vs {int(base)})"

@@ -8,7 +8,7 @@ from bench.report.sections.context import Context
 def build(ctx: Context) -> Section | None:
     if ctx.references.empty:
         return None
-    rows = [{"source": r.ref_label, "gpu": r.gpu, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
+    rows = [{"source": r.ref_label, "gpu": r.gpu, "workers": int(r.gpus), "images/sec": f"{r.samples_per_sec:,.1f}",
              "records": int(r.records), "_bad": False} for r in ctx.references.itertuples()]
     return Section("references", "Published references (imported, not measured here)",
                    "Shown for comparison only; kept out of every measured table above.",

@@ -51,7 +51,7 @@ def build(ctx: Context) -> Section | None:
             measured_here += len(mine)
             # The longest, then fastest, measured series: a legend of hundreds is unreadable (all are in Scaling).
             groups = sorted(mine.groupby(SERIES_KEYS, dropna=False, sort=False),
-                            key=lambda kv: (-len(kv[1]), -kv[1]["images_per_sec"].max()))
+                            key=lambda kv: (-len(kv[1]), -kv[1]["samples_per_sec"].max()))
             more += max(0, len(groups) - STUDY_MEASURED_SERIES)
             mine = pd.concat([g.assign(label=series_label(g.iloc[0], varying).removeprefix(f"{gpu} · "))
                               for _, g in groups[:STUDY_MEASURED_SERIES]])
@@ -62,7 +62,7 @@ def build(ctx: Context) -> Section | None:
                       + (", measured here (solid)" if not mine.empty else ""))
     paths = ch.study_figures(jobs)
     pred = predicted.set_index(["gpu", "series", "gpus"])["efficiency"]
-    rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.images_per_sec:,.1f}",
+    rows = [{"gpu": r.gpu, "series": r.series, "workers": int(r.gpus), "images/sec": f"{r.samples_per_sec:,.1f}",
              "efficiency": f"{100 * r.efficiency:.0f}%",
              "what-if efficiency": num(pred.get((r.gpu, r.series, r.gpus)), "{:.0%}"),
              "residual": num(res.get((r.gpu, r.series, r.gpus)), "{:+.0f} pts")
