@@ -18,13 +18,17 @@ def pattern(torch, n_elem: int, rank: int, device):
     return torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD).add_(rank + 1)
 
 
-def expected(torch, op: str, n_elem: int, world: int, device):
-    """What every rank must hold after the op, from the formula alone. n_elem: the result's elements."""
+def expected(torch, op: str, n_elem: int, world: int, device, rank: int = ROOT):
+    """What rank `rank` must hold after the op, from the formula alone. n_elem: the result's elements (for
+    reduce_scatter: the input's, of which the rank holds the rank-th of `world` equal slices of the sum)."""
     if op == "allreduce":
         period = torch.arange(n_elem, dtype=torch.float32, device=device).remainder_(PATTERN_PERIOD)
         return period.mul_(world).add_(world * (world + 1) / 2)
     if op == "allgather":
         return torch.cat([pattern(torch, n_elem // world, r, device) for r in range(world)])
+    if op == "reduce_scatter":
+        share = n_elem // world
+        return expected(torch, "allreduce", n_elem, world, device)[rank * share:(rank + 1) * share].clone()
     return pattern(torch, n_elem, ROOT, device)
 
 

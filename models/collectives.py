@@ -1,9 +1,10 @@
-"""A collective (allreduce, allgather or broadcast) over a sweep of message sizes, through the engine a training
-cell of the same settings uses.
+"""A collective (allreduce, allgather, reduce_scatter or broadcast) over a sweep of message sizes, through the engine
+a training cell of the same settings uses.
 
-Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.broadcast_` from rank 0, under whichever launcher and controller the
-cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`: `all_reduce`, `all_gather_single`,
-`broadcast` from rank 0; Gloo on CPU, NCCL on GPU). Float32 tensors from 4 KiB up to --max-bytes (default:
+Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.reducescatter` with op Sum, `hvd.broadcast_` from rank 0, under
+whichever launcher and controller the cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`:
+`all_reduce`, `all_gather_single`, `reduce_scatter_tensor`, `broadcast` from rank 0; Gloo on CPU, NCCL on GPU).
+reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum. Float32 tensors from 4 KiB up to --max-bytes (default:
 ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
 is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
 rank) for allgather, rounded down to whole float32 slices when n does not divide it (the row holds what was gathered).
@@ -14,7 +15,8 @@ synchronised); the iteration's time is the slowest rank's, gathered after the sw
 over the timed iterations.
 
 Bandwidths use the definitions nccl-tests publishes (its doc/PERFORMANCE.md): algorithm bandwidth algbw = bytes /
-time, and bus bandwidth busbw = algbw x factor, 2(n-1)/n for allreduce, (n-1)/n for allgather, 1 for broadcast
+time, and bus bandwidth busbw = algbw x factor, 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce_scatter
+(whose bytes are each rank's input), 1 for broadcast
 (models/registry.py COLLECTIVES): the rate each link must carry in the ring algorithm, comparable with the link's own
 rate whatever n is.
 
@@ -93,9 +95,10 @@ def sweep_sizes(max_bytes: int) -> list[int]:
 
 
 def op_sizes(op: str, max_bytes: int, world: int) -> list[int]:
-    """The sweep's sizes as the op moves them: allgather's output is n whole float32 slices (at least one element
-    each), so a size n does not divide is rounded down to what is gathered; sizes that round to the same one once."""
-    if op != "allgather":
+    """The sweep's sizes as the op moves them: allgather's output (and reduce_scatter's input) is n whole float32
+    slices (at least one element each), so a size n does not divide is rounded down to what is moved; sizes that
+    round to the same one once."""
+    if op not in ("allgather", "reduce_scatter"):
         return sweep_sizes(max_bytes)
     sizes = [4 * world * max(1, size // (4 * world)) for size in sweep_sizes(max_bytes)]
     return list(dict.fromkeys(sizes))
@@ -168,6 +171,16 @@ class Engine:
         self._sync()
         return out
 
+    def reduce_scatter(self, out, mine, name: str):
+        """The sum over ranks of `mine`, this rank's slice of it (the rank-th of n equal ones): Horovod's
+        reducescatter with op Sum (its default averages), or torch.distributed's reduce_scatter_tensor into `out`."""
+        if self.hvd is not None:
+            out = self.hvd.reducescatter(mine, op=self.hvd.Sum, name=name)
+        else:
+            self.dist.reduce_scatter_tensor(out, mine)
+        self._sync()
+        return out
+
     def broadcast_(self, tensor, name: str) -> None:
         if self.hvd is not None:
             self.hvd.broadcast_(tensor, root_rank=ROOT, name=name)
@@ -199,10 +212,11 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
     sent = n // comm.size if op == "allgather" else n
     base = pattern(torch, sent, comm.rank, device)
     corrupt_sent(base, size, comm.rank)  # a test hook (models/faults.py): inert unless set
-    want = expected(torch, op, n, comm.size, device)
+    want = expected(torch, op, n, comm.size, device, comm.rank)
     work = torch.empty_like(base)
-    # torch.distributed gathers into this; Horovod allocates its own output on every call.
-    out = torch.empty(n, dtype=torch.float32, device=device) if op == "allgather" and engine.hvd is None else None
+    # torch.distributed gathers (or scatters the sum) into this; Horovod allocates its own output on every call.
+    out_elems = {"allgather": n, "reduce_scatter": n // comm.size}.get(op)
+    out = torch.empty(out_elems, dtype=torch.float32, device=device) if out_elems and engine.hvd is None else None
     name = f"bench.{op}.{size}"
     times, cpu = [], []
     for i in range(args.warmup_steps + args.steps):
@@ -219,6 +233,8 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
             result = work
         elif op == "allgather":
             result = engine.allgather(out, work, name=name)
+        elif op == "reduce_scatter":
+            result = engine.reduce_scatter(out, work, name=name)
         else:
             engine.broadcast_(work, name=name)
             result = work

@@ -1,5 +1,6 @@
-"""ResNet-50's gradient tensors in the order its backward pass yields them, each with the share of the backward pass
-done when it is ready (pure: the architecture's shapes and multiply-accumulates, no framework).
+"""A model's gradient tensors in the order its backward pass yields them, each with the share of the backward pass
+done when it is ready (pure: the architecture's shapes and multiply-accumulates, no framework): ResNet-50's, and a
+transformer decoder's (by layer part).
 
 Two users: the collective sweep replays this stream beside a compute probe on the worker (models/contention.py),
 and the control plane's fusion simulation (bench/analysis/fusion.py) runs Horovod's loop over it. Kept on the worker
@@ -61,4 +62,37 @@ def resnet50_gradients(image_size: int = 224) -> list[Gradient]:
         out += [Gradient(f"{name}.bn.bias", bn, at_norm), Gradient(f"{name}.bn.weight", bn, at_norm)]
         done += macs
         out.append(Gradient(f"{name}.weight", params, done / total))
+    return out
+
+
+def transformer_gradients(shape, seq: int | None = None) -> list[Gradient]:
+    """A decoder's gradients in backward order, one tensor group per layer part, each with the share of the backward
+    pass done when it is ready (backward time taken as proportional to the forward FLOPs of what lies after it:
+    the head's matmul, then each block's attention (its matrices and the T² score and value products) and MLP, last
+    block first). `shape`: a models.transformer_shapes.Shape (duck-typed, so this module imports nothing). The
+    parameters add up to shape.params(); a tied head's gradient is the embedding's, ready at the very end."""
+    t = seq or shape.seq
+    d, kv, f = shape.width, shape.kv_width, shape.ffn
+    mlp_in = (2 if shape.style == "llama" else 1) * d * f
+    attn_matrices = d * (d + 2 * kv) + d * d
+    attn_flops = attn_matrices + 2 * d * t  # per token: its matrices and its share of QK^T and AV
+    mlp_flops = mlp_in + f * d
+    head = shape.vocab * d
+    total = head + shape.layers * (attn_flops + mlp_flops)
+    vectors = shape.block_vectors()
+    norm = d * (2 if shape.style == "gpt2" else 1)
+    out, done = [], head
+    out.append(Gradient("norm.final", norm, done / total))
+    if not shape.tied:
+        out.append(Gradient("head.weight", head, done / total))
+    for layer in reversed(range(shape.layers)):
+        done += mlp_flops
+        out.append(Gradient(f"blocks.{layer}.mlp", mlp_in + f * d, done / total))
+        done += attn_flops
+        out.append(Gradient(f"blocks.{layer}.attention", attn_matrices, done / total))
+        out.append(Gradient(f"blocks.{layer}.vectors", vectors, done / total))  # norms (and GPT-2's biases)
+    positions = shape.seq * d if shape.style == "gpt2" else 0  # GPT-2's learned positions
+    if positions:
+        out.append(Gradient("positions", positions, 1.0))
+    out.append(Gradient("embedding", shape.vocab * d, 1.0))
     return out

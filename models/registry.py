@@ -78,10 +78,13 @@ WORKLOADS = {
 
 # The engines that average gradients, and who starts them: Horovod's own ranks, or a torch.distributed process group
 # (DDP: `native`; FSDP2) that torchrun or an MPI launcher's rank variables start. `label`: how tables name it.
+# `traffic`: the bytes each worker moves per step, over a ring allreduce of the gradients (2(n-1)/n of them): DDP and
+# Horovod allreduce the gradients (1x); FSDP2 all-gathers the parameters in forward and again in backward and
+# reduce-scatters the gradients, (n-1)/n each: 3(n-1)/n, 1.5x (the what-if model's first-order count).
 ENGINES = {
-    "horovod": {"label": "Horovod", "torch_distributed": False, "tag": ""},
-    "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp"},
-    "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2"},
+    "horovod": {"label": "Horovod", "torch_distributed": False, "tag": "", "traffic": 1.0},
+    "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp", "traffic": 1.0},
+    "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2", "traffic": 1.5},
 }
 TORCH_DISTRIBUTED_ENGINES = tuple(name for name, e in ENGINES.items() if e["torch_distributed"])
 
@@ -308,6 +311,14 @@ COLLECTIVES = {
         "version": "1",
         "frameworks": ("pytorch",),
         "bus_factor": lambda n: (n - 1) / n,  # each rank receives the n-1 slices it does not hold
+        "bus_formula": "(n-1)/n",
+    },
+    # Each rank's input is the whole message (n slices); it receives its slice of the sum: FSDP's gradient traffic.
+    "reduce_scatter": {
+        "script": "collectives.py",
+        "version": "1",
+        "frameworks": ("pytorch",),
+        "bus_factor": lambda n: (n - 1) / n,  # each rank sends the n-1 slices it does not keep
         "bus_formula": "(n-1)/n",
     },
     "broadcast": {

@@ -16,6 +16,7 @@ from models.registry import COLLECTIVES
 @pytest.mark.parametrize("op,n,factor", [
     ("allreduce", 2, 1.0), ("allreduce", 4, 1.5), ("allreduce", 8, 1.75),
     ("allgather", 2, 0.5), ("allgather", 4, 0.75), ("allgather", 8, 0.875),
+    ("reduce_scatter", 2, 0.5), ("reduce_scatter", 8, 0.875),
     ("broadcast", 2, 1.0), ("broadcast", 8, 1.0),
 ])
 def test_bus_factors_are_nccl_tests_definitions(op, n, factor):
@@ -26,7 +27,7 @@ def test_bus_factors_are_nccl_tests_definitions(op, n, factor):
 
 
 def test_collective_models_come_from_the_registry():
-    assert COLLECTIVE_MODELS == tuple(COLLECTIVES) == ("allreduce", "allgather", "broadcast")
+    assert COLLECTIVE_MODELS == tuple(COLLECTIVES) == ("allreduce", "allgather", "reduce_scatter", "broadcast")
 
 
 def _record(op: str, world: int, busbw_factor: float, model: str | None = None) -> dict:
@@ -56,6 +57,10 @@ def test_a_row_of_another_op_than_the_cell_s_model_is_refused():
         parse_record(_record("allgather", 2, 0.5, model="broadcast"))
     with pytest.raises(BenchInputError, match="op"):
         parse_record(_record("alltoall", 2, 1.0, model="allreduce"))
+
+
+def test_reduce_scatter_sizes_are_whole_slices_like_allgathers():
+    assert op_sizes("reduce_scatter", 16384, 3) == op_sizes("allgather", 16384, 3) == [4092, 16380]
 
 
 def test_allgather_sizes_are_whole_slices_of_the_gathered_output():

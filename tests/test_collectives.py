@@ -159,7 +159,7 @@ workload:
   threads: 1
 axes:
   gpu: [cpu]
-  model: [allgather, broadcast]
+  model: [allgather, reduce_scatter, broadcast]
   mpi: [gloo, openmpi]
   engine: [horovod, native]
   gpus: [2]
@@ -169,10 +169,11 @@ exclude:
 OPS_SIZES = [4096, 16384, 65536]
 
 
-def test_allgather_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their_own_bus_factors(tmp_path):
+def test_allgather_reduce_scatter_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their_own_bus_factors(
+        tmp_path):
     (tmp_path / "m.yaml").write_text(OPS_SWEEP, encoding="utf-8")
     cells = load_matrix_text(OPS_SWEEP).cells()
-    assert len(cells) == 6
+    assert len(cells) == 9
     result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     records = rows(tmp_path, "records")
@@ -182,17 +183,17 @@ def test_allgather_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their
         assert r["status"] == "ok" and rec["workload"] == r["model"] and rec["workload_version"] == "1"
         assert "--op" in rec["command"] and rec["command"][rec["command"].index("--op") + 1] == r["model"]
     sizes = rows(tmp_path, "collectives")
-    assert len(sizes) == 6 * len(OPS_SIZES)
+    assert len(sizes) == 9 * len(OPS_SIZES)
     assert {(s["op"], s["mpi"], s["engine"]) for s in sizes} == {
-        (op, mpi, engine) for op in ("allgather", "broadcast") for mpi, engine in
+        (op, mpi, engine) for op in ("allgather", "reduce_scatter", "broadcast") for mpi, engine in
         (("gloo", "horovod"), ("gloo", "native"), ("openmpi", "horovod"))}
     for s in sizes:
         assert s["world_size"] == 2 and s["iterations"] == 3 and s["busbw_bytes_per_s"] > 0
         assert s["algbw_bytes_per_s"] == pytest.approx(s["bytes"] / s["time_median_s"])
-        # nccl-tests' factors at n = 2: (n-1)/n = 1/2 for allgather, 1 for broadcast.
-        factor = 0.5 if s["op"] == "allgather" else 1.0
+        # nccl-tests' factors at n = 2: (n-1)/n = 1/2 for allgather and reduce_scatter, 1 for broadcast.
+        factor = 0.5 if s["op"] in ("allgather", "reduce_scatter") else 1.0
         assert s["busbw_bytes_per_s"] == pytest.approx(s["algbw_bytes_per_s"] * factor)
-    for op in ("allgather", "broadcast"):
+    for op in ("allgather", "reduce_scatter", "broadcast"):
         assert sorted(s["bytes"] for s in sizes if s["op"] == op and s["mpi"] == "gloo"
                       and s["engine"] == "native") == OPS_SIZES
 
@@ -212,6 +213,9 @@ def test_allgather_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their
     # Rank 1 sends (1 + 1) + (j mod 7), 7 at its element 5, +1 = 8; its slice starts at 65536 / 4 / 2 = 8192.
     ("allgather", "openmpi", "rank=1:bytes=65536:element=5", "allgather of 65536 bytes returned a wrong value on "
                                                               "rank {r}: element 8197 is 8.0, expected 7.0"),
+    # The sum's element 5 lies in rank 0's slice: (1 + 5) + (2 + 5) = 13, and rank 1 sent one more.
+    ("reduce_scatter", "gloo", "rank=1:bytes=65536:element=5", "reduce_scatter of 65536 bytes returned a wrong value "
+                                                                "on rank 0: element 5 is 14.0, expected 13.0"),
     # Only the root's data travels in a broadcast: rank 1 (its buffer zeroed, then filled by the broadcast) receives
     # 1 + 5 + 1 at element 5 and is the one to say so; the root holds only its source and checks nothing.
     ("broadcast", "gloo", "rank=0:bytes=65536:element=5", "broadcast of 65536 bytes returned a wrong value on "
@@ -219,7 +223,7 @@ def test_allgather_and_broadcast_sweep_under_gloo_open_mpi_and_native_with_their
 ])
 def test_a_wrong_allgather_or_broadcast_fails_the_cell_naming_the_size_and_the_first_wrong_element(
         tmp_path, op, mpi, corrupt, wrong):
-    text = OPS_SWEEP.replace("model: [allgather, broadcast]", f"model: [{op}]") \
+    text = OPS_SWEEP.replace("model: [allgather, reduce_scatter, broadcast]", f"model: [{op}]") \
         .replace("mpi: [gloo, openmpi]", f"mpi: [{mpi}]").replace("engine: [horovod, native]", "engine: [horovod]")
     (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
     result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300, env={"BENCH_COLLECTIVE_CORRUPT": corrupt})

@@ -35,7 +35,8 @@ OTHER_PREFIX = re.compile(r"^(?:make\s+[a-z-]+|scripts/[\w./-]+)")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(?:=.*)?$|<[^>]*>|…|\.\.\.|^\$")
 # Verbs (with sub-verbs) run here: they read a store, a matrix or a packaged file and write under the folder.
 RUN_HERE = {("plan",), ("status",), ("report",), ("export",), ("history",), ("model",), ("images", "list"),
-            ("baseline", "list"), ("baseline", "save"), ("check",), ("import",), ("data", "make-imagenet-sample")}
+            ("baseline", "list"), ("baseline", "save"), ("check",), ("import",), ("data", "make-imagenet-sample"),
+            ("data", "make-token-sample")}
 
 
 @dataclass(frozen=True)

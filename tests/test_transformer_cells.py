@@ -35,7 +35,7 @@ exclude:
 def workdir():
     d = Path(tempfile.mkdtemp(prefix="bench-tfm-"))
     (d / "m.yaml").write_text(MATRIX, encoding="utf-8")
-    first = bench_cli("run", "m.yaml", "--no-probe", cwd=d, timeout=900)
+    first = bench_cli("run", "m.yaml", cwd=d, timeout=900)  # with the compute probe for the 2-worker cells
     yield d, first
     shutil.rmtree(d, ignore_errors=True)
 
@@ -70,7 +70,11 @@ def test_run_status_and_history_speak_tokens(workdir):
     status = bench_cli("status", cwd=d)
     assert status.returncode == 0, status.stderr
     expected = [ln for ln in status.stdout.splitlines() if ": measured " in ln]
-    assert expected and all("tokens/s" in ln for ln in expected) and "img/s" not in status.stdout
+    assert len(expected) == 3 and all("tokens/s" in ln for ln in expected) and "img/s" not in status.stdout
+    # The co-located compute probe stands for the transformer's cells as for ResNet-50's (one probe: same compute).
+    assert all("(compute probe: 2 × " in ln for ln in expected), expected
+    assert re.search(r"compute probe for .*: 2 plain processes at once: [\d,]+ tokens/s each", status.stdout)
+    assert "FSDP2's Gloo threads" in status.stdout and "DDP's Gloo threads" in status.stdout
     history = bench_cli("history", cwd=d)
     assert history.returncode == 0 and "tokens/s" in history.stdout and "img/s" not in history.stdout
 

@@ -148,3 +148,28 @@ def test_a_gpt2_cell_longer_than_its_positions_is_skipped_with_the_reason(write_
     plan = _plan(write_matrix, "gpt2-124m", text)
     assert {p.reason for p in plan} == {"seq_len=2048: gpt2-124m has 1024 learned positions (GPT-2 style cannot "
                                         "train longer)"}
+
+
+def test_the_what_if_model_reads_the_models_own_gradients_and_the_engines_traffic():
+    from bench.analysis.traffic import gradients_of, samples_per_step, traffic_of
+    from bench.analysis.whatif import predict
+    from models.transformer_shapes import CONFIGS
+
+    llama = {"model": "llama3-8b", "engine": "native", "seq_len": 4096, "batch_per_gpu": 2, "grad_accum": 4}
+    assert sum(g.params for g in gradients_of(llama)) == CONFIGS["llama3-8b"].params()
+    assert samples_per_step(llama) == 8 and traffic_of(llama) == 1.0 and traffic_of({"engine": "fsdp2"}) == 1.5
+    args = ("H100", 16, 1.0, 8)
+    ddp = predict(*args, gradients=gradients_of(llama), traffic=1.0)
+    fsdp = predict(*args, gradients=gradients_of(llama), traffic=1.5)
+    resnet = predict(*args)  # no gradients: ResNet-50's 25.6M parameters
+    assert fsdp.comm_s == pytest.approx(1.5 * ddp.comm_s, rel=0.05) and ddp.comm_s > 100 * resnet.comm_s
+
+
+def test_a_transformers_gradient_stream_adds_up_and_runs_in_backward_order():
+    from models.gradients import transformer_gradients
+
+    for name, shape in CONFIGS.items():
+        stream = transformer_gradients(shape)
+        assert sum(g.params for g in stream) == shape.params(), name
+        ready = [g.ready_fraction for g in stream]
+        assert ready == sorted(ready) and 0 < ready[0] and ready[-1] == 1.0, name

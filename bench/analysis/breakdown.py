@@ -17,6 +17,7 @@ from bench.analysis import AnalysisError
 from bench.analysis.expected import expected_rate
 from bench.analysis.flavours import FlavourFacts
 from bench.analysis.stand_in import OneWorker
+from bench.analysis.traffic import samples_per_step
 
 PARTS = ("input", "compute", "communication", "rest")
 
@@ -52,7 +53,7 @@ def breakdown(row: Mapping[str, Any], windows: list[list[Mapping[str, Any]]], x1
         parts = {"input": med["input"], "compute": med["compute"], "communication": med["comm_wait"]}
         sources = dict.fromkeys(PARTS, "measured")
     else:
-        compute = int(row["batch_per_gpu"]) / x1 if x1 else 0.0
+        compute = samples_per_step(row) / x1 if x1 else 0.0
         comm = exposed_s if exposed_s is not None and int(row["gpus"]) > 1 else 0.0
         parts = {"input": med["input"], "compute": min(compute, step - med["input"]),
                  "communication": comm}

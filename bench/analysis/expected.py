@@ -40,6 +40,7 @@ from bench.analysis.step_split import Split, split_step
 from bench.analysis.straggler import Straggler, straggler
 from bench.analysis.windows import earlier_windows
 from bench.cells.units import IMAGES, RateUnit, format_rate
+from bench.analysis.traffic import samples_per_step, step_of
 
 TOLERANCE = 0.10
 
@@ -118,9 +119,9 @@ def expected_rate(row: Mapping[str, Any], x1: float, fit=None) -> tuple[Any, str
 
     gpus, nodes = int(row["gpus"]), int(row.get("nodes") or 1)
     per_node = math.ceil(gpus / nodes) if nodes > 1 else None
-    p = predict(row["gpu"], gpus, x1, int(row["batch_per_gpu"]), fabric="ib" if row.get("ib") else "tcp",
+    p = predict(row["gpu"], gpus, x1, samples_per_step(row), fabric="ib" if row.get("ib") else "tcp",
                 precision=row.get("precision") or "fp32", gpus_per_node=per_node,
-                measured=fit if fit is not None and fit.usable else None)
+                measured=fit if fit is not None and fit.usable else None, **step_of(row))
     return p, "measured fit" if p.links.startswith("measured") else "data sheet"
 
 
@@ -197,7 +198,7 @@ def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Map
            flavours: FlavourFacts, stored: Iterable[Mapping[str, float]] = ()) -> Expected:
     """A co-located cell's expected value from its compute probe, the split of its step, and the verdict on the part
     no measurement accounts for."""
-    n, batch = lead.workers, int(row["batch_per_gpu"])
+    n, batch = lead.workers, samples_per_step(row)
     e, e_lo, e_hi = n * probe.rate, n * probe.rate_low, n * probe.rate_high
     step = n * batch / lead.measured
     split = split_step(row, probe, windows, earlier, step, x1, tolerance, flavours, stored)

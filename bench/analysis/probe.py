@@ -25,8 +25,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from bench.cells.keys import CELL_KEYS
+from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
 from bench.cells.units import IMAGES, RateUnit, format_rate
+from bench.analysis.traffic import samples_per_step
 
 PROBE_VERSION = 1
 MAX_AGE_S = 7 * 24 * 3600
@@ -43,7 +44,8 @@ LOADED_PER_CORE = 0.25
 PROBE_FREE_KEYS = ("mpi", "engine", "ib", "repeats", "jobs", "warmup_steps", "steps", "gpus", "workers_per_node",
                    "max_message_bytes")
 COMPUTE_KEYS = tuple(k for k in CELL_KEYS if k not in PROBE_FREE_KEYS)
-_BOOL_KEYS = ("channels_last", "cuda_graphs", "ib")
+# The flags (a store row holds them as 0/1): every workload key whose default is a bool, and the fabric.
+_BOOL_KEYS = (*(k for k, v in WORKLOAD_DEFAULTS.items() if isinstance(v, bool)), "ib")
 IDENTITY_KEYS = ("hostname", "cores", "kernel", "bench_version", "probe_version")
 
 
@@ -64,9 +66,10 @@ def compute_key(cell: Mapping[str, Any], workload_version: str | None = None) ->
     """The settings a probe is measured for: the cell's compute settings, its workers on one node, the workload's
     version (models/registry.py; taken from the registry when not given)."""
     if workload_version is None:
-        from models.registry import WORKLOADS
+        from models.registry import workload_spec
 
-        workload_version = (WORKLOADS.get(str(cell.get("framework"))) or {}).get("version")
+        spec = workload_spec(str(cell.get("model") or "resnet50"), str(cell.get("framework")))
+        workload_version = (spec or {}).get("version")
     key = {k: _plain(k, cell.get(k)) for k in COMPUTE_KEYS}
     return {**key, "workers": int(cell["gpus"]), "workload_version": workload_version}
 
@@ -79,8 +82,10 @@ def key_text(key: Mapping[str, Any]) -> str:
 def colocated(cell: Mapping[str, Any]) -> bool:
     """A multi-worker CPU cell whose workers all share one node: the cells a probe is for."""
     nodes = _plain("nodes", cell.get("nodes")) or 1
+    from models.registry import COLLECTIVES
+
     return str(cell.get("gpu")) == "cpu" and int(cell.get("gpus") or 1) >= 2 and int(nodes) == 1 \
-        and cell.get("model", "resnet50") == "resnet50"
+        and (cell.get("model") or "resnet50") not in COLLECTIVES  # every training workload; a sweep computes nothing
 
 
 def stale_reason(entry: Mapping[str, Any], identity: Mapping[str, Any], now: float,
@@ -315,7 +320,7 @@ def cost_entry(cell: Mapping[str, Any], probe, records: list[Mapping[str, Any]],
     windows = [list(r.get("per_rank") or []) for r in records]
     if not rates or not any(windows):
         return None
-    step = int(cell["gpus"]) * int(cell["batch_per_gpu"]) / statistics.median(rates)
+    step = int(cell["gpus"]) * samples_per_step(cell) / statistics.median(rates)
     parts = measured_parts(cell, probe, windows, step)
     if parts is None:
         return None

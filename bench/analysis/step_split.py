@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bench.analysis.flavours import FlavourFacts
+from bench.analysis.traffic import samples_per_step
+from bench.cells.units import IMAGES, format_rate, unit_of_cell
+from models.registry import ENGINES, TORCH_DISTRIBUTED_ENGINES
 
 FRAMEWORK_WORDS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras"}
 
@@ -112,15 +115,16 @@ def window_step(windows: list[list[Mapping[str, Any]]]) -> float | None:
 
 def _engine_name(row: Mapping[str, Any], flavours: FlavourFacts) -> str:
     """Who runs the allreduce beside the compute, as the split names it: Horovod's background loop over the flavour
-    (its words are the flavour's own), or DDP's Gloo process group."""
-    if row.get("engine") == "native":
-        return "DDP's Gloo threads"
+    (its words are the flavour's own), or DDP's or FSDP2's Gloo process group."""
+    engine = ENGINES.get(str(row.get("engine")))
+    if engine and engine["torch_distributed"]:
+        return f"{engine['label']}'s Gloo threads"
     return flavours.threads_of(row.get("mpi"))
 
 
 def _timed_apart(row: Mapping[str, Any], phases: Mapping[int, Mapping[str, float]]) -> bool:
     """Compute and the allreduce's wait timed apart on every rank (PyTorch under Horovod)."""
-    return row.get("engine") != "native" and len(phases) >= 2 and \
+    return row.get("engine") not in TORCH_DISTRIBUTED_ENGINES and len(phases) >= 2 and \
         all("compute" in p and "comm_wait" in p for p in phases.values())
 
 
@@ -146,14 +150,16 @@ def split_step(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, An
                earlier: list[list[list[Mapping[str, Any]]]], step: float, x1: float | None,
                tolerance: float, flavours: FlavourFacts, stored: Iterable[Mapping[str, float]] = ()) -> Split:
     """The parts of a co-located cell's step (see the module's docstring), each with what was measured for it."""
-    n, batch = int(row["gpus"]), int(row["batch_per_gpu"])
+    n, batch = int(row["gpus"]), samples_per_step(row)
+    unit = unit_of_cell(row) or IMAGES
     alone = batch / x1 if x1 else None
     parts: list[Part] = []
     if alone is not None:
         node = probe.step_s - alone
         parts.append(Part("node sharing", node, "probe", node,
-                          words=f"node sharing: {n} plain processes compute at {probe.rate:,.1f} img/s each, "
-                                f"{x1:,.1f} alone ({probe.rate / x1:.2f}×, compute probe)"))
+                          words=f"node sharing: {n} plain processes compute at {format_rate(probe.rate, unit)} each, "
+                                f"{format_rate(x1, unit).removesuffix(' ' + unit.rate)} alone "
+                                f"({probe.rate / x1:.2f}×, compute probe)"))
     now = measured_parts(row, probe, windows, step)
     before = [m for w in earlier if (s := window_step(w)) is not None
               and (m := measured_parts(row, probe, w, s)) is not None] + [dict(m) for m in stored]
@@ -197,8 +203,10 @@ def split_step(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, An
         modelled = False
     else:
         both, ref = now["engine and communication"], reference("engine and communication")
-        how = ("DDP waits for the allreduce inside backward" if row.get("engine") == "native" else
-               f"{FRAMEWORK_WORDS.get(str(row.get('framework')), row.get('framework'))} runs its step as one call")
+        how = {"native": "DDP waits for the allreduce inside backward",
+               "fsdp2": "FSDP2 gathers and reduce-scatters inside forward and backward"}.get(
+            str(row.get("engine")),
+            f"{FRAMEWORK_WORDS.get(str(row.get('framework')), row.get('framework'))} runs its step as one call")
         pct = 100 * both / step
         parts.append(Part("engine and communication", both, "not measured apart",
                           both if ref is None else min(both, max(ref, 0) + slack), ref,

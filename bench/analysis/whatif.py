@@ -75,6 +75,7 @@ from typing import Any, Collection, Mapping
 
 from bench.analysis import AnalysisError
 from bench.analysis.fusion import DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES, resnet50_gradients, simulate_shared
+from bench.analysis.traffic import samples_per_step, step_of
 
 RESNET50_PARAMS = 25_557_032  # torchvision resnet50 (v1.5); tf_cnn_benchmarks' resnet50 has the same tensor sizes
 BYTES_PER_GRADIENT = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -198,8 +199,11 @@ class Prediction:
 def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int, *, fabric: str = "ib",
             path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
             gpus_per_node: int | None = None, links: dict[str, Link] | None = None,
-            measured: Any = None, image_size: int = 224, fusion: tuple[float, int] | None = None) -> Prediction:
+            measured: Any = None, image_size: int = 224, fusion: tuple[float, int] | None = None,
+            gradients: list | None = None, traffic: float = 1.0) -> Prediction:
     """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput.
+    `gradients`: the model's gradient stream (bench/analysis/traffic.py; None: ResNet-50's at `image_size`), whose
+    bytes are what one step reduces; `traffic`: the engine's bytes over an allreduce of them (FSDP2 1.5).
     `measured`: a usable collectives.AlphaBeta of the cell's stack; its allreduce replaces the data-sheet links.
     `image_size` and `fusion` (Horovod's cycle seconds and fusion threshold bytes; None: its defaults since 0.21)
     place the fused operations when contention was measured per operation on CPU workers."""
@@ -216,15 +220,17 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
     per_node = gpus_per_node or catalog()[gpu].gpus_per_vm
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / samples_per_sec_1gpu
+    stream = gradients if gradients is not None else resnet50_gradients(image_size)
+    nbytes = int(traffic * gradient_bytes(precision, sum(g.params for g in stream)))
     busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
     hidden = overlap * BACKWARD_FRACTION * compute
     shared_cores = catalog()[gpu].is_cpu and measured is not None and measured.usable and gpus > 1
     if measured is not None and measured.usable:
-        comm, source = measured.allreduce_s(gpus, gradient_bytes(precision)), "measured"
+        comm, source = measured.allreduce_s(gpus, nbytes), "measured"
         if shared_cores and measured.cpu_share is not None:
             busy = min(1.0, measured.cpu_share) * comm
     else:
-        comm = allreduce_s(gpus, per_node, gradient_bytes(precision), links[fab["intra"]], inter, path,
+        comm = allreduce_s(gpus, per_node, nbytes, links[fab["intra"]], inter, path,
                            links.get("host-stage-vm", LINKS["host-stage-vm"]))
         source = "data sheet"
     if shared_cores and measured.per_operation_measured:
@@ -237,7 +243,7 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
             # The backward pass's pace was measured beside its own gradient stream: it holds whatever is in flight.
             pace = measured.replay_compute_ratio
             op_shared = lambda n: (measured.shared_operation(gpus, n)[0], pace)  # noqa: E731
-        schedule = simulate_shared(resnet50_gradients(image_size), backward, op_shared,
+        schedule = simulate_shared(stream, backward, op_shared,
                                    lambda n: measured.operation_s(gpus, n), idle_rate=pace, cycle_s=cycle,
                                    threshold_bytes=threshold, bytes_per_param=BYTES_PER_GRADIENT[precision])
         comm = schedule.busy_s
@@ -285,10 +291,10 @@ def predict_table(scaled, fits: Mapping[tuple, Any] | None = None, *, host_path_
             host = r["mpi"] in host_path_mpis and not catalog()[r["gpu"]].sriov
             route = "host" if host else "nccl"
             try:
-                p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_samples_per_sec"]), int(r["batch_per_gpu"]),
+                p = predict(r["gpu"], int(r["gpus"]), float(r["baseline_samples_per_sec"]), samples_per_step(r),
                             fabric=fabric, path=route, precision=r.get("precision") or "fp32",
                             gpus_per_node=_per_node(r) if measured else None, measured=measured,
-                            image_size=image_size_of(r))
+                            image_size=image_size_of(r), **step_of(r))
                 x, e = p.samples_per_sec, p.efficiency
                 source = p.links
                 if fit is not None and not fit.usable:

@@ -147,15 +147,18 @@ def ensure(planned: PlannedCell, results_dir: Path, python: str, threads: int, d
            timeout_s: float = PROBE_TIMEOUT_S, now: float | None = None) -> ProbeOutcome:
     """A probe for the cell's compute settings on this machine: the stored one while it stands, else measured now
     and stored."""
+    from bench.cells.units import IMAGES, unit_of_cell
+
     path = cache_path(results_dir)
     key = compute_key(planned.cell)
+    unit = unit_of_cell(planned.cell) or IMAGES  # the probe's rates in the cell's own unit
     me, now = identity(), time.time() if now is None else now
     entries = load(path)
     hit = fresh(entries, key, me, now)
     if hit is not None:
         r = from_entry(hit)
         age = (now - r.measured_unix) / 3600
-        return ProbeOutcome(r, 0.0, True, f"reused ({age:.1f} h old): {r.describe()}")
+        return ProbeOutcome(r, 0.0, True, f"reused ({age:.1f} h old): {r.describe(unit)}")
     older = [e for e in entries if key_text(e.get("key") or {}) == key_text(key)]
     why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
     started = time.monotonic()
@@ -172,8 +175,8 @@ def ensure(planned: PlannedCell, results_dir: Path, python: str, threads: int, d
     try:
         store(path, to_entry(key, result, raw))
     except OSError as e:
-        return ProbeOutcome(result, seconds, False, f"{result.describe()}; not stored ({e.strerror or e})")
-    return ProbeOutcome(result, seconds, False, f"measured in {seconds:.0f} s ({why}): {result.describe()}")
+        return ProbeOutcome(result, seconds, False, f"{result.describe(unit)}; not stored ({e.strerror or e})")
+    return ProbeOutcome(result, seconds, False, f"measured in {seconds:.0f} s ({why}): {result.describe(unit)}")
 
 
 def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | None, timeout_s: float,
