@@ -110,6 +110,10 @@ TRANSFORMER_WORKLOAD = {
     "cuda_graphs": False,
     "sample_unit": "sequence",
     "rate_unit": "tokens/s",
+    # What training holds per parameter whatever the precision (autocast keeps fp32 weights): the weight, its
+    # gradient and AdamW's two moments, 4 bytes each. FSDP2 shards it over the workers; DDP and Horovod keep all of it
+    # on every GPU. Activations come on top (the plan's memory rule is a lower bound).
+    "state_bytes_per_param": 16,
 }
 # The image workloads' sample and the rate users quote for them.
 for _spec in WORKLOADS.values():
@@ -131,6 +135,16 @@ def workload_spec(model: str, framework: str) -> dict[str, Any] | None:
     if model == "resnet50":
         return WORKLOADS.get(framework)
     return None
+
+
+def training_state_bytes(cell: Mapping[str, Any]) -> int | None:
+    """A transformer cell's weights, gradients and optimizer state per GPU (None for other workloads)."""
+    if not is_transformer(cell.get("model", "resnet50")):
+        return None
+    from models.transformer_shapes import lookup
+
+    total = lookup(cell["model"]).params() * TRANSFORMER_WORKLOAD["state_bytes_per_param"]
+    return total // int(cell.get("gpus") or 1) if cell.get("engine") == "fsdp2" else total
 
 
 def tokens_per_sample(cell: Mapping[str, Any]) -> int:

@@ -196,7 +196,8 @@ def _workspace(d: Path) -> Path:
     from tests.factories import record
 
     d.mkdir(parents=True)
-    for name in ("matrix.yaml", "matrix-gpu.yaml", "matrix-fabric.yaml", "matrix-kubernetes.yaml"):
+    for name in ("matrix.yaml", "matrix-gpu.yaml", "matrix-fabric.yaml", "matrix-kubernetes.yaml",
+                 "matrix-llm-cluster.yaml"):
         shutil.copy(ROOT / name, d / name)
     for folder in ("ci", "benchmarks", "baselines"):
         shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))

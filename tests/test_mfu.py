@@ -68,7 +68,7 @@ def test_the_table_matches_a_fresh_count():
 def test_a_wrong_entry_fails(tmp_path):
     text = TABLE.read_text(encoding="utf-8")
     wrong = tmp_path / "wrong.yaml"
-    wrong.write_text(text.replace("flops_per_sample: 2014150656", "flops_per_sample: 2014150657"), encoding="utf-8")
+    wrong.write_text(text.replace("flops_per_image: 2014150656", "flops_per_image: 2014150657"), encoding="utf-8")
     problems = flops.check(str(wrong))
     assert len(problems) == 1 and "resnet50 64px" in problems[0]
     missing = tmp_path / "missing.yaml"

@@ -131,9 +131,10 @@ class SlurmBackend(Backend):
             return reason
         if nodes > self.config.max_nodes:
             return f"needs {nodes} nodes; backend.slurm.max_nodes is {self.config.max_nodes}"
-        if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and nodes > 1:
-            return (f"engine={cell['engine']} on {nodes} nodes: the slurm backend starts torch.distributed on one node "
-                    f"only")
+        if (cell["engine"] in TORCH_DISTRIBUTED_ENGINES and nodes > 1
+                and flavour_named(cell["mpi"]).native == "torchrun"):
+            return (f"engine={cell['engine']} with mpi={cell['mpi']} on {nodes} nodes: the slurm backend starts one "
+                    f"torchrun, on one node (an MPI flavour's launcher starts torch.distributed across nodes)")
         if (c := self.config.container) is not None and c.engine == "pyxis" and (
                 self.config.launch != "srun" or cell["engine"] in TORCH_DISTRIBUTED_ENGINES
                 or not flavour_named(cell["mpi"]).srun_starts_ranks):
@@ -235,10 +236,10 @@ class SlurmBackend(Backend):
                  "set -eu",
                  # The workers' environment: its launcher and Python first on PATH, then the cell's settings.
                  f"export PATH={':'.join(q(d) for d in bin_dirs)}:\"$PATH\""]
-        for name, value in sorted(rendered.env.items()):
-            lines.append(f"export {name}={RUNTIME_ENV[name] if name in RUNTIME_ENV else q(value)}")
-        if nodes > 1:
+        if nodes > 1:  # the allocation's hosts, for the launcher's host list (and torch.distributed's first node)
             lines.append('BENCH_NODES=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))')
+        for name, value in sorted(rendered.env.items()):
+            lines.append(f"export {name}={RUNTIME_ENV[name] if name in RUNTIME_ENV else _shell_word(value)}")
         lines.append("exec " + " ".join(_shell_word(a) for a in rendered.argv))
         return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.facts.catalog import GpuSku, catalog
 from bench.launch import LAUNCHERS, flavour_named
-from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, workload_refusal
+from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, training_state_bytes, workload_refusal
 
 
 def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
@@ -24,6 +24,12 @@ def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:
         return f"fp16 on {where}: {why}"
     if precision == "bf16" and not sku.bf16:
         return f"bf16 on {where}: needs Ampere (compute capability 8.0) or newer, this is {sku.compute_capability}"
+    state = training_state_bytes(cell)
+    if state is not None and not sku.is_cpu and sku.memory_gb and state > sku.memory_gb * 1e9:
+        how = f"per GPU sharded over {cell['gpus']}" if cell["engine"] == "fsdp2" else "on every GPU (unsharded)"
+        return (f"model={cell['model']} with engine={cell['engine']} on {sku.key} ({sku.memory_gb:g} GB): its "
+                f"weights, gradients and AdamW state alone take {state / 1e9:,.1f} GB {how}; use "
+                f"engine=fsdp2 over more GPUs, or a smaller model")
     workers, per_vm, per_node = cell["gpus"], sku.gpus_per_vm, cell.get("workers_per_node")
     if per_node is not None:
         if not sku.is_cpu and per_node > per_vm:
