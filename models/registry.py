@@ -5,6 +5,8 @@ A workload's version is part of every cell id: bump it when a change alters what
 """
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Any, Callable, Mapping
 
 # The step settings (docs/gpu.md, "Step settings"), by their matrix values; the matrix's schema takes its vocabulary
@@ -99,7 +101,7 @@ TRANSFORMER_WORKLOAD = {
     "frameworks": ("pytorch",),
     "imports": "torch",
     "horovod_module": "horovod.torch",
-    "data": ("synthetic",),
+    "data": ("synthetic", "tokens"),  # the worker reads token files; the matrix does not name them yet
     "data_layout": ("jpeg",),
     "engines": ("horovod", "native", "fsdp2"),
     "precision": ("fp32", "fp16", "bf16"),
@@ -114,6 +116,15 @@ TRANSFORMER_WORKLOAD = {
     # gradient and AdamW's two moments, 4 bytes each. FSDP2 shards it over the workers; DDP and Horovod keep all of it
     # on every GPU. Activations come on top (the plan's memory rule is a lower bound).
     "state_bytes_per_param": 16,
+    # The report's section for these cells, and the worker's flags: (flag, cell key) pairs, a bool key as --flag or
+    # --no-flag, a null one left out (the worker's default); every workload's argv ends with --threads, --cell-id,
+    # --run-id and --out (bench/backends/shared/cell_launch.py).
+    "title": "Transformer language models (tokens/s)",
+    "argv": (("--model", "model"), ("--engine", "engine"), ("--seq-len", "seq_len"), ("--batch-size", "batch_per_gpu"),
+             ("--grad-accum", "grad_accum"), ("--precision", "precision"),
+             ("--activation-checkpointing", "activation_checkpointing"), ("--compile", "compile"),
+             ("--optimizer-impl", "optimizer_impl"), ("--warmup-steps", "warmup_steps"), ("--steps", "steps"),
+             ("--repeats", "repeats")),
 }
 # The image workloads' sample and the rate users quote for them.
 for _spec in WORKLOADS.values():
@@ -127,9 +138,47 @@ def is_transformer(model: str) -> bool:
     return model in CONFIGS or shape_from_id(model) is not None
 
 
+# Workloads named by a model of their own, added without touching bench/: each module named in BENCH_WORKLOADS
+# (comma-separated, importable) holds WORKLOADS = {model name: spec}. A spec has what TRANSFORMER_WORKLOAD has that
+# the control plane reads (REQUIRED_KEYS; the step capabilities default to the first value only): its worker script
+# (a path, or a name under models/), version, frameworks, engines, the sample and rate units and how many units a
+# sample holds (`units_per_sample`: a number, or a function of the cell), the report's title, the worker's argv
+# (`argv`), its gradient stream for the what-if model (`gradients`: a function of the cell, models/gradients.py's
+# Gradient list) and, optionally, FLOPs per sample (`flops_per_sample`: a function of the cell) for MFU.
+PLUGIN_VAR = "BENCH_WORKLOADS"
+REQUIRED_KEYS = ("script", "version", "frameworks", "engines", "sample_unit", "rate_unit", "title", "argv",
+                 "gradients")
+_PLUGIN_DEFAULTS = {"data": ("synthetic",), "data_layout": ("jpeg",), "precision": ("fp32",),
+                    "channels_first_on_cpu": True, "loaders": ("auto",), "compile": ("off",),
+                    "optimizer_impl": ("default",), "cuda_graphs": False, "units_per_sample": 1}
+MODEL_WORKLOADS: dict[str, dict[str, Any]] = {}
+
+
+def load_plugins(names: str | None = None) -> None:
+    """Registers the workloads of the modules named in BENCH_WORKLOADS (or `names`); a spec without a required key is
+    an error naming the module, the model and the key."""
+    for module_name in filter(None, (names if names is not None else os.environ.get(PLUGIN_VAR, "")).split(",")):
+        module = importlib.import_module(module_name.strip())
+        for model, spec in getattr(module, "WORKLOADS", {}).items():
+            missing = [k for k in REQUIRED_KEYS if k not in spec]
+            if missing:
+                raise ValueError(f"{PLUGIN_VAR}: {module_name}'s workload {model!r} lacks {', '.join(missing)}")
+            if model == "resnet50" or model in COLLECTIVES or is_transformer(model):
+                raise ValueError(f"{PLUGIN_VAR}: {module_name}'s workload {model!r} takes a name bench already uses")
+            MODEL_WORKLOADS[model] = {**_PLUGIN_DEFAULTS, "name": model, **spec}
+
+
+def known_model(model: str) -> bool:
+    """A matrix `model` value: ResNet-50, a transformer, a collective, or a registered workload."""
+    return model == "resnet50" or model in COLLECTIVES or is_transformer(model) or model in MODEL_WORKLOADS
+
+
 def workload_spec(model: str, framework: str) -> dict[str, Any] | None:
     """What measures a training cell of this `model` under this `framework`: ResNet-50's worker per framework, the
-    transformer's one worker (None: no such workload; collectives are not workloads, see COLLECTIVES)."""
+    transformer's one worker, a registered workload (None: no such workload; collectives are not workloads, see
+    COLLECTIVES)."""
+    if model in MODEL_WORKLOADS:
+        return MODEL_WORKLOADS[model]
     if is_transformer(model):
         return TRANSFORMER_WORKLOAD
     if model == "resnet50":
@@ -149,8 +198,12 @@ def training_state_bytes(cell: Mapping[str, Any]) -> int | None:
 
 def tokens_per_sample(cell: Mapping[str, Any]) -> int:
     """What one sample of the cell is worth in the unit users quote: a transformer's sequence is seq_len tokens
-    (null: its configuration's context), an image is one image."""
-    if not is_transformer(cell.get("model", "resnet50")):
+    (null: its configuration's context), an image is one image, a registered workload's as it says."""
+    model = cell.get("model", "resnet50")
+    if model in MODEL_WORKLOADS:
+        per = MODEL_WORKLOADS[model]["units_per_sample"]
+        return int(per(cell) if callable(per) else per)
+    if not is_transformer(model):
         return 1
     from models.transformer_shapes import lookup
 
@@ -273,6 +326,18 @@ def _positions(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: st
     return None
 
 
+def _fsdp2_precision(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s.get("engine") == "fsdp2" and s["precision"] == "fp16":
+        return "precision=fp16 with engine=fsdp2: bench's FSDP2 cells train bf16 or fp32 (no sharded loss scaler)"
+    return None
+
+
+def _fused_fsdp2_on_cpu(name: str, w: Mapping[str, Any], s: Mapping[str, Any], device: str) -> str | None:
+    if s.get("engine") == "fsdp2" and s.get("optimizer_impl") == "fused" and device == "cpu":
+        return "optimizer_impl=fused with engine=fsdp2 on a CPU: fused AdamW takes no sharded CPU tensors"
+    return None
+
+
 Rule = Callable[[str, Mapping[str, Any], Mapping[str, Any], str], str | None]
 WORKLOAD_RULES: dict[str, Rule] = {
     "data": _data,
@@ -289,6 +354,8 @@ WORKLOAD_RULES: dict[str, Rule] = {
     "cuda_graphs_with_compile": _cuda_graphs_with_compile,
     "cuda_graphs_on_gpu": _cuda_graphs_on_gpu,
     "positions": _positions,
+    "fsdp2_precision": _fsdp2_precision,
+    "fused_fsdp2_on_cpu": _fused_fsdp2_on_cpu,
 }
 
 
@@ -296,11 +363,11 @@ def workload_refusal(framework: str, settings: Mapping[str, Any], device: str) -
     """Why the workload that measures `settings["model"]` (ResNet-50 when absent) under `framework` refuses these
     settings on this device ("cpu" or "gpu"), or None."""
     model = settings.get("model", "resnet50")
-    if is_transformer(model):
-        if framework not in TRANSFORMER_WORKLOAD["frameworks"]:
-            return (f"model={model}: the transformer runs under framework "
-                    f"{' or '.join(TRANSFORMER_WORKLOAD['frameworks'])} only")
-        name, workload = "transformer", TRANSFORMER_WORKLOAD
+    if model in MODEL_WORKLOADS or is_transformer(model):
+        workload = workload_spec(model, framework)
+        name = "transformer" if workload is TRANSFORMER_WORKLOAD else model
+        if framework not in workload["frameworks"]:
+            return f"model={model}: the {name} runs under framework {' or '.join(workload['frameworks'])} only"
     else:
         name, workload = framework, WORKLOADS[framework]
     return next((why for rule in WORKLOAD_RULES.values() if (why := rule(name, workload, settings, device))), None)
@@ -347,3 +414,6 @@ COLLECTIVES = {
 # ResNet-50's fp32 gradients, 25,557,032 parameters x 4 bytes: what one training step reduces, and the default
 # largest message of a collective sweep.
 RESNET50_GRADIENT_BYTES = 25_557_032 * 4
+
+
+load_plugins()

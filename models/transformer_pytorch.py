@@ -22,7 +22,7 @@ from models.common import Comm, SampleRate, measure_windows, single_process_comm
 from models.fail import fail  # noqa: E402
 from models.gpu_plan import plan_device  # noqa: E402
 from models.phases import PhaseClock  # noqa: E402
-from models.registry import COMPILE_MODES, OPTIMIZER_IMPLS, TRANSFORMER_WORKLOAD  # noqa: E402
+from models.registry import COMPILE_MODES, OPTIMIZER_IMPLS, TRANSFORMER_WORKLOAD, workload_refusal  # noqa: E402
 from models.token_data import check_token_file  # noqa: E402
 from models.transformer_engines import ENGINES  # noqa: E402
 from models.transformer_shapes import Shape, lookup  # noqa: E402
@@ -81,23 +81,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def rule_settings(args) -> dict:
+    """The flags as the matrix names them, for the registry's rules (models/registry.py WORKLOAD_RULES), which the
+    plan applies to the same cells with the same words. The image keys at the values the transformer leaves alone;
+    engine `none` (one process) is Horovod's single-process fallback as far as the rules go."""
+    return {"model": args.model, "engine": "horovod" if args.engine == "none" else args.engine,
+            "precision": args.precision, "data": args.data, "data_layout": "jpeg", "warmup_steps": args.warmup_steps,
+            "channels_last": True, "loader": "auto", "compile": args.compile, "optimizer_impl": args.optimizer_impl,
+            "cuda_graphs": False, "seq_len": args.seq_len}
+
+
 def refusal_before_start(args) -> str | None:
-    """What these settings cannot do, whatever the device."""
-    shape: Shape = args.shape
-    if shape.style == "gpt2" and args.seq_len > shape.seq:
-        return (f"--seq-len {args.seq_len}: {args.model} has {shape.seq} learned positions (GPT-2 style cannot "
-                f"train longer)")
-    if args.precision == "fp16" and args.engine == "fsdp2":
-        return "precision=fp16 with engine=fsdp2: bench's FSDP2 cells train bf16 or fp32 (no sharded loss scaler)"
-    return None
+    """What these settings cannot do, whatever the device: the registry's rules (on a GPU, where no device rule of
+    theirs fires)."""
+    return workload_refusal("pytorch", rule_settings(args), "gpu")
 
 
 def refusal_on_device(args, cuda: bool) -> str | None:
     if args.precision == "fp16" and not cuda:
         return "precision=fp16 needs a GPU (a loss-scaled fp16 step on a CPU measures nothing users run)"
-    if args.optimizer_impl == "fused" and not cuda and args.engine == "fsdp2":
-        return "optimizer_impl=fused with engine=fsdp2 on a CPU: fused AdamW takes no sharded CPU tensors"
-    return None
+    return workload_refusal("pytorch", rule_settings(args), "gpu" if cuda else "cpu")
 
 
 # --- set-up ---------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A store that fills every report section: scaling on three GPUs, two frameworks and MPI flavours, IB on and off
 (one transport mismatch), ImageNet beside its synthetic twin, fp32 and fp16, a failed cell, an imported published
-reference, allreduce sweeps (collectives, and the fits the prediction uses) and earlier runs of one cell (history). Records go through the real record
-model and store, as a worker's would."""
+reference, allreduce sweeps (collectives, and the fits the prediction uses), earlier runs of one cell (history) and
+transformer cells (their own section). Records go through the real record model and store, as a worker's would."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,6 +26,9 @@ TRAINING = [  # (cell overrides, window rate scales)
     (dict(gpu="V100", mpi="openmpi", gpus=2, precision="fp16"), [5.5, 5.6, 5.4]),
     (dict(gpu="A100", mpi="openmpi", gpus=2), [7.0, 7.2, 6.9]),
 ]
+# The transformer beside them (its own section, in tokens/s): the tiny decoder under DDP at 1 and 2 workers.
+TRANSFORMER = [(dict(gpu="cpu", mpi="gloo", gpus=1, model="tiny", engine="native", seq_len=128), [1.0, 1.05, 0.97]),
+               (dict(gpu="cpu", mpi="gloo", gpus=2, model="tiny", engine="native", seq_len=128), [1.6, 1.7, 1.65])]
 MISMATCH = {"requested_transport": "ib", "effective_transport": "tcp", "transport_verdict": "mismatch"}
 SWEEP_SIZES = [4096 * 4 ** k for k in range(7)]  # 4 KiB … 16 MiB
 
@@ -56,6 +59,12 @@ def write_full_store(path: Path) -> None:
             store.write_many(parse_record({**record(run_id="r1", repeat=i, rate_scale=s, repeats=len(scales),
                                                     **over), **extra})
                              for i, s in enumerate(scales))
+        for over, scales in TRANSFORMER:
+            for i, s in enumerate(scales):
+                data = record(run_id="r1", repeat=i, rate_scale=s, repeats=len(scales), **over)
+                peak = {"kind": "rss", "bytes_per_rank": [400 << 20] * over["gpus"]}
+                store.write(parse_record({**data, "sample_unit": "sequence", "tokens_per_sample": 128,
+                                          "tokens_per_sec": data["samples_per_sec"] * 128, "peak_memory": peak}))
         store.write(parse_record({**record(run_id="r1", repeat=0, repeats=1, gpu="cpu", mpi="gloo", gpus=4),
                                   "status": "failed", "error": "exit code 1"}))
         ref = record(run_id="import:batchai:0123456789ab", repeat=0, rate_scale=50.0, gpu="cpu", mpi="gloo", gpus=2)

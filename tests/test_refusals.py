@@ -127,10 +127,9 @@ REFUSALS = {
     'f"no model {model_name!r} (known: {\', \'.join(MODELS)})"': _no_setting("models/flops.py's own command line"),
     "f'{total} FLOPs do not split evenly over {BATCH} images'": _no_setting("an internal check of the FLOP count"),
     "'; '.join(problems)": _no_setting("models/flops.py --check: the table against a fresh count"),
-    # The transformer workload (models/transformer_pytorch.py). Until the plan has transformer cells (the workload
-    # axis of issue 47), its script is run by the tests alone; its setting rules (`why_not`: refusal_before_start,
-    # refusal_on_device, tests/test_transformer_worker.py walks each) become plan rules with those cells.
-    "why_not": _no_setting("the transformer's setting rules; no planned cell runs the script yet"),
+    # The transformer workload (models/transformer_pytorch.py, `why_not`): its setting rules are the registry's (the
+    # plan's), and fp16 on a CPU, which the catalogue's hardware rule skips in its own words ("fp16 on cpu").
+    "why_not": ("rules", RULES),
     "'--warmup-steps and --seq-len must be >= 0'": _no_setting("the transformer script's own flags"),
     "'--data tokens needs --tokens-file'": _no_setting("the transformer script's own flags"),
     "why": _no_setting("the token file's size and id width (models/token_data.py): the data set's contents"),
@@ -146,6 +145,11 @@ REFUSALS = {
     "f\"unknown transformer {name!r} (known: {', '.join(CONFIGS)}, or a shape id such as "
     "{shape_id(CONFIGS['tiny'])})\"":
         _no_setting("the transformer's name"),
+    # A workload registered from outside bench/ (BENCH_WORKLOADS): the registration itself, before any cell.
+    "f\"{PLUGIN_VAR}: {module_name}'s workload {model!r} lacks {', '.join(missing)}\"":
+        _no_setting("a registered workload's declaration (tests/test_registered_workload.py)"),
+    "f\"{PLUGIN_VAR}: {module_name}'s workload {model!r} takes a name bench already uses\"":
+        _no_setting("a registered workload's declaration"),
 }
 
 
@@ -262,9 +266,14 @@ BREAKERS = {
     # The transformer's (models/transformer_pytorch.py refuses it with its own flag's words: test_transformer_worker).
     "positions": ("{gpu: [cpu], framework: [pytorch], model: [gpt2-124m], seq_len: [2048]}",
                   "seq_len=2048: gpt2-124m has 1024 learned positions", None),
+    "fsdp2_precision": ("{gpu: [H100], framework: [pytorch], model: [tiny], engine: [fsdp2], precision: [fp16]}",
+                        "precision=fp16 with engine=fsdp2", None),
+    "fused_fsdp2_on_cpu": ("{gpu: [cpu], framework: [pytorch], model: [tiny], engine: [fsdp2], "
+                           "optimizer_impl: [fused]}", "fused AdamW takes no sharded CPU tensors", None),
 }
-# Rules whose worker is not an image worker's (models/common.py's parser): the plan's side is checked here.
-TRANSFORMER_RULES = ("positions",)
+# Rules whose worker is not an image worker's (models/common.py's parser): the plan's side is checked here, the
+# worker's in tests/test_transformer_worker.py.
+TRANSFORMER_RULES = ("positions", "fsdp2_precision", "fused_fsdp2_on_cpu")
 
 
 def test_every_rule_has_a_cell_that_breaks_it():

@@ -68,8 +68,11 @@ def catalogue_peaks() -> dict[str, dict[str, float]]:
 def table_flops(model: str, image_size: int, seq_len: int | None = None) -> int | None:
     """Model FLOPs per sample: ResNet-50's per image from the packaged table; a transformer's per sequence by the
     6N + 12LHQT convention at the cell's sequence length (models/transformer_shapes.py, docs/transformer.md)."""
-    from models.registry import is_transformer
+    from models.registry import MODEL_WORKLOADS, is_transformer
 
+    if model in MODEL_WORKLOADS:  # a registered workload's own count, if it declares one
+        count = MODEL_WORKLOADS[model].get("flops_per_sample")
+        return None if count is None else int(count({"model": model, "image_size": image_size, "seq_len": seq_len}))
     if is_transformer(model):
         from models.transformer_shapes import lookup
 

@@ -20,7 +20,7 @@ from bench.core.redact import redact_text
 from bench.core.yamlsrc import Located, load_yaml_file, load_yaml_text
 from bench.facts.catalog import catalog
 from bench.launch import LAUNCHERS
-from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, OPTIMIZER_IMPLS, WORKLOADS, is_transformer
+from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, MODEL_WORKLOADS, OPTIMIZER_IMPLS, WORKLOADS, known_model
 from models.transformer_shapes import CONFIGS as TRANSFORMER_CONFIGS
 from models.transformer_shapes import shape_id
 
@@ -87,10 +87,11 @@ class Workload(BaseModel):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        if v == "resnet50" or v in COLLECTIVES or is_transformer(v):
+        if known_model(v):
             return v
         raise ValueError(f"unknown model {v!r} (known: resnet50, {', '.join(TRANSFORMER_CONFIGS)}, a transformer "
-                         f"shape id such as {shape_id(TRANSFORMER_CONFIGS['tiny'])}, {', '.join(COLLECTIVES)})")
+                         f"shape id such as {shape_id(TRANSFORMER_CONFIGS['tiny'])}, "
+                         f"{', '.join([*COLLECTIVES, *MODEL_WORKLOADS])})")
 
 
 class MatrixFile(BaseModel):

@@ -265,7 +265,7 @@ class Record(BaseModel):
     # holds, the rate in tokens, FLOPs per sample by the stated convention, the configuration that ran, the step's
     # settings as the worker resolved them, the first step's loss (the window's must have fallen below it), each
     # rank's peak memory, and the engine's own facts (FSDP2's resharding, DDP's buckets).
-    sample_unit: Literal["image", "sequence"] | None = None
+    sample_unit: str | None = None  # image, sequence, or a registered workload's (models/registry.py)
     tokens_per_sample: int | None = Field(None, gt=0)
     tokens_per_sec: float | None = None
     tokens_per_sec_per_gpu: float | None = None

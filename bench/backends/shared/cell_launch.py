@@ -16,7 +16,7 @@ from bench.launch import LAUNCHERS, TORCHRUN, Flavour, LaunchSpec, Rendered, Ssh
 from bench.launch.cellenv import cell_env
 from bench.launch.runtimes import Runtime, image_runtime, runtime_for
 from bench.planning.cell import PlannedCell
-from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, is_transformer, workload_spec
+from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, workload_spec
 
 MODELS_DIR = Path(models.__file__).resolve().parent
 GPU_THREADS = 4  # GPU workers: a few threads each for the host side
@@ -137,22 +137,18 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
     `out` None: rank 0 prints its records on stdout (models/record.py's STDOUT_PREFIX), for jobs read from a log."""
     c = planned.cell
     to = ("--out", str(out)) if out is not None else ()
-    script = f"{models_dir}/{worker_script(c)}"
+    name = worker_script(c)
+    script = name if os.path.isabs(name) else f"{models_dir}/{name}"  # a registered workload's script: its own path
     engine = ("--engine", "native") if c["engine"] in TORCH_DISTRIBUTED_ENGINES else ()
     if c["model"] in COLLECTIVES:
         sweep = ("--max-bytes", str(c["max_message_bytes"])) if c.get("max_message_bytes") else ()
         return (python, script, "--op", c["model"], *engine, *sweep, "--warmup-steps", str(c["warmup_steps"]),
                 "--steps", str(c["steps"]), "--repeats", str(c["repeats"]), "--threads", str(threads),
                 "--cell-id", planned.cell_id, "--run-id", run_id, *to)
-    if is_transformer(c["model"]):
-        return (python, script, "--model", c["model"], "--engine", c["engine"],
-                *(("--seq-len", str(c["seq_len"])) if c.get("seq_len") else ()),
-                "--batch-size", str(c["batch_per_gpu"]), "--grad-accum", str(c.get("grad_accum", 1)),
-                "--precision", c["precision"],
-                "--activation-checkpointing" if c.get("activation_checkpointing") else "--no-activation-checkpointing",
-                "--compile", c["compile"], "--optimizer-impl", c["optimizer_impl"],
-                "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
-                "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
+    spec = workload_spec(c["model"], c["framework"])
+    if spec is not None and "argv" in spec:  # a workload that declares its flags (the transformer, a registered one)
+        return (python, script, *declared_flags(spec, c), "--threads", str(threads), "--cell-id", planned.cell_id,
+                "--run-id", run_id, *to)
     data = ("--data", "imagenet", "--data-dir", str(data_dir), "--data-layout", c["data_layout"],
             "--loader-workers", str(c["loader_workers"]), "--loader", c["loader"]) if c["data"] == "imagenet" else ()
     step = ("--compile", c["compile"], "--optimizer-impl", c["optimizer_impl"],
@@ -162,6 +158,19 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
             "--warmup-steps", str(c["warmup_steps"]), "--steps", str(c["steps"]), "--repeats", str(c["repeats"]),
             "--precision", c["precision"], "--channels-last" if c["channels_last"] else "--no-channels-last", *step,
             "--threads", str(threads), "--cell-id", planned.cell_id, "--run-id", run_id, *to)
+
+
+def declared_flags(spec: dict[str, Any], cell: dict[str, Any]) -> tuple[str, ...]:
+    """The flags a workload's `argv` declares, from the cell: `--flag value`, a bool as --flag or --no-flag, a null
+    value left out (the worker's own default)."""
+    out: list[str] = []
+    for flag, key in spec["argv"]:
+        value = cell.get(key)
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + flag.removeprefix("--"))
+        elif value is not None:
+            out += [flag, str(value)]
+    return tuple(out)
 
 
 def probe_program(planned: PlannedCell, out: Path, threads: int, python: str, data_dir: Path | str | None,

@@ -5,13 +5,17 @@ one entry in SECTIONS, and its two templates unless the common `figures` ones fi
 from __future__ import annotations
 
 from bench.report.sections import collectives, cost, data, expected, failures, framework, gpus, history, ib, mfu, \
-    mpi, precision, prediction, references, scaling, study, transformer, what_ran
+    mpi, precision, prediction, references, scaling, study, what_ran, workloads
 from bench.report.sections.context import Context
 
-SECTIONS = (scaling, expected, transformer, study, gpus, mfu, framework, mpi, ib, data, cost, precision, prediction,
+SECTIONS = (scaling, expected, workloads, study, gpus, mfu, framework, mpi, ib, data, cost, precision, prediction,
             collectives, history, references, failures, what_ran)
 
 
 def build_sections(ctx: Context) -> list:
-    """Every section that has something to show, in SECTIONS order."""
-    return [s for s in (module.build(ctx) for module in SECTIONS) if s is not None]
+    """Every section that has something to show, in SECTIONS order (a module may give several: one per workload)."""
+    out = []
+    for module in SECTIONS:
+        built = module.build(ctx)
+        out += [s for s in (built if isinstance(built, list) else [built]) if s is not None]
+    return out

@@ -1,0 +1,79 @@
+"""One section per workload that is not counted in images (the transformer; a registered workload), each in its own
+unit: the rate (global and per worker, tokens/s for the transformer), the scaling efficiency against the series'
+smallest worker count, the expected value and verdict, MFU and peak memory per rank. The image sections never see
+these cells (context.py: other_table), so no transformer figure is ever labelled images/sec."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.analysis.missing import MISSING, is_missing, text
+from bench.cells.label import cell_label
+from bench.cells.units import IMAGES, format_rate, quoted, unit_of_cell
+from bench.report.format import num, pct
+from bench.report.sections.blocks import Section, table, write_csv
+from bench.report.sections.context import Context, vs_expected
+
+from models.registry import TRANSFORMER_WORKLOAD, workload_spec
+
+CSV_COLUMNS = ["cell_id", "gpu", "framework", "engine", "model", "seq_len", "gpus", "nodes", "precision",
+               "batch_per_gpu", "grad_accum", "samples_per_sec", "units_per_sec", "units_per_sec_per_gpu",
+               "ci_low_units", "ci_high_units", "speedup", "efficiency", "flops_per_sample", "mfu", "mfu_why",
+               "peak_memory_bytes"]
+
+
+def build(ctx: Context) -> list[Section] | None:
+    t = ctx.other_table
+    if t.empty:
+        return None
+    specs = [workload_spec(str(r["model"]), str(r["framework"])) or {} for r in t.to_dict("records")]
+    titles = [spec.get("title") or f"{r} cells" for spec, r in zip(specs, t["model"])]
+    return [one(ctx, t[[x == title for x in titles]], title, spec)
+            for title, spec in dict(zip(titles, specs)).items()]
+
+
+def one(ctx: Context, t, title: str, spec: dict) -> Section:
+    units = [unit_of_cell(r) or IMAGES for r in t.to_dict("records")]
+    rate = units[0].rate if units else IMAGES.rate
+    transformer = spec is TRANSFORMER_WORKLOAD
+    sid = "transformer" if transformer else f"workload-{spec.get('name', 'other')}"
+    per = pd.Series([u.per_sample for u in units], index=t.index, dtype=float)
+    peaks = (ctx.other_ok.groupby("cell_id")["peak_memory_bytes"].max()
+             if "peak_memory_bytes" in ctx.other_ok else pd.Series(dtype=float))
+    t = t.assign(units_per_sec=t["samples_per_sec"] * per, units_per_sec_per_gpu=t["samples_per_sec_per_gpu"] * per,
+                 ci_low_units=t["ci_low"] * per, ci_high_units=t["ci_high"] * per,
+                 peak_memory_bytes=[peaks.get(c) for c in t["cell_id"]])
+    csv = write_csv(t[[c for c in CSV_COLUMNS if c in t]], ctx.out_dir, f"{sid}.csv")
+    verdicts = {e.cell_id: e for e in ctx.other_expected}
+    rows = []
+    for r, unit in zip(t.to_dict("records"), units):
+        e = verdicts.get(r["cell_id"])
+        rows.append({
+            "cell": cell_label(r), rate: format_rate(r["samples_per_sec"], unit),
+            "95% CI": MISSING if is_missing(r["ci_low"]) else
+            f"{quoted(r['ci_low'], unit):,.0f}–{quoted(r['ci_high'], unit):,.0f} ({r['ci_over']})",
+            f"{rate} per worker": format_rate(r["samples_per_sec_per_gpu"], unit),
+            "speedup": num(r.get("speedup"), "{:.2f}×"), "efficiency": pct(r.get("efficiency")),
+            "vs expected": vs_expected(e, int(r["gpus"])),
+            "MFU": pct(r["mfu"], 1, none=text(r["mfu_why"])),
+            "peak memory per rank": MISSING if is_missing(r["peak_memory_bytes"]) else
+            f"{r['peak_memory_bytes'] / 2**20:,.0f} MiB",
+            "cell_id": r["cell_id"], "_bad": bool(e is not None and e.below)})
+    columns = ["cell", rate, "95% CI", f"{rate} per worker", "speedup", "efficiency", "vs expected", "MFU",
+               "peak memory per rank", "cell_id"]
+    note = TRANSFORMER_NOTE if transformer else (
+        f"A sample is one {spec.get('sample_unit', 'sample')}; {rate} = samples/s × units per sample (Σ over every "
+        "worker, over the measured window; models/registry.py's entry for the workload says what a sample is). "
+        "Speedup and efficiency: against the same series' smallest worker count. MFU where the workload counts its "
+        "FLOPs and the GPU has a peak.")
+    return Section(sid, title, note,
+                   tables=(table(f"{sid}-table", columns, rows, csv=csv.name, total=len(t)),), files=(csv,))
+
+
+TRANSFORMER_NOTE = ("A sample is one sequence of seq_len tokens; tokens/s = sequences/s × seq_len (Σ over every "
+                    "worker, over the measured window). Speedup and efficiency: against the same series' smallest "
+                    "worker count, as for ResNet-50. MFU = tokens/s per GPU × FLOPs per token ÷ the GPU's dense peak,"
+                    " with FLOPs per token = 6·N + 12·L·H·Q·T (PaLM's appendix B, as nanoGPT and torchtitan count: N "
+                    "the parameters every token goes through; causal masking not discounted, activation recomputation"
+                    " not counted; docs/transformer.md); a CPU has no peak. Peak memory: the largest rank's, over the"
+                    " measured windows (the CUDA allocator's peak on a GPU, the process's peak resident set on a "
+                    "CPU). Every window's loss fell below the first step's, or the worker refused it.")
