@@ -280,9 +280,14 @@ def main() -> int:
     ap.add_argument("--sweep-once", action="store_true",
                     help="measure the allreduce sweep in the first round only (about half the time; the contention "
                          "figures then come from minutes the later rounds' training windows are not in)")
+    ap.add_argument("--matrix", type=Path, default=MATRIX,
+                    help="the cells and sweeps (default matrix-fabric.yaml; matrix-fabric-transformer.yaml: the "
+                         "transformer under DDP and FSDP2)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-prediction"), help="one store per condition here")
     ap.add_argument("--from", dest="stores", type=Path, help="compare the stores already in this directory; no run")
     args = ap.parse_args()
+    global MATRIX
+    MATRIX = args.matrix.resolve()
     rates = [r for r in args.rates.split(",") if r]
     bad = next((r for r in rates if not positive_rate(r)), None)
     if bad is not None:

@@ -4,7 +4,8 @@ a training cell of the same settings uses.
 Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.reducescatter` with op Sum, `hvd.broadcast_` from rank 0, under
 whichever launcher and controller the cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`:
 `all_reduce`, `all_gather_single`, `reduce_scatter_tensor`, `broadcast` from rank 0; Gloo on CPU, NCCL on GPU).
-reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum. Float32 tensors from 4 KiB up to --max-bytes (default:
+reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum.
+Float32 tensors from 4 KiB up to --max-bytes (default:
 ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
 is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
 rank) for allgather, rounded down to whole float32 slices when n does not divide it (the row holds what was gathered).

@@ -88,6 +88,9 @@ ENGINES = {
     "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp", "traffic": 1.0},
     "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2", "traffic": 1.5},
 }
+# Whose collective sweep (models/collectives.py --engine) measures the path an engine's traffic takes: FSDP2's
+# gathers and reduce-scatters go over the same torch.distributed process group as DDP's allreduce.
+SWEEP_ENGINE = {"horovod": "horovod", "native": "native", "fsdp2": "native"}
 TORCH_DISTRIBUTED_ENGINES = tuple(name for name, e in ENGINES.items() if e["torch_distributed"])
 
 

@@ -503,8 +503,8 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
 
 
 # --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
-FULL_ORDER = ["scaling", "expected", "transformer", "study", "gpus", "mfu", "framework", "mpi", "ib", "data", "cost", "precision",
-              "prediction", "collectives", "history", "references", "failures", "environment"]
+FULL_ORDER = ["scaling", "expected", "transformer", "study", "gpus", "mfu", "framework", "mpi", "ib", "data", "cost",
+              "precision", "prediction", "collectives", "history", "references", "failures", "environment"]
 
 
 def _page_ids(html: str) -> list[str]:

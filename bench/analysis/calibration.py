@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from bench.analysis import AnalysisError
 from bench.analysis.whatif import FABRICS, LINKS, Link, image_size_of, predict
+from bench.analysis.traffic import samples_per_step, step_of
 
 # The emulated link's "data sheet": the rate tc holds it to, and the CPU entry's latency (a veth hop costs
 # microseconds; at ResNet-50's 102 MB the rate decides). Unshaped, a veth has no rate: the model's CPU figure.
@@ -75,16 +76,16 @@ def compare(scaled, fits: Mapping[tuple, Any], rated: Link) -> list[Comparison]:
         if r["gpu"] not in FABRICS:
             raise AnalysisError(f"the what-if model has no fabric for gpu {r['gpu']!r}")
         per_node = math.ceil(gpus / nodes)
-        x1, batch = float(r["baseline_samples_per_sec"]), int(r["batch_per_gpu"])
+        x1, batch = float(r["baseline_samples_per_sec"]), samples_per_step(r)
         precision = r.get("precision") or "fp32"
         inter = FABRICS[r["gpu"]]["tcp"]
         sheet = predict(r["gpu"], gpus, x1, batch, fabric="tcp", precision=precision, gpus_per_node=per_node,
-                        links={**LINKS, inter: rated})
+                        links={**LINKS, inter: rated}, **step_of(r))
         fit = fits.get(stack_of(r))
         calibrated = None
         if fit is not None and fit.usable:
             calibrated = predict(r["gpu"], gpus, x1, batch, fabric="tcp", precision=precision,
-                                 gpus_per_node=per_node, measured=fit, image_size=image_size_of(r))
+                                 gpus_per_node=per_node, measured=fit, image_size=image_size_of(r), **step_of(r))
         out.append(Comparison(
             cell_id=r["cell_id"], mpi=r["mpi"], engine=r["engine"], gpu=r["gpu"], gpus=gpus, nodes=nodes,
             batch_per_gpu=batch, baseline_samples_per_sec=x1, samples_per_sec=float(r["samples_per_sec"]),

@@ -20,7 +20,8 @@ from bench.core.redact import redact_text
 from bench.core.yamlsrc import Located, load_yaml_file, load_yaml_text
 from bench.facts.catalog import catalog
 from bench.launch import LAUNCHERS
-from models.registry import COLLECTIVES, COMPILE_MODES, LOADERS, MODEL_WORKLOADS, OPTIMIZER_IMPLS, WORKLOADS, known_model
+from models.registry import (COLLECTIVES, COMPILE_MODES, LOADERS, MODEL_WORKLOADS, OPTIMIZER_IMPLS, WORKLOADS,
+                             known_model)
 from models.transformer_shapes import CONFIGS as TRANSFORMER_CONFIGS
 from models.transformer_shapes import shape_id
 

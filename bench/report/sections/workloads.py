@@ -69,11 +69,12 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
                    tables=(table(f"{sid}-table", columns, rows, csv=csv.name, total=len(t)),), files=(csv,))
 
 
-TRANSFORMER_NOTE = ("A sample is one sequence of seq_len tokens; tokens/s = sequences/s × seq_len (Σ over every "
-                    "worker, over the measured window). Speedup and efficiency: against the same series' smallest "
-                    "worker count, as for ResNet-50. MFU = tokens/s per GPU × FLOPs per token ÷ the GPU's dense peak,"
-                    " with FLOPs per token = 6·N + 12·L·H·Q·T (PaLM's appendix B, as nanoGPT and torchtitan count: N "
-                    "the parameters every token goes through; causal masking not discounted, activation recomputation"
-                    " not counted; docs/transformer.md); a CPU has no peak. Peak memory: the largest rank's, over the"
-                    " measured windows (the CUDA allocator's peak on a GPU, the process's peak resident set on a "
-                    "CPU). Every window's loss fell below the first step's, or the worker refused it.")
+TRANSFORMER_NOTE = ("A sample is one sequence of seq_len tokens; tokens/s = sequences/s × seq_len (Σ over every"
+                    " worker, over the measured window). Speedup and efficiency: against the same series' "
+                    "smallest worker count, as for ResNet-50. MFU = tokens/s per GPU × FLOPs per token ÷ the "
+                    "GPU's dense peak, with FLOPs per token = 6·N + 12·L·H·Q·T (PaLM's appendix B, as nanoGPT "
+                    "and torchtitan count: N the parameters every token goes through; causal masking not "
+                    "discounted, activation recomputation not counted; docs/transformer.md); a CPU has no peak."
+                    " Peak memory: the largest rank's, over the measured windows (the CUDA allocator's peak on "
+                    "a GPU, the process's peak resident set on a CPU). Every window's loss fell below the first"
+                    " step's, or the worker refused it.")
