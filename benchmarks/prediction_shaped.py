@@ -213,7 +213,7 @@ def ratio(v: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| link | launcher | X(1) img/s | X(2) img/s | measured E | rounds' E | calibrated E | error (pts) | "
+    lines = ["| link | launcher/engine | X(1) samples/s | X(2) samples/s | measured E | rounds' E | calibrated E | error (pts) | "
              "rounds' error (own sweeps) | ρ_idle / ρ_replay | per-operation rule E | error (pts) | "
              "one-allreduce rule E | error (pts) | CPU-share rule E | error (pts) | "
              "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
@@ -224,7 +224,8 @@ def markdown(rows: list[dict]) -> str:
         rounds = (f"{100 * min(spread):.1f}–{100 * max(spread):.1f}% ({len(spread)})" if spread else "—")
         errors = r.get("round_calibrated_errors") or []
         own = ", ".join(pts(e) for e in errors) if any(e is not None for e in errors) else "—"
-        lines.append(f"| {r['condition']} | {r['mpi']} | {r['baseline_samples_per_sec']:.2f} | "
+        lines.append(f"| {r['condition']} | {r['mpi']}/{r.get('engine') or 'horovod'} | "
+                     f"{r['baseline_samples_per_sec']:.2f} | "
                      f"{r['samples_per_sec']:.2f} | {pct(r['measured_efficiency'])} | {rounds} | "
                      f"{pct(r['calibrated_efficiency'])} | {pts(r['calibrated_error_points'])} | {own} | "
                      f"{ratio(r.get('idle_compute_ratio'))} / {ratio(r.get('replay_compute_ratio'))} | "
@@ -257,14 +258,15 @@ def markdown(rows: list[dict]) -> str:
                   "medians over windows; the step from the measured E, the model's from the calibrated E; bucket "
                   "charged: every fused operation also pays tbf's bucket refill, the most the sweep's barriers can "
                   "hide):", "",
-                  "| link | launcher | windows | step | model's step | model's step, bucket charged | "
+                  "| link | launcher/engine | windows | step | model's step | model's step, bucket charged | "
                   "slower rank: compute / wait | faster rank: compute / wait | gap | update |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in parted:
             p = r["parts"]
             model, charged = (f"{r[k]:.3f}" if r.get(k) else "—"
                               for k in ("calibrated_step_s", "bucket_charged_step_s"))
-            lines.append(f"| {r['condition']} | {r['mpi']} | {p['windows']} | {r['step_s']:.3f} | {model} | "
+            lines.append(f"| {r['condition']} | {r['mpi']}/{r.get('engine') or 'horovod'} | {p['windows']} | "
+                         f"{r['step_s']:.3f} | {model} | "
                          f"{charged} | {p['slower_compute_s']:.3f} / {p['slower_wait_s']:.3f} | "
                          f"{p['faster_compute_s']:.3f} / {p['faster_wait_s']:.3f} | {p['gap_s']:.3f} | "
                          f"{p['update_s']:.3f} |")
@@ -272,6 +274,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
+    global MATRIX
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="2gbit,500mbit,200mbit",
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
@@ -286,8 +289,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-prediction"), help="one store per condition here")
     ap.add_argument("--from", dest="stores", type=Path, help="compare the stores already in this directory; no run")
     args = ap.parse_args()
-    global MATRIX
-    MATRIX = args.matrix.resolve()
+    MATRIX = args.matrix.resolve()  # the module's: run_condition and training_matrix read it
     rates = [r for r in args.rates.split(",") if r]
     bad = next((r for r in rates if not positive_rate(r)), None)
     if bad is not None:
@@ -334,7 +336,7 @@ def main() -> int:
     how = (f"--from {args.stores}" if args.stores is not None
            else f"--rounds {args.rounds}{' --sweep-once' if args.sweep_once else ''}")
     text = (f"{stamp}: benchmarks/prediction_shaped.py --rates {args.rates}"
-            f"{' --no-unshaped' if args.no_unshaped else ''} {how} (matrix-fabric.yaml, 2 emulated nodes, one CPU "
+            f"{' --no-unshaped' if args.no_unshaped else ''} {how} ({MATRIX.name}, 2 emulated nodes, one CPU "
             f"each)\n\n" + table)
     (out / "prediction.md").write_text(text + "\n")
     (out / "prediction.json").write_text(json.dumps(rows, indent=1))

@@ -70,7 +70,7 @@ in FABRICS (numbers kept here, keyed by catalogue key, so the catalogue stays de
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Collection, Mapping
 
 from bench.analysis import AnalysisError
@@ -221,7 +221,12 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / samples_per_sec_1gpu
     stream = gradients if gradients is not None else resnet50_gradients(image_size)
-    nbytes = int(traffic * gradient_bytes(precision, sum(g.params for g in stream)))
+    if traffic != 1.0:
+        # An engine that moves more than one allreduce of the gradients (FSDP2: the parameters gathered in forward
+        # and again in backward, the gradients reduce-scattered) is priced as a stream of that many more bytes, each
+        # part where its gradient is ready: the fused-operation rule below then charges every byte on the shared cores.
+        stream = [replace(g, params=round(g.params * traffic)) for g in stream]
+    nbytes = gradient_bytes(precision, sum(g.params for g in stream))
     busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
     hidden = overlap * BACKWARD_FRACTION * compute
     shared_cores = catalog()[gpu].is_cpu and measured is not None and measured.usable and gpus > 1

@@ -219,6 +219,7 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs
     from bench.analysis.paired import pair_values, paired_verdict
     from bench.cells.keys import CELL_KEYS
     from bench.cells.label import cell_label
+    from bench.cells.units import IMAGES, unit_of_cell
 
     run_side = {r.run_id: (r.pair, r.side) for r in side_runs if r.run_id}
     pairs_run = pairs_run if pairs_run is not None else len({r.pair for r in side_runs})
@@ -230,7 +231,9 @@ def judge(store, side_runs, settings, statistic: str = "median", specs=(), pairs
         complete = rows.dropna(subset=["A", "B"]).sort_values("pair")
         res = paired_verdict(complete["A"].tolist(), complete["B"].tolist(), settings)
         first = rows.iloc[0]
+        unit = unit_of_cell(first.to_dict()) or IMAGES  # the values are samples/s; x units_per_sample = rate_unit
         results.append({"cell": cell_label(first), **{k: _plain(first[k]) for k in CELL_KEYS},
+                        "rate_unit": unit.rate, "units_per_sample": unit.per_sample,
                         "pairs": res.n_pairs, "pairs_run": pairs_run,
                         "a_values": complete["A"].tolist(), "b_values": complete["B"].tolist(),
                         "ratio": res.ratio, "ci_low": res.ci_low, "ci_high": res.ci_high, "level": res.level,
