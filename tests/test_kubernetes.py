@@ -69,7 +69,7 @@ def test_every_job_of_the_default_matrix_is_valid_against_the_schemas(tmp_path):
     assert len(planned) > 1000 and set(kinds) == {"MPIJob", "PyTorchJob"}
     assert {m for m, *_ in flavours} == {"openmpi", "intelmpi", "mpich", "gloo"}
     assert {(ib, multi) for _, _, ib, multi, _ in flavours} == {(False, False), (False, True), (True, True)}
-    assert {e for _, e, *_ in flavours} == {"horovod", "native"}
+    assert {e for _, e, *_ in flavours} == {"horovod", "native", "fsdp2"}  # the transformer cells add FSDP2
 
 
 def test_the_strict_check_refuses_a_misspelt_field_where_the_api_server_would_drop_it(tmp_path):
