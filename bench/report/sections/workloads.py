@@ -52,7 +52,7 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
             "95% CI": MISSING if is_missing(r["ci_low"]) else
             f"{quoted(r['ci_low'], unit):,.0f}–{quoted(r['ci_high'], unit):,.0f} ({r['ci_over']})",
             f"{rate} per worker": format_rate(r["samples_per_sec_per_gpu"], unit),
-            "speedup": num(r.get("speedup"), "{:.2f}×"), "efficiency": pct(r.get("efficiency")),
+            **scaled(r),
             "vs expected": vs_expected(e, int(r["gpus"])),
             "MFU": pct(r["mfu"], 1, none=text(r["mfu_why"])),
             "peak memory per rank": MISSING if is_missing(r["peak_memory_bytes"]) else
@@ -67,6 +67,16 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
         "FLOPs and the GPU has a peak.")
     return Section(sid, title, note,
                    tables=(table(f"{sid}-table", columns, rows, csv=csv.name, total=len(t)),), files=(csv,))
+
+
+def scaled(r: dict) -> dict:
+    """Speedup and efficiency against the series' 1-worker cell; a series without one (its smallest cell is its own
+    baseline) says so rather than showing 1.00× and 100%."""
+    base = r.get("baseline_gpus")
+    if is_missing(base) or int(base) == int(r["gpus"]) and int(base) != 1:
+        why = f"no 1-worker cell in its series (its smallest: {int(base)} workers)" if not is_missing(base) else MISSING
+        return {"speedup": why, "efficiency": MISSING}
+    return {"speedup": num(r.get("speedup"), "{:.2f}×"), "efficiency": pct(r.get("efficiency"))}
 
 
 TRANSFORMER_NOTE = ("A sample is one sequence of seq_len tokens; tokens/s = sequences/s × seq_len (Σ over every"
