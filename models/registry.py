@@ -83,14 +83,13 @@ WORKLOADS = {
 # `traffic`: the bytes each worker moves per step, over a ring allreduce of the gradients (2(n-1)/n of them): DDP and
 # Horovod allreduce the gradients (1x); FSDP2 all-gathers the parameters in forward and again in backward and
 # reduce-scatters the gradients, (n-1)/n each: 3(n-1)/n, 1.5x (the what-if model's first-order count).
-ENGINES = {
-    "horovod": {"label": "Horovod", "torch_distributed": False, "tag": "", "traffic": 1.0},
-    "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp", "traffic": 1.0},
-    "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2", "traffic": 1.5},
-}
-# Whose collective sweep (models/collectives.py --engine) measures the path an engine's traffic takes: FSDP2's
+# `sweep`: whose collective sweep (models/collectives.py --engine) measures the path that traffic takes: FSDP2's
 # gathers and reduce-scatters go over the same torch.distributed process group as DDP's allreduce.
-SWEEP_ENGINE = {"horovod": "horovod", "native": "native", "fsdp2": "native"}
+ENGINES = {
+    "horovod": {"label": "Horovod", "torch_distributed": False, "tag": "", "traffic": 1.0, "sweep": "horovod"},
+    "native": {"label": "DDP", "torch_distributed": True, "tag": "ddp", "traffic": 1.0, "sweep": "native"},
+    "fsdp2": {"label": "FSDP2", "torch_distributed": True, "tag": "fsdp2", "traffic": 1.5, "sweep": "native"},
+}
 TORCH_DISTRIBUTED_ENGINES = tuple(name for name, e in ENGINES.items() if e["torch_distributed"])
 
 
@@ -199,7 +198,7 @@ def training_state_bytes(cell: Mapping[str, Any]) -> int | None:
     return total // int(cell.get("gpus") or 1) if cell.get("engine") == "fsdp2" else total
 
 
-def tokens_per_sample(cell: Mapping[str, Any]) -> int:
+def units_per_sample(cell: Mapping[str, Any]) -> int:
     """What one sample of the cell is worth in the unit users quote: a transformer's sequence is seq_len tokens
     (null: its configuration's context), an image is one image, a registered workload's as it says."""
     model = cell.get("model", "resnet50")

@@ -298,11 +298,11 @@ def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:
 
 def stack_of(row: Mapping[str, Any]) -> tuple:
     """The stack a cell's traffic runs on, as its collective sweeps are keyed: an FSDP2 cell's is DDP's (the same
-    torch.distributed process group; models/registry.py SWEEP_ENGINE)."""
-    from models.registry import SWEEP_ENGINE
+    torch.distributed process group; models/registry.py ENGINES `sweep`)."""
+    from models.registry import ENGINES
 
-    return tuple(bool(row[k]) if k == "ib" else SWEEP_ENGINE.get(row[k], row[k]) if k == "engine" else row[k]
-                 for k in STACK_KEYS)
+    return tuple(bool(row[k]) if k == "ib" else ENGINES.get(row[k], {}).get("sweep", row[k]) if k == "engine"
+                 else row[k] for k in STACK_KEYS)
 
 
 def fit_stacks(rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:

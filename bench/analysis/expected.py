@@ -39,7 +39,7 @@ from bench.analysis.stand_in import OneWorker, stand_in_words
 from bench.analysis.step_split import Split, split_step
 from bench.analysis.straggler import Straggler, straggler
 from bench.analysis.windows import earlier_windows
-from bench.cells.units import IMAGES, RateUnit, format_rate
+from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 from bench.analysis.traffic import samples_per_step, step_of
 
 TOLERANCE = 0.10
@@ -75,7 +75,6 @@ class Expected:
         """One line; rates in the unit users quote for the cell's workload (img/s, tokens/s)."""
         if self.expected is None:
             return f"no expected value: {self.why}"
-        bare = (lambda v: format_rate(v, unit).removesuffix(f" {unit.rate}"))
         if self.split is not None:
             sp = self.split
             source = (f"compute probe: {self.workers} × {format_rate(sp.probe_rate, unit)}, {self.workers} plain "
@@ -83,8 +82,8 @@ class Expected:
         else:
             source = self.links + (f"; X(1) from {self.stand_in} {self.baseline_id}" if self.stand_in else "") \
                 + (f"; {self.note}" if self.note else "")
-        text = (f"measured {format_rate(self.measured, unit)}, expected {bare(self.expected)} "
-                f"[{bare(self.expected_low)}, {bare(self.expected_high)}] ({source}): {self.verdict}")
+        text = (f"measured {format_rate(self.measured, unit)}, expected {format_value(self.expected, unit)} "
+                f"[{format_value(self.expected_low, unit)}, {format_value(self.expected_high, unit)}] ({source}): {self.verdict}")
         if self.split is not None and not self.below:
             named = self.split.named()
             text += f": {named}" if named else ""

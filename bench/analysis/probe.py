@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
-from bench.cells.units import IMAGES, RateUnit, format_rate
+from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 from bench.analysis.traffic import samples_per_step
 
 PROBE_VERSION = 1
@@ -140,9 +140,8 @@ class ProbeResult:
     def describe(self, unit: RateUnit = IMAGES) -> str:
         """One line; the rates in the unit users quote for the probed workload (img/s, tokens/s)."""
         others = self.workers - 1
-        bare = (lambda v: format_rate(v, unit).removesuffix(f" {unit.rate}"))
         return (f"{self.workers} plain processes at once: {format_rate(self.rate, unit)} each "
-                f"[{bare(self.rate_low)}, {bare(self.rate_high)}] beside {others} other{'s' if others != 1 else ''}"
+                f"[{format_value(self.rate_low, unit)}, {format_value(self.rate_high, unit)}] beside {others} other{'s' if others != 1 else ''}"
                 + (f", compute {self.compute_s:.3f} s a step" if self.compute_s else "")
                 + f", spread {100 * self.spread:.0f}%"
                 + ("" if self.other_load is None else f", other processes {self.other_load:.1f} CPU-s/s"))

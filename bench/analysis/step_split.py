@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping
 
 from bench.analysis.flavours import FlavourFacts
 from bench.analysis.traffic import samples_per_step
-from bench.cells.units import IMAGES, format_rate, unit_of_cell
+from bench.cells.units import IMAGES, format_rate, format_value, unit_of_cell
 from models.registry import ENGINES, TORCH_DISTRIBUTED_ENGINES
 
 FRAMEWORK_WORDS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras"}
@@ -158,7 +158,7 @@ def split_step(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, An
         node = probe.step_s - alone
         parts.append(Part("node sharing", node, "probe", node,
                           words=f"node sharing: {n} plain processes compute at {format_rate(probe.rate, unit)} each, "
-                                f"{format_rate(x1, unit).removesuffix(' ' + unit.rate)} alone "
+                                f"{format_value(x1, unit)} alone "
                                 f"({probe.rate / x1:.2f}×, compute probe)"))
     now = measured_parts(row, probe, windows, step)
     before = [m for w in earlier if (s := window_step(w)) is not None

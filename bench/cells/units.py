@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from models.registry import COLLECTIVES, tokens_per_sample, workload_spec
+from models.registry import COLLECTIVES, units_per_sample, workload_spec
 
 
 @dataclass(frozen=True)
@@ -15,11 +15,6 @@ class RateUnit:
     sample: str  # image | sequence
     rate: str  # img/s | tokens/s
     per_sample: int  # units of `rate` in one sample: 1 image; seq_len tokens
-
-    @property
-    def unit(self) -> str:
-        """The rate's unit without '/s': img, tokens."""
-        return self.rate.removesuffix("/s")
 
 
 IMAGES = RateUnit("image", "img/s", 1)
@@ -33,17 +28,7 @@ def unit_of_cell(cell: Mapping[str, Any]) -> RateUnit | None:
     spec = workload_spec(model, cell.get("framework") or "pytorch")
     if spec is None:
         return IMAGES
-    return RateUnit(spec["sample_unit"], spec["rate_unit"], tokens_per_sample(cell))
-
-
-def unit_of_row(row: Mapping[str, Any]) -> RateUnit:
-    """A store row's unit, as its columns say (rows before migration 13 hold images)."""
-    rate = row.get("rate_unit")
-    if not isinstance(rate, str):
-        return IMAGES
-    per = row.get("units_per_sample")
-    per = int(per) if isinstance(per, (int, float)) and not (isinstance(per, float) and math.isnan(per)) else 1
-    return RateUnit(str(row.get("sample_unit") or "image"), rate, per)
+    return RateUnit(spec["sample_unit"], spec["rate_unit"], units_per_sample(cell))
 
 
 def quoted(samples_per_sec: float | None, unit: RateUnit) -> float | None:
@@ -51,17 +36,19 @@ def quoted(samples_per_sec: float | None, unit: RateUnit) -> float | None:
     return None if samples_per_sec is None else samples_per_sec * unit.per_sample
 
 
-def format_rate(samples_per_sec: float | None, unit: RateUnit, width: int = 0) -> str:
-    """A rate as users read it: '1,234.5 img/s', '14,820 tokens/s' (tokens have no useful decimals)."""
+def format_value(samples_per_sec: float | None, unit: RateUnit, width: int = 0) -> str:
+    """The quoted rate's number alone, for ranges and intervals: '1,234.5', '14,820' (tokens have no useful
+    decimals)."""
     value = quoted(samples_per_sec, unit)
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return f"{'-':>{width}} {unit.rate}"
+        return f"{'-':>{width}}"
     digits = 0 if unit.per_sample > 1 else 1
-    return f"{value:{width},.{digits}f} {unit.rate}"
+    return f"{value:{width},.{digits}f}"
 
 
-def is_image_row(row: Mapping[str, Any]) -> bool:
-    return unit_of_row(row).rate == IMAGES.rate
+def format_rate(samples_per_sec: float | None, unit: RateUnit, width: int = 0) -> str:
+    """A rate as users read it: '1,234.5 img/s', '14,820 tokens/s'."""
+    return f"{format_value(samples_per_sec, unit, width)} {unit.rate}"
 
 
 def image_rows(df):

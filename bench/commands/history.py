@@ -50,7 +50,7 @@ def environment_change(store, cell_id: str, run_before: str, run_after: str, ver
 
 def run(args) -> int:
     from bench.analysis.collectives import training_only
-    from bench.cells.units import IMAGES, format_rate, unit_of_cell
+    from bench.cells.units import IMAGES, format_rate, format_value, unit_of_cell
     from bench.analysis.history import cell_histories, run_series
     from bench.cells.label import cell_label
     from bench.cells.selection import matches, parse_selection
@@ -80,7 +80,7 @@ def run(args) -> int:
             values = points["samples_per_sec"].tolist()
             print(f"{labels[cell_id]} ({cell_id}): {len(values)} runs, {_when(points['start_unix'].iloc[0])} → "
                   f"{_when(points['start_unix'].iloc[-1])}; latest {format_rate(values[-1], unit)}, range "
-                  f"{format_rate(min(values), unit).removesuffix(' ' + unit.rate)}–{format_rate(max(values), unit)}")
+                  f"{format_value(min(values), unit)}–{format_rate(max(values), unit)}")
             print(f"  {sparkline(values)}")
             if args.runs:
                 for p in points.to_dict("records"):
@@ -88,7 +88,7 @@ def run(args) -> int:
             for cp in changes[cell_id]:
                 print(f"  change point at run {cp.index + 1} of {len(values)} ({cp.run_after}, "
                       f"{_when(points['start_unix'].iloc[cp.index])}): "
-                      f"{format_rate(cp.before, unit).removesuffix(' ' + unit.rate)} → {format_rate(cp.after, unit)} "
+                      f"{format_value(cp.before, unit)} → {format_rate(cp.after, unit)} "
                       f"({cp.ratio:.2f}×), after run {cp.run_before}")
                 diffs = environment_change(store, cell_id, cp.run_before, cp.run_after, versions, sources)
                 if not diffs:
