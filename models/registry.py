@@ -198,18 +198,38 @@ def training_state_bytes(cell: Mapping[str, Any]) -> int | None:
     return total // int(cell.get("gpus") or 1) if cell.get("engine") == "fsdp2" else total
 
 
+def _transformer_seq(cell: Mapping[str, Any]) -> int:
+    from models.transformer_shapes import lookup
+
+    seq = cell.get("seq_len")
+    return int(seq) if seq and seq == seq else lookup(cell["model"]).seq  # null or NaN: the configuration's context
+
+
+def _transformer_gradients(cell: Mapping[str, Any]) -> list:
+    from models.gradients import transformer_gradients
+    from models.transformer_shapes import lookup
+
+    return transformer_gradients(lookup(cell["model"]), _transformer_seq(cell))
+
+
+def _transformer_flops(cell: Mapping[str, Any]) -> int:
+    from models.transformer_shapes import lookup
+
+    return lookup(cell["model"]).flops_per_sequence(_transformer_seq(cell))
+
+
+# What the control plane asks of a model-named workload, the transformer's as a registered one's: a sequence is
+# seq_len tokens, its gradient stream by layer part, FLOPs per sequence by 6N + 12LHQT (docs/transformer.md).
+TRANSFORMER_WORKLOAD.update(units_per_sample=_transformer_seq, gradients=_transformer_gradients,
+                            flops_per_sample=_transformer_flops)
+
+
 def units_per_sample(cell: Mapping[str, Any]) -> int:
     """What one sample of the cell is worth in the unit users quote: a transformer's sequence is seq_len tokens
     (null: its configuration's context), an image is one image, a registered workload's as it says."""
-    model = cell.get("model", "resnet50")
-    if model in MODEL_WORKLOADS:
-        per = MODEL_WORKLOADS[model]["units_per_sample"]
-        return int(per(cell) if callable(per) else per)
-    if not is_transformer(model):
-        return 1
-    from models.transformer_shapes import lookup
-
-    return cell.get("seq_len") or lookup(cell["model"]).seq
+    spec = workload_spec(cell.get("model", "resnet50"), cell.get("framework") or "pytorch") or {}
+    per = spec.get("units_per_sample", 1)
+    return int(per(cell) if callable(per) else per)
 
 
 # What a workload refuses about its settings, once. Each rule reads a workload's capabilities (above), the settings by

@@ -68,16 +68,12 @@ def catalogue_peaks() -> dict[str, dict[str, float]]:
 def table_flops(model: str, image_size: int, seq_len: int | None = None) -> int | None:
     """Model FLOPs per sample: ResNet-50's per image from the packaged table; a transformer's per sequence by the
     6N + 12LHQT convention at the cell's sequence length (models/transformer_shapes.py, docs/transformer.md)."""
-    from models.registry import MODEL_WORKLOADS, is_transformer
+    from models.registry import MODEL_WORKLOADS, TRANSFORMER_WORKLOAD, is_transformer
 
-    if model in MODEL_WORKLOADS:  # a registered workload's own count, if it declares one
-        count = MODEL_WORKLOADS[model].get("flops_per_sample")
+    spec = MODEL_WORKLOADS.get(model) or (TRANSFORMER_WORKLOAD if is_transformer(model) else None)
+    if spec is not None:  # a model-named workload's own count, where it declares one
+        count = spec.get("flops_per_sample")
         return None if count is None else int(count({"model": model, "image_size": image_size, "seq_len": seq_len}))
-    if is_transformer(model):
-        from models.transformer_shapes import lookup
-
-        shape = lookup(model)
-        return shape.flops_per_sequence(int(seq_len) if seq_len else shape.seq)
     from bench.facts.model_flops import flops_per_image
 
     return flops_per_image(model, image_size)

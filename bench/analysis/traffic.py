@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from models.gradients import Gradient, resnet50_gradients, transformer_gradients
-from models.registry import ENGINES, MODEL_WORKLOADS, is_transformer
+from models.gradients import Gradient, resnet50_gradients
+from models.registry import ENGINES, workload_spec
 
 
 def _int(v: Any, default: int) -> int:
@@ -23,14 +23,11 @@ def samples_per_step(row: Mapping[str, Any]) -> int:
 
 
 def gradients_of(row: Mapping[str, Any]) -> list[Gradient]:
-    model = str(row.get("model") or "resnet50")
-    if model in MODEL_WORKLOADS:  # a registered workload declares its own (models/registry.py)
-        return list(MODEL_WORKLOADS[model]["gradients"](dict(row)))
-    if is_transformer(model):
-        from models.transformer_shapes import lookup
-
-        shape = lookup(model)
-        return transformer_gradients(shape, _int(row.get("seq_len"), shape.seq))
+    """The cell's gradient stream: its workload's own where it declares one (models/registry.py: the transformer's, a
+    registered workload's), else ResNet-50's at the cell's image size."""
+    spec = workload_spec(str(row.get("model") or "resnet50"), str(row.get("framework") or "pytorch")) or {}
+    if "gradients" in spec:
+        return list(spec["gradients"](dict(row)))
     return resnet50_gradients(_int(row.get("image_size"), 224))
 
 
