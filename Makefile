@@ -8,11 +8,13 @@
 #   make gpu-build   - Horovod with NCCL compiled here with no GPU, in .venv-gpu (CUDA torch, NCCL wheel), then
 #                    checked: nccl_built() and ldd (docs/gpu.md)
 #   make device-kit  - fills device-kit/ with what an offline GPU machine lacks, for scripts/gpu_session.sh
+#   make device-kit-wheels - only the kit's wheels: enough for a transformer loan (gpu_session.sh --skip build,data)
 #   make images      - the three cpu container images built with podman and checked inside (docker/README.md)
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast test-diagnose install install-test bench clean gpu-build device-kit gpu-rehearsal images
+.PHONY: run test test-fast test-diagnose install install-test bench clean gpu-build device-kit device-kit-wheels \
+	gpu-rehearsal images
 
 install:
 	@scripts/install.sh run
@@ -56,6 +58,9 @@ gpu-build:
 # The main venv first: the kit's ImageNet sample is made by bench itself (bench/execution/datasets.py).
 device-kit: install
 	@scripts/device_kit.sh
+
+device-kit-wheels: install
+	@scripts/device_kit.sh --wheels-only
 
 # scripts/gpu_session.sh's phases here, on a stand-in for the GPU machine's Python (no GPU): before a loan is spent.
 gpu-rehearsal: device-kit

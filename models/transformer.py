@@ -114,6 +114,7 @@ class Decoder(nn.Module):
         if shape.tied:
             self.head.weight = self.embed.weight
         self._rope_cache: tuple | None = None
+        self.head_loss = head_loss  # compile_parts puts a compiled one here
 
     def init_weights(self, seed: int = 0) -> None:
         """GPT-2's initialisation (normal, std 0.02; residual projections scaled by 1/sqrt(2·layers)), from `seed`
@@ -136,7 +137,9 @@ class Decoder(nn.Module):
             self._rope_cache = rope_tables(self.shape, max(t, self.shape.seq), device)
         return self._rope_cache
 
-    def forward(self, idx):
+    def forward(self, idx, targets=None):
+        """Logits (batch, seq, vocab); with `targets` (batch, seq), the mean next-token cross-entropy instead, computed
+        by `self.head_loss` (compiled with the blocks by `compile_parts`)."""
         t = idx.shape[1]
         x = self.embed(idx)
         if self.positions is not None:
@@ -146,7 +149,19 @@ class Decoder(nn.Module):
             # Activation checkpointing per block: the block's activations are recomputed in the backward pass.
             x = checkpoint(block, x, rope, use_reentrant=False) if self.checkpointing and self.training else \
                 block(x, rope)
+        if targets is not None:
+            return self.head_loss(self.norm, self.head, x, targets)
         return self.head(self.norm(x))
+
+    def compile_parts(self, mode: str | None) -> None:
+        """torch.compile each block (one graph the blocks share) and the final norm, head and loss together, as
+        nanoGPT compiles its loss with its model: inductor can then fuse the head's fp32 cast into the cross-entropy
+        rather than write and read a (batch, seq, vocab) fp32 tensor (GPT-2's 50,257-wide logits are the largest
+        activation of the step).
+        The embedding lookups stay eager. `mode`: None for torch.compile's default, or one of its modes."""
+        for block in self.blocks:
+            block.compile(mode=mode)
+        self.head_loss = torch.compile(head_loss, mode=mode)
 
 
 def next_token_loss(logits, tokens):
@@ -154,11 +169,18 @@ def next_token_loss(logits, tokens):
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 
 
+def head_loss(norm, head, x, targets):
+    """The final norm, the output head and the mean cross-entropy of the last block's output `x` against `targets`,
+    in fp32 whatever the compute precision."""
+    logits = head(norm(x))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
 def window_loss(model, windows):
     """Mean cross-entropy of a batch of token windows (batch, seq + 1): the model reads the first seq tokens of each
-    and predicts the next at every position, so a window trains seq tokens."""
-    logits = model(windows[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), windows[:, 1:].reshape(-1))
+    and predicts the next at every position, so a window trains seq tokens. Through the model's forward (DDP's and
+    FSDP2's hooks run), which computes the loss itself."""
+    return model(windows[:, :-1], windows[:, 1:])
 
 
 def build(shape: Shape, *, checkpointing: bool = False, device="cpu", seed: int = 0) -> Decoder:

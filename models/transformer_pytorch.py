@@ -216,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = tfm.build(shape, checkpointing=args.activation_checkpointing, device=device, seed=0)
     if args.compile != "off":
-        for block in model.blocks:
-            block.compile(mode=None if args.compile == "default" else args.compile)
+        model.compile_parts(None if args.compile == "default" else args.compile)
     trainer = wrap(torch, model, args.engine if (hvd or native) else "none", hvd=hvd, device=device,
                    precision=args.precision, grad_accum=args.grad_accum, lr=args.lr,
                    optimizer_impl=args.optimizer_impl, world_size=comm.size)
@@ -255,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads_per_worker": torch.get_num_threads(), "data": args.data,
             "sdpa_kernel": tfm.sdpa_kernel_used(shape, args.batch_size, seq, compute_dtype, device),
             "activation_checkpointing": args.activation_checkpointing, "compile": args.compile,
+            "compile_scope": "blocks, head+loss" if args.compile != "off" else None,
             "optimizer": "adamw", "lr": args.lr, **trainer.facts}
     gpu = None
     if dev.cuda:

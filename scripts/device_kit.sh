@@ -12,6 +12,7 @@
 #                         ~10 min compile the first time, cached after), and built-for.txt saying for what
 # The JPEG sample is not in the kit (no room within 64 MiB): the GPU session makes it there (its `data` phase).
 # Then it checks the kit as the GPU session's dry run does, measures the tree and the kit, and prints what to take.
+# --wheels-only: stop after wheels/ (make device-kit-wheels).
 # Environment: BENCH_KIT_DIR (default device-kit), BENCH_KIT_PYTHON_VERSION (default 3.12), BENCH_KIT_TORCH (default
 # 2.11.0), BENCH_KIT_TORCHVISION (default 0.26.0, the release that pairs with it), BENCH_KIT_PYTHON (the 3.12
 # interpreter for .venv-gpu-kit; default: pyenv's, else python3.12 on PATH).
@@ -32,6 +33,12 @@ quiet_pip download -q --only-binary=:all: --python-version "$pyver" --implementa
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   -d "$kit/wheels" -r scripts/device_kit_requirements.txt
 cp scripts/device_kit_requirements.txt "$kit/requirements.txt"
+if [ "${1:-}" = --wheels-only ]; then
+  # `make device-kit-wheels`: enough for a session with --skip build,data (matrix-gpu-transformer.yaml: DDP and FSDP2,
+  # no Horovod, no JPEG) - no sdist, no GPU build, seconds instead of minutes.
+  say "wheels only: $(du -sh "$kit" | cut -f1) in $kit (for scripts/gpu_session.sh --skip build,data)"
+  exit 0
+fi
 
 sdist="$kit/horovod-0.28.1.tar.gz"
 if [ ! -f "$sdist" ]; then

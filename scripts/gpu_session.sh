@@ -22,7 +22,10 @@
 #
 # Usage: scripts/gpu_session.sh [--phase install|build|doctor|data|cells|report|all] [--out DIR] [--work DIR]
 #          [--kit DIR] [--python PY] [--matrix FILE] [--arch 80,90] [--cells-budget SECONDS] [--deadline SECONDS]
-#          [--force] [--dry-run | --check-kit]
+#          [--skip build,data] [--force] [--dry-run | --check-kit]
+# --skip: phases this matrix does not need, left out of --phase all and of the kit check: `build` for a matrix with
+# no Horovod cell (matrix-gpu-transformer.yaml: DDP and FSDP2 under torchrun), `data` for one with no JPEG cell. The
+# kit then needs only its wheels (no sdist, no GPU wheels): `make device-kit-wheels`.
 # --deadline: the cells phase ends by then, counted from this script's start (its budget shrinks to fit; under 30 s
 # left, it does not start), so one command of a tool with a time limit runs every phase and the cells in what is
 # left: `--phase all --deadline 540` in a 600 s command. Run the same command again to resume where it stopped.
@@ -42,7 +45,7 @@ SAMPLE_CLASSES=100 SAMPLE_PER_CLASS=64
 
 phase=all out=${OUT:-} work=$here/.gpu-session kit=$here/device-kit matrix=matrix-gpu.yaml arch=80,90
 python=$([ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || command -v python3)
-budget=540 deadline= force=0 dry=0 check_only=0
+budget=540 deadline= force=0 dry=0 check_only=0 skip=
 started=$(date +%s)
 die() { printf 'gpu_session: %s\n' "$*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
     --arch) arch=${2:?--arch needs a list like 80,90}; shift ;;
     --cells-budget) budget=${2:?--cells-budget needs seconds}; shift ;;
     --deadline) deadline=${2:?--deadline needs seconds}; shift ;;
+    --skip) skip=${2:?--skip needs phases like build,data}; shift ;;
     --force) force=1 ;;
     --dry-run) dry=1 ;;
     --check-kit) check_only=1 ;;
@@ -65,6 +69,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 case " all ${PHASES[*]} " in *" $phase "*) ;; *) die "--phase must be one of: all ${PHASES[*]}; got '$phase'" ;; esac
+for p in ${skip//,/ }; do
+  case " build data " in *" $p "*) ;; *) die "--skip takes build and data, got '$p'" ;; esac
+done
+skipped() { case ",$skip," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 [[ "$arch" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--arch must be like 80,90, got '$arch'"
 [[ "$budget" =~ ^[1-9][0-9]*$ ]] || die "--cells-budget must be a positive number of seconds, got '$budget'"
 [ -z "$deadline" ] || [[ "$deadline" =~ ^[1-9][0-9]*$ ]] || die "--deadline must be a positive number of seconds, got '$deadline'"
@@ -89,10 +97,14 @@ kit_missing() {
     wheel=$(find "$kit/wheels" -maxdepth 1 -iname "${name//-/_}-${version}-*.whl" -size +0 2>/dev/null | head -1)
     [ -n "$wheel" ] || echo "wheel $name==$version in $kit/wheels"
   done < scripts/device_kit_requirements.txt
-  [ -s "$kit/$HOROVOD_SDIST" ] || echo "Horovod's sdist $kit/$HOROVOD_SDIST"
-  [ -s "$kit/$GPU_DIR/built-for.txt" ] || echo "what the GPU wheels were built for, $kit/$GPU_DIR/built-for.txt"
-  gpu_wheel torchvision >/dev/null || echo "torchvision's wheel in $kit/$GPU_DIR"
-  gpu_wheel horovod >/dev/null || echo "the prebuilt Horovod wheel in $kit/$GPU_DIR"
+  if ! skipped build; then
+    [ -s "$kit/$HOROVOD_SDIST" ] || echo "Horovod's sdist $kit/$HOROVOD_SDIST"
+    gpu_wheel horovod >/dev/null || echo "the prebuilt Horovod wheel in $kit/$GPU_DIR"
+  fi
+  if ! skipped build || ! skipped data; then
+    [ -s "$kit/$GPU_DIR/built-for.txt" ] || echo "what the GPU wheels were built for, $kit/$GPU_DIR/built-for.txt"
+  fi
+  skipped data || gpu_wheel torchvision >/dev/null || echo "torchvision's wheel in $kit/$GPU_DIR"
   [ -f "$matrix" ] || echo "the matrix $matrix"
 }
 
@@ -106,7 +118,11 @@ check_kit() {
     printf 'kit incomplete: missing %s\n' "$missing" | sed '2,$ s/^/kit incomplete: missing /' >&2
     return 1
   fi
-  echo "kit complete: $kit ($(ls "$kit/wheels" | wc -l) wheels, $HOROVOD_SDIST, torchvision and Horovod built for torch $(built_for torch) on Python $(built_for python))"
+  if [ -n "$skip" ] && ! [ -s "$kit/$GPU_DIR/built-for.txt" ]; then
+    echo "kit complete for this matrix: $kit ($(ls "$kit/wheels" | wc -l) wheels; phases skipped: $skip)"
+  else
+    echo "kit complete: $kit ($(ls "$kit/wheels" | wc -l) wheels, $HOROVOD_SDIST, torchvision and Horovod built for torch $(built_for torch) on Python $(built_for python))"
+  fi
 }
 
 if [ "$check_only" = 1 ]; then check_kit; exit; fi
@@ -140,7 +156,9 @@ site.joinpath("_bench_base.pth").write_text("".join(f"import site; site.addsited
   step "$vpy" "${pip_wheel:-$kit/wheels/pip.whl}/pip" install --no-index --find-links "$kit/wheels" \
     -r "$kit/requirements.txt"
   # torchvision (nvJPEG inside) only over the torch it was built for: another one would not import beside it.
-  if [ "$dry" = 1 ] || [ "$(machine_torch)" = "$(built_for torch)" ]; then
+  if skipped data && ! gpu_wheel torchvision >/dev/null; then
+    echo "no torchvision in the kit (phase data skipped): the JPEG loaders are not installed" | tee -a "$log"
+  elif [ "$dry" = 1 ] || [ "$(machine_torch)" = "$(built_for torch)" ]; then
     step "$vpy" -m pip install --no-index --no-deps "$(gpu_wheel torchvision || echo "$kit/$GPU_DIR/torchvision.whl")"
   else
     echo "the kit's torchvision is for torch $(built_for torch), this machine has $(machine_torch): not installed" | tee -a "$log"
@@ -253,7 +271,7 @@ phase_report() {
     step "$vpy" -m bench report --store "$work/bench.db" --out "$work/report"
   fi
   # The loan's time plan beside what this session took, row by row, for the next loan's plan (not a failure here).
-  step --may-fail "$vpy" scripts/gpu_time_plan.py --matrix "$matrix" --against "$work"
+  step --may-fail "$vpy" scripts/gpu_time_plan.py --matrix "$matrix" --skip "$skip" --against "$work"
 }
 
 # What each command brings back: everything but the venv and the build cache, as one archive plus the store. One
@@ -309,12 +327,13 @@ if [ "$dry" = 1 ]; then
   status=0
   check_kit || status=1
   for p in "${PHASES[@]}"; do
+    skipped "$p" && { echo "phase $p: skipped (--skip)"; continue; }
     echo "phase $p:"
     "phase_$p"
   done
   plan_py=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo "$python")
   prebuilt=$(gpu_wheel horovod >/dev/null && echo yes || echo no)
-  "$plan_py" scripts/gpu_time_plan.py --matrix "$matrix" --prebuilt "$prebuilt" || status=1
+  "$plan_py" scripts/gpu_time_plan.py --matrix "$matrix" --prebuilt "$prebuilt" --skip "$skip" || status=1
   exit "$status"
 fi
 
@@ -323,6 +342,10 @@ trap 'syncing stop' EXIT
 mkdir -p "$work/logs" "$work/done"
 [ "$phase" = all ] && todo=("${PHASES[@]}") || todo=("$phase")
 for p in "${todo[@]}"; do
+  if [ "$phase" = all ] && skipped "$p"; then
+    echo "== phase $p: skipped (--skip $skip)"
+    continue
+  fi
   if [ -f "$work/done/$p" ] && [ "$force" = 0 ] && [ "$phase" = all ]; then
     echo "== phase $p: done earlier ($(cat "$work/done/$p")); --force --phase $p to redo"
     continue

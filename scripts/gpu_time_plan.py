@@ -101,7 +101,7 @@ class Row(NamedTuple):
     seconds: float
 
 
-def plan(matrix: str, gpu: str, prebuilt: bool) -> list[Row]:
+def plan(matrix: str, gpu: str, prebuilt: bool, skip: frozenset = frozenset()) -> list[Row]:
     from bench.cells.label import cell_label
     from bench.planning.matrix import load_matrix
     from bench.planning.plan import plan_cells
@@ -112,10 +112,10 @@ def plan(matrix: str, gpu: str, prebuilt: bool) -> list[Row]:
             Row("doctor", "doctor", PHASE_S["doctor"])]
     # Cells as the GPU machine plans them: every rule but this machine's own reach (it has no GPU).
     cells = [p for p in plan_cells(load_matrix(matrix).cells(), None) if p.runnable and p.cell["gpu"] == gpu]
-    rows.append(Row("data", "data", PHASE_S["data"]))  # gpu_session.sh runs it whatever the cells read
+    rows.append(Row("data", "data", PHASE_S["data"]))  # gpu_session.sh runs it unless --skip data
     rows += [Row(p.cell_id, f"cell {cell_label(p.cell, p.nodes)}", cell_seconds(p.cell)) for p in cells]
     rows.append(Row("report", "report", PHASE_S["report"]))
-    return rows
+    return [r for r in rows if r.key not in skip]  # gpu_session.sh --skip
 
 
 def commands(rows: list[Row], deadline: float) -> list[list[str]]:
@@ -231,12 +231,14 @@ def main(argv=None) -> int:
     p.add_argument("--gpu", default=None, help="the catalogue key the loan's GPU is (default: the slowest plan "
                                                "of H100 and H200; with --against, the GPU its records name)")
     p.add_argument("--prebuilt", choices=("yes", "no"), default="yes")
+    p.add_argument("--skip", default="", help="phases gpu_session.sh skips (--skip build,data)")
     p.add_argument("--limit", type=float, default=720.0)
     p.add_argument("--deadline", type=float, default=540.0, help="gpu_session.sh's --deadline in each command")
     p.add_argument("--against", type=Path, default=None, metavar="PATH",
                    help="a session's work folder, its gpu-session.tar.gz, or a bench.db: print the plan beside it")
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
+    skip = frozenset(filter(None, args.skip.split(",")))
     if args.against is not None:
         from bench.core.errors import BenchInputError
 
@@ -251,8 +253,8 @@ def main(argv=None) -> int:
             return 2
         gpu = args.gpu or seen_gpu or "H200"
         print(f"time plan for one {gpu} loan ({args.matrix}) against {args.against}:")
-        return against(plan(args.matrix, gpu, prebuilt), taken)
-    plans = {g: plan(args.matrix, g, prebuilt) for g in ([args.gpu] if args.gpu else ["H100", "H200"])}
+        return against(plan(args.matrix, gpu, prebuilt, skip), taken)
+    plans = {g: plan(args.matrix, g, prebuilt, skip) for g in ([args.gpu] if args.gpu else ["H100", "H200"])}
     gpu, rows = max(plans.items(), key=lambda item: sum(r.seconds for r in item[1]))
     total = sum(r.seconds for r in rows)
     width = max(len(r.name) for r in rows)

@@ -93,6 +93,7 @@ def mfu_lines(records) -> list[str]:
     from bench.analysis.missing import is_missing, text
     from bench.analysis.scaling import cell_summary, latest_complete, split_imported
     from bench.cells.label import cell_label
+    from bench.cells.units import IMAGES, format_rate, unit_of_cell
 
     measured = split_imported(records)[0]
     if measured.empty:
@@ -104,12 +105,16 @@ def mfu_lines(records) -> list[str]:
     table = with_cell_power(with_mfu(cell_summary(ok)), ok)
     out = []
     for r in table.to_dict("records"):
+        unit = unit_of_cell(r) or IMAGES
+        # Per sample in the cell's own words: an image, or a sequence of seq_len tokens (the worker's power record
+        # divides the window's energy by its samples, whatever they are).
+        per = "img" if unit == IMAGES else unit.sample
         if is_missing(r["mfu"]):
             figure = f"no MFU ({text(r['mfu_why'])})"
         else:
             figure = (f"MFU {100 * r['mfu']:.1f}% ({r['peak_format']} peak {r['peak_tflops']:,.1f} TFLOP/s, "
-                      f"{r['flops_per_sample'] / 1e9:.2f} GFLOP/img)")
-        out.append(f"  {r['cell_id']}  {cell_label(r)}: {r['samples_per_sec_per_gpu']:,.1f} img/s per GPU, {figure}, "
-                   f"{text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
-                   f"{text(r['joules_per_image'], '{:.3f} J/img', 'energy not sampled')}")
+                      f"{r['flops_per_sample'] / 1e9:,.2f} GFLOP/{per})")
+        out.append(f"  {r['cell_id']}  {cell_label(r)}: {format_rate(r['samples_per_sec_per_gpu'], unit)} per GPU, "
+                   f"{figure}, {text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
+                   f"{text(r['joules_per_image'], '{:.3f} J/' + per, 'energy not sampled')}")
     return out

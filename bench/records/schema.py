@@ -278,6 +278,7 @@ class Record(BaseModel):
     grad_accum: int | None = Field(None, gt=0)
     seq_len: int | None = Field(None, gt=0)
     sdpa_kernel: str | None = None
+    compile_scope: str | None = None  # what torch.compile covered: each block, and the head with its loss
     activation_checkpointing: bool | None = None
     optimizer: str | None = None
     lr: float | None = None
