@@ -31,7 +31,7 @@ class GpuWindow:
         energy = self.sampler.energy(meter.t0, meter.t1)
         return {"event_step_times_s": self.timer.step_times_s(), "energy_j": energy.joules,
                 "mean_watts": energy.mean_watts, "power_samples": energy.samples, "power_note": energy.note,
-                "power_source": self.sampler.source}
+                "power_source": self.sampler.source, "sm_mhz": energy.sm_mhz}
 
     @staticmethod
     def record_fields(summaries: list[dict[str, Any]], samples: int) -> dict[str, Any]:
@@ -41,11 +41,14 @@ class GpuWindow:
         watts = [s["mean_watts"] for s in summaries if s["mean_watts"] is not None]
         notes = sorted({s["power_note"] for s in summaries if s["power_note"]})
         sources = sorted({s["power_source"] for s in summaries if s["power_source"]})
+        clocks = [s.get("sm_mhz") for s in summaries]
         power = {"source": sources[0] if len(sources) == 1 else ",".join(sources) or None,
                  "gpus": len(summaries), "samples": min(s["power_samples"] for s in summaries),
                  "joules": sum(joules) if None not in joules else None,
                  "joules_per_image": joules_per_image(joules, samples),
                  "mean_watts_per_gpu": sum(watts) / len(watts) if len(watts) == len(summaries) else None,
+                 # The slowest GPU's median SM clock: the one a step waits for.
+                 "sm_clock_mhz": min(clocks) if clocks and None not in clocks else None,
                  "note": "; ".join(notes) or None}
         return {"cuda_events": worst(checks), "power": power}
 

@@ -1,7 +1,7 @@
 """Energy per image from sampled GPU power: the arithmetic (pure, tested on a machine with no GPU) and the sampler.
 
 A sampler thread reads the board power of one GPU every `interval_s` — through NVML (the nvidia-ml-py package) when
-it loads, else from a streaming `nvidia-smi --query-gpu=power.draw -lms N` — stamping each reading with this
+it loads, else from a streaming `nvidia-smi --query-gpu=power.draw,clocks.sm -lms N` — with its SM clock, stamping each reading with this
 process's monotonic clock, the clock the measured window is timed with. Where neither answers (this machine), it
 records nothing and says so (`source` None, `note`): a missing power figure is never a zero.
 
@@ -9,10 +9,15 @@ The energy of a window is the trapezoid integral of those readings over [t0, t1]
 interpolated between the readings either side; J/img is the energy of every GPU in the job over the images they
 trained in the window. NVML's and nvidia-smi's power.draw on A100/H100 is a one-second average (the driver's
 documentation of `power.draw.average`), so windows much longer than a second are what give a meaningful figure.
+
+The SM clock read with each power reading says what the GPU ran at: a GPU at its power limit lowers its clock
+(an H200 training GPT-2 at 700 W ran at ~1,550 MHz of its 1,980, docs/gpu-results.md), which the MFU's peak, taken at
+the boost clock, does not show. A window's clock is the median of the readings inside it.
 """
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 import threading
 import time
@@ -27,6 +32,7 @@ MAX_GAP_S = 2.0  # a longer silence inside a window (the sampler stalled): no en
 class Sample:
     t: float  # time.perf_counter() when read
     watts: float
+    sm_mhz: float | None = None  # the SM clock read with it, where the reader gives one
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class WindowEnergy:
     mean_watts: float | None
     samples: int  # readings inside the window
     note: str | None = None  # why joules is None
+    sm_mhz: float | None = None  # the median SM clock of the readings inside the window (None: none read)
 
 
 def _power_at(samples: Sequence[Sample], t: float) -> float:
@@ -52,16 +59,18 @@ def window_energy(samples: Sequence[Sample], t0: float, t1: float, max_gap_s: fl
         raise ValueError(f"empty window [{t0}, {t1}]")
     ordered = sorted(samples, key=lambda s: s.t)
     inside = [s for s in ordered if t0 < s.t < t1]
+    clocks = [s.sm_mhz for s in inside if s.sm_mhz is not None]
+    clock = statistics.median(clocks) if clocks else None
     if not ordered or ordered[0].t > t0 or ordered[-1].t < t1:
-        return WindowEnergy(None, None, len(inside), "power readings do not cover the measured window")
+        return WindowEnergy(None, None, len(inside), "power readings do not cover the measured window", clock)
     points = [Sample(t0, _power_at(ordered, t0)), *inside, Sample(t1, _power_at(ordered, t1))]
     before = max(s.t for s in ordered if s.t <= t0)
     after = min(s.t for s in ordered if s.t >= t1)
     gaps = [b.t - a.t for a, b in zip(points, points[1:])] + [t0 - before, after - t1]
     if max(gaps) > max_gap_s:
-        return WindowEnergy(None, None, len(inside), f"a {max(gaps):.1f} s gap between power readings")
+        return WindowEnergy(None, None, len(inside), f"a {max(gaps):.1f} s gap between power readings", clock)
     joules = sum((a.watts + b.watts) / 2 * (b.t - a.t) for a, b in zip(points, points[1:]))
-    return WindowEnergy(joules, joules / (t1 - t0), len(inside))
+    return WindowEnergy(joules, joules / (t1 - t0), len(inside), None, clock)
 
 
 def joules_per_image(per_gpu_joules: Sequence[float | None], images: int) -> float | None:
@@ -74,9 +83,20 @@ def joules_per_image(per_gpu_joules: Sequence[float | None], images: int) -> flo
 
 
 def parse_power_line(line: str) -> float | None:
-    """One line of `nvidia-smi --query-gpu=power.draw --format=csv,noheader,nounits`: watts, or None ("[N/A]")."""
+    """One line of `nvidia-smi --query-gpu=power.draw[,clocks.sm] --format=csv,noheader,nounits`: the watts, or None
+    ("[N/A]")."""
+    return _field(line, 0)
+
+
+def parse_clock_line(line: str) -> float | None:
+    """The SM clock (MHz) of the same line, its second field; None where absent or "[N/A]"."""
+    return _field(line, 1)
+
+
+def _field(line: str, index: int) -> float | None:
+    fields = line.split(",")
     try:
-        return float(line.strip())
+        return float(fields[index].strip()) if index < len(fields) else None
     except ValueError:
         return None
 
@@ -107,7 +127,7 @@ class PowerSampler:
         elif shutil.which(self.smi):
             self.source = "nvidia-smi"
             self._proc = subprocess.Popen(
-                [self.smi, "--query-gpu=power.draw", "--format=csv,noheader,nounits", "-i", self.gpu,
+                [self.smi, "--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits", "-i", self.gpu,
                  f"-lms={max(1, int(self.interval_s * 1000))}"],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._thread = threading.Thread(target=self._stream, daemon=True)
@@ -127,12 +147,20 @@ class PowerSampler:
                       else pynvml.nvmlDeviceGetHandleByUUID(gpu))
         except Exception:  # noqa: BLE001 - no package, no driver, no such GPU: try nvidia-smi
             return None
-        return lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
+
+        def read() -> tuple[float, float | None]:
+            watts = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
+            try:
+                return watts, float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+            except Exception:  # noqa: BLE001 - a GPU that will not say its clock still has its power read
+                return watts, None
+
+        return read
 
     def _poll(self, read) -> None:
         while not self._stop.is_set():
             try:
-                self.samples.append(Sample(time.perf_counter(), read()))
+                self.samples.append(Sample(time.perf_counter(), *read()))
             except Exception as e:  # noqa: BLE001 - a reading error ends sampling, it does not end training
                 self.note = f"power sampling stopped: {type(e).__name__}: {e}"
                 return
@@ -142,7 +170,7 @@ class PowerSampler:
         for line in self._proc.stdout:
             watts = parse_power_line(line)
             if watts is not None:
-                self.samples.append(Sample(time.perf_counter(), watts))
+                self.samples.append(Sample(time.perf_counter(), watts, parse_clock_line(line)))
             if self._stop.is_set():
                 return
 

@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if dev.cuda:
         from models.gpu_window import gpu_window
 
+        base["gpu"] = gpu_what_ran(torch, device, dev, args)
         gpu = gpu_window(torch, device)
     instruments = PeakMemory(torch, device, gpu)
     model.train()
@@ -275,6 +276,26 @@ def main(argv: list[str] | None = None) -> int:
         native.shutdown()
         native.leave(code)
     return code
+
+
+def gpu_what_ran(torch, device, dev, args) -> dict[str, Any]:
+    """The record's `gpu` field as the image workers write it (models/gpu_facts.py): which GPU, driver, CUDA, cuDNN,
+    NCCL, its clocks and power limit, and the numerics this worker chose. Autocast runs under DDP and Horovod in
+    bf16/fp16; FSDP2 casts by its mixed-precision policy instead (the record's `fsdp`), so it names no autocast."""
+    import dataclasses
+
+    from models.gpu_facts import gpu_what_ran as what_ran
+    from models.gpu_facts import query_smi, smi_row_for, torch_gpu_facts
+    from models.gpu_plan import ComputePlan
+
+    autocast = None if args.precision == "fp32" or args.engine == "fsdp2" else \
+        {"bf16": "bfloat16", "fp16": "float16"}[args.precision]
+    compute = ComputePlan(autocast_dtype=autocast, grad_scaler=args.precision == "fp16",
+                          input_channels_last=False, param_channels_last=False)
+    # The transformer leaves cuDNN's autotuner as PyTorch sets it (off); the plan's default is the image workers'.
+    ran = dataclasses.replace(dev, cudnn_benchmark=bool(torch.backends.cudnn.benchmark))
+    facts = torch_gpu_facts(torch, device)
+    return what_ran(smi_row_for(query_smi(), facts["uuid"], device.index), facts, ran, compute)
 
 
 def args_for_loop(args) -> argparse.Namespace:

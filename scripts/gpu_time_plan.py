@@ -57,25 +57,29 @@ COMPILE_S = {"off": 0, "default": 90, "reduce-overhead": 120, "max-autotune": 40
 GRAPH_CAPTURE_S = 10  # CUDA graph warm-up and capture (estimate)
 
 
-# The transformer (docs/transformer.md): tokens/s per GPU. Not measured on a GPU yet, so below what is published:
-# llm.c's GPT-2 124M ran at ~463k tokens/s per H100 (bf16, ~40% MFU); the plan takes 300k for eager or compiled
-# steps alike, FSDP2 at 0.9 of DDP (its gathers). torch.compile: nanoGPT's README puts compiling the whole GPT-2 124M
-# at about a minute; bench compiles each block, and identical blocks share one compiled graph, so 90 s allows for a
-# cold cache (estimate).
-TOKEN_RATE = {"bf16": 300_000.0, "fp16": 300_000.0, "fp32": 100_000.0}
+# The transformer (docs/transformer.md), from the 2026-12-04 H200 loan (docs/gpu-results.md): MFU 18.7-19.5 % eager
+# or at 16 sequences under FSDP2, 31.7-53.8 % compiled; each cell took 28-90 s with its start and compile (the first
+# compile in a fresh machine ~20 s). The plan takes MFU 35 % compiled and 18 % eager against the H100/H200 dense peak
+# (the step's FLOPs by the 6N + 12LHQT count), FSDP2 at 0.9 of that, and 25 s to compile: every measured cell then
+# plans at or above what it took (0.8x on the whole loan).
+TRANSFORMER_MFU = {"compiled": 0.35, "eager": 0.18}
+PEAK_FLOPS = {"bf16": 989.4e12, "fp16": 989.4e12, "fp32": 494.7e12}  # H100 SXM and H200, dense (TF32 for fp32)
 FSDP2_FACTOR = 0.9
-TRANSFORMER_COMPILE_S = 90
+TRANSFORMER_COMPILE_S = 25
 
 
 def transformer_seconds(cell: dict) -> float:
     from models.transformer_shapes import lookup
 
-    seq = cell.get("seq_len") or lookup(cell["model"]).seq
-    rate = TOKEN_RATE[cell["precision"]] * (FSDP2_FACTOR if cell.get("engine") == "fsdp2" else 1.0)
+    shape = lookup(cell["model"])
+    seq = cell.get("seq_len") or shape.seq
+    compiled = (cell.get("compile") or "off") != "off"
+    mfu = TRANSFORMER_MFU["compiled" if compiled else "eager"]
+    rate = mfu * PEAK_FLOPS[cell["precision"]] / (shape.flops_per_sequence(seq) / seq)  # tokens/s
+    rate *= FSDP2_FACTOR if cell.get("engine") == "fsdp2" else 1.0
     tokens = ((cell["warmup_steps"] + cell["repeats"] * cell["steps"]) * cell["batch_per_gpu"]
               * cell.get("grad_accum", 1) * seq * cell.get("jobs", 1))
-    extra = TRANSFORMER_COMPILE_S if (cell.get("compile") or "off") != "off" else 0
-    return CELL_START_S * cell.get("jobs", 1) + tokens / rate + extra
+    return CELL_START_S * cell.get("jobs", 1) + tokens / rate + (TRANSFORMER_COMPILE_S if compiled else 0)
 
 
 def cell_seconds(cell: dict) -> float:

@@ -126,9 +126,35 @@ def test_a_time_plan_over_its_limit_fails_saying_so():
     assert over.returncode == 1 and "over the 100 s limit" in over.stderr
 
 
+def test_a_transformer_loan_skips_the_build_and_data_and_needs_only_the_wheels(tmp_path, kit):
+    # `make device-kit-wheels`: the wheels and requirements.txt, no sdist, no GPU folder.
+    import shutil
+
+    shutil.rmtree(kit / "gpu")
+    (kit / "horovod-0.28.1.tar.gz").unlink()
+    done = dry_run(tmp_path, kit, "--skip", "build,data", "--matrix", "matrix-gpu-transformer.yaml")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "kit complete for this matrix" in out and "phases skipped: build,data" in out
+    assert [line for line in out.splitlines() if line.startswith("phase ")] == [
+        "phase install:", "phase build: skipped (--skip)", "phase doctor:", "phase data: skipped (--skip)",
+        "phase cells:", "phase report:"]
+    assert "gpu_horovod.sh" not in out and "torchvision" not in out.split("phase build")[0].replace(
+        "no torchvision in the kit", "")
+    assert "-m bench run matrix-gpu-transformer.yaml --store" in out
+    plan = out[out.index("time plan for one"):]
+    rows = [line.split()[0] for line in plan.splitlines() if line.startswith("  ")]
+    assert "build" not in rows and "data" not in rows and "install" in rows and "doctor" in rows
+    assert sum(line.strip().startswith("cell ") for line in plan.splitlines()) == 8  # one SKU's cells
+    # The same kit without --skip is incomplete, naming what the build needs.
+    full = dry_run(tmp_path, kit, "--matrix", "matrix-gpu-transformer.yaml")
+    assert full.returncode == 1 and "missing Horovod's sdist" in full.stderr
+
+
 @pytest.mark.parametrize("args,says", [(["--phase", "train"], "--phase must be one of"),
                                        (["--arch", "sm90"], "--arch must be like"),
                                        (["--deadline", "9m"], "--deadline must be a positive number"),
+                                       (["--skip", "build,install"], "--skip takes build and data"),
                                        (["--bogus"], "unknown argument")])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, kit, args, says):
     done = dry_run(tmp_path, kit, *args)

@@ -25,11 +25,12 @@ def clock(monkeypatch):
     return advance
 
 
-def given_readings(watts: float) -> PowerSampler:
-    """A sampler holding readings every 0.1 s of the fake timeline (what NVML would have read on a GPU)."""
+def given_readings(watts: float, sm_mhz=None) -> PowerSampler:
+    """A sampler holding readings every 0.1 s of the fake timeline (what NVML would have read on a GPU); `sm_mhz`:
+    the SM clock of reading number t (a function of it), or None for a reader that gives none."""
     sampler = PowerSampler("0")
     sampler.source = "given"
-    sampler.samples = [Sample(t / 10, watts) for t in range(0, 1000)]
+    sampler.samples = [Sample(t / 10, watts, sm_mhz(t) if sm_mhz else None) for t in range(0, 1000)]
     return sampler
 
 
@@ -62,6 +63,17 @@ def test_events_agree_and_joules_per_image_is_power_times_window_over_images(tmp
         assert r["power"]["joules"] == pytest.approx(400.0 * r["window_s"])
         assert r["power"]["joules_per_image"] == pytest.approx(400.0 * 2.0 / 128)
         assert r["power"]["mean_watts_per_gpu"] == pytest.approx(400.0)
+        assert r["power"]["sm_clock_mhz"] is None  # this reader gave no clock: none is made up
+        parse_record({**r, "cell": {"model": "resnet50"}})
+
+
+def test_the_window_records_the_median_sm_clock_its_readings_saw(tmp_path, clock):
+    # A GPU at its power limit: one reading in four at the 1,980 MHz boost clock, the rest pulled down to 1,500. The
+    # window's figure is the median of its readings (1,500), not the boost clock and not the mean (1,620).
+    records = run(tmp_path, clock, given_readings(700.0, sm_mhz=lambda t: 1980.0 if t % 4 == 0 else 1500.0))
+    for r in records:
+        assert r["power"]["samples"] >= 8
+        assert r["power"]["sm_clock_mhz"] == 1500.0
         parse_record({**r, "cell": {"model": "resnet50"}})
 
 

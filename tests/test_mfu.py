@@ -344,3 +344,28 @@ def test_transformer_flops_are_counted_from_the_shape_at_the_cells_sequence_leng
     # 6N + 12LHQT per token at T = 1024, N the matrices a token goes through (no position table): nanoGPT's count.
     n = gpt2.matmul_params()
     assert gpt2.flops_per_sequence(1024) == 1024 * (6 * n + 12 * 12 * 12 * 64 * 1024)
+
+
+# --- the transformer's H200 store (docs/gpu-results.md, 2026-12-04) -------------------------------------------------
+GPT2_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-12-04" / "bench.db"
+GPT2_B64_DDP = "b1711f9bb4cd"  # GPT-2 124M, DDP, bf16, 64 x 1,024 tokens, compiled
+
+
+@pytest.fixture(scope="module")
+def h200_gpt2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("h200-gpt2")
+    shutil.copy(GPT2_STORE, d / "bench.db")
+    return d
+
+
+def test_status_speaks_tokens_and_sequences_for_transformer_gpu_cells(h200_gpt2):
+    # The MFU line in the cell's own unit: tokens/s per GPU, GFLOP and joules per sequence (the worker's energy is
+    # per sample, and a sample here is a sequence of 1,024 tokens), never img/s.
+    out = bench_cli("status", "--store", "bench.db", cwd=h200_gpt2)
+    assert out.returncode == 0, out.stderr
+    lines = [x for x in out.stdout.splitlines() if x.startswith("  ") and "MFU" in x]
+    line = next(x for x in lines if x.strip().startswith(GPT2_B64_DDP))
+    # The latest run's windows: 484,356, 479,588 and 474,928 tokens/s; the median is the figure.
+    assert "479,588 tokens/s per GPU, MFU 41.4% (bf16 peak 989.4 TFLOP/s, 874.94 GFLOP/sequence), 690 W/GPU, " \
+           "1.470 J/sequence" in line
+    assert len(lines) == 8 and not any("img" in x for x in lines)

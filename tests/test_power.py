@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from models.power import PowerSampler, Sample, joules_per_image, nvml_uuid, parse_power_line, window_energy
+from models.power import (PowerSampler, Sample, joules_per_image, nvml_uuid, parse_clock_line, parse_power_line,
+                          window_energy)
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
 
@@ -47,6 +48,9 @@ def test_joules_per_image_is_every_gpus_energy_over_every_image():
 def test_nvidia_smi_power_lines_and_uuids():
     lines = [ln for ln in (DATA / "power_draw_stream.txt").read_text().splitlines() if not ln.startswith("#")]
     assert [parse_power_line(ln) for ln in lines] == [612.34, None, 655.10]
+    # With the SM clock beside the power (the sampler asks for both): each read from its own field.
+    assert [(parse_power_line(ln), parse_clock_line(ln)) for ln in ("612.34, 1545", "[N/A], [N/A]", "655.1")] == [
+        (612.34, 1545.0), (None, None), (655.1, None)]
     assert nvml_uuid("3e1c26d3-23ef-423e-a848-f808f54d35bf") == "GPU-3e1c26d3-23ef-423e-a848-f808f54d35bf"
     assert nvml_uuid("GPU-3e1c") == "GPU-3e1c"
 
@@ -66,7 +70,7 @@ def test_the_sampler_reads_a_streaming_nvidia_smi(tmp_path):
     # A stand-in for nvidia-smi (no GPU here): prints a reading every 20 ms as `-lms` does, and its arguments once.
     smi = tmp_path / "nvidia-smi"
     args = tmp_path / "args"
-    smi.write_text(f'#!/bin/sh\necho "$@" > {args}\nwhile true; do echo 250.5; sleep 0.02; done\n')
+    smi.write_text(f'#!/bin/sh\necho "$@" > {args}\nwhile true; do echo 250.5, 1755; sleep 0.02; done\n')
     smi.chmod(0o755)
     sampler = PowerSampler("GPU-abc", interval_s=0.02, smi=str(smi)).start()
     try:
@@ -78,7 +82,8 @@ def test_the_sampler_reads_a_streaming_nvidia_smi(tmp_path):
     finally:
         sampler.stop()
     assert sampler.source == "nvidia-smi"
-    assert args.read_text().split() == ["--query-gpu=power.draw", "--format=csv,noheader,nounits", "-i", "GPU-abc",
+    assert args.read_text().split() == ["--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits", "-i", "GPU-abc",
                                         "-lms=20"]
     assert e.joules == pytest.approx(250.5 * (t1 - t0))
     assert e.samples >= 1  # one reading a sleep apart; a loaded machine stretches the stand-in's 20 ms
+    assert e.sm_mhz == 1755.0

@@ -153,6 +153,28 @@ def power_of(record_json: str | None) -> tuple[float | None, float | None]:
     return _number(power.get("mean_watts_per_gpu")), _number(power.get("joules_per_image"))
 
 
+def sm_clock_of(record_json: str | None) -> float | None:
+    """The median SM clock (MHz) the record's window ran at, the slowest GPU's (models/gpu_window.py); None where
+    it was not read (CPU workers, records from before the sampler read clocks)."""
+    if not isinstance(record_json, str) or not record_json:
+        return None
+    try:
+        power = (json.loads(record_json) or {}).get("power") or {}
+    except (ValueError, AttributeError):
+        return None
+    return _number(power.get("sm_clock_mhz")) if isinstance(power, dict) else None
+
+
+def cell_sm_clock(ok: pd.DataFrame) -> dict[str, float]:
+    """Per cell of ok records (with record_json): the median over its windows of their SM clocks, where read. Beside
+    MFU, whose peak is the boost clock's: a GPU held at its power limit runs below it."""
+    if ok.empty or "record_json" not in ok:
+        return {}
+    clocks = pd.DataFrame({"cell_id": ok["cell_id"].to_numpy(),
+                           "mhz": [sm_clock_of(j) for j in ok["record_json"]]}).dropna()
+    return clocks.groupby("cell_id")["mhz"].median().to_dict()
+
+
 def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 

@@ -89,7 +89,7 @@ def mfu_lines(records) -> list[str]:
     FLOPs it rests on, and the mean watts per GPU and joules per image its workers sampled (bench/analysis/mfu.py).
     `records`: the store's rows, with mean_watts_per_gpu and joules_per_image where they were read."""
     from bench.analysis.collectives import training_only
-    from bench.analysis.mfu import with_cell_power, with_mfu
+    from bench.analysis.mfu import cell_sm_clock, with_cell_power, with_mfu
     from bench.analysis.missing import is_missing, text
     from bench.analysis.scaling import cell_summary, latest_complete, split_imported
     from bench.cells.label import cell_label
@@ -103,8 +103,10 @@ def mfu_lines(records) -> list[str]:
     if ok.empty:
         return []
     table = with_cell_power(with_mfu(cell_summary(ok)), ok)
+    clocks = cell_sm_clock(ok)
     out = []
     for r in table.to_dict("records"):
+        clock = f", SM {clocks[r['cell_id']]:,.0f} MHz" if r["cell_id"] in clocks else ""
         unit = unit_of_cell(r) or IMAGES
         # Per sample in the cell's own words: an image, or a sequence of seq_len tokens (the worker's power record
         # divides the window's energy by its samples, whatever they are).
@@ -116,5 +118,5 @@ def mfu_lines(records) -> list[str]:
                       f"{r['flops_per_sample'] / 1e9:,.2f} GFLOP/{per})")
         out.append(f"  {r['cell_id']}  {cell_label(r)}: {format_rate(r['samples_per_sec_per_gpu'], unit)} per GPU, "
                    f"{figure}, {text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
-                   f"{text(r['joules_per_image'], '{:.3f} J/' + per, 'energy not sampled')}")
+                   f"{text(r['joules_per_image'], '{:.3f} J/' + per, 'energy not sampled')}{clock}")
     return out

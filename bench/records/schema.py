@@ -158,6 +158,7 @@ class PowerRan(BaseModel):
     joules: float | None = Field(None, ge=0)
     joules_per_image: float | None = Field(None, ge=0)
     mean_watts_per_gpu: float | None = Field(None, ge=0)
+    sm_clock_mhz: float | None = Field(None, gt=0)  # the median SM clock over the window, the slowest GPU's
     note: str | None = None
 
 

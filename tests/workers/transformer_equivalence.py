@@ -60,6 +60,9 @@ def main() -> int:
         hvd.shutdown()
     else:
         torch_native.shutdown()
+        # Past Gloo's exit-time teardown, which can abort a finished rank on a loaded machine ("terminate called
+        # without an active exception", seen here in this test): the parameters are saved already.
+        torch_native.leave(0)
     return 0
 
 
