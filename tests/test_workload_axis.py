@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from bench.analysis import AnalysisError
+
 from bench.backends.shared.cell_launch import worker_program
 from bench.cells.label import cell_label, framework_words
 from bench.cells.units import IMAGES, format_rate, image_rows, other_rows, unit_of_cell
@@ -163,6 +165,33 @@ def test_the_what_if_model_reads_the_models_own_gradients_and_the_engines_traffi
     fsdp = predict(*args, gradients=gradients_of(llama), traffic=1.5)
     resnet = predict(*args)  # no gradients: ResNet-50's 25.6M parameters
     assert fsdp.comm_s == pytest.approx(1.5 * ddp.comm_s, rel=0.05) and ddp.comm_s > 100 * resnet.comm_s
+
+
+def test_fsdp2s_forward_gathers_wait_before_each_unit_on_a_cpu_and_hide_behind_forward_on_a_gpu():
+    from bench.analysis.traffic import forward_units, gradients_of, step_of
+    from bench.analysis.whatif import BACKWARD_FRACTION, allreduce_s, gradient_bytes, predict
+
+    gpt2 = {"model": "gpt2-124m", "engine": "fsdp2", "batch_per_gpu": 16}
+    stream = gradients_of(gpt2)
+    units = forward_units(stream)
+    # The root (embeddings, final norm; the tied head is the embedding) then the 12 blocks, every parameter once.
+    assert len(units) == 13 and sum(units) == CONFIGS["gpt2-124m"].params() and units[0] > units[1] == units[12]
+    assert step_of(gpt2)["forward_traffic"] == 0.5 and step_of({**gpt2, "engine": "native"})["forward_traffic"] == 0
+    # On GPUs, a forward pass longer than the gathers hides them: the same step as pricing all 1.5x in backward.
+    long_forward = predict("H100", 16, 1.0, 8, gradients=stream, traffic=1.5, forward_traffic=0.5)
+    assert long_forward.step_s == pytest.approx(predict("H100", 16, 1.0, 8, gradients=stream, traffic=1.0).step_s)
+    # A short forward hides only its own length of them.
+    short = predict("H100", 16, 10_000.0, 8, gradients=stream, traffic=1.5, forward_traffic=0.5)
+    without = predict("H100", 16, 10_000.0, 8, gradients=stream, traffic=1.0)
+    from bench.analysis.whatif import FABRICS, LINKS
+    from bench.facts.catalog import catalog
+
+    fab, per_node = FABRICS["H100"], catalog()["H100"].gpus_per_vm
+    gathers = sum(allreduce_s(16, per_node, 0.5 * gradient_bytes("fp32", n), LINKS[fab["intra"]], LINKS[fab["ib"]],
+                              "nccl", LINKS["host-stage-vm"]) for n in units)
+    assert short.step_s - without.step_s == pytest.approx(gathers - (1 - BACKWARD_FRACTION) * short.compute_s)
+    with pytest.raises(AnalysisError):
+        predict("H100", 16, 1.0, 8, gradients=stream, traffic=1.5, forward_traffic=1.5)
 
 
 def test_a_transformers_gradient_stream_adds_up_and_runs_in_backward_order():

@@ -31,10 +31,30 @@ def gradients_of(row: Mapping[str, Any]) -> list[Gradient]:
     return resnet50_gradients(_int(row.get("image_size"), 224))
 
 
+def _engine(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ENGINES.get(str(row.get("engine") or "horovod"), ENGINES["horovod"])
+
+
 def traffic_of(row: Mapping[str, Any]) -> float:
-    return ENGINES.get(str(row.get("engine") or "horovod"), ENGINES["horovod"])["traffic"]
+    return _engine(row)["traffic"]
 
 
 def step_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """whatif.predict's workload arguments for a cell: its gradient stream and its engine's traffic."""
-    return {"gradients": gradients_of(row), "traffic": traffic_of(row)}
+    """whatif.predict's workload arguments for a cell: its gradient stream and its engine's traffic, with the part of
+    it the forward pass waits for."""
+    return {"gradients": gradients_of(row), "traffic": traffic_of(row),
+            "forward_traffic": _engine(row).get("forward_traffic", 0.0)}
+
+
+def forward_units(gradients: list[Gradient]) -> list[int]:
+    """The parameters of each unit FSDP2 gathers before a forward (bench's FSDP2 shards each block and the root):
+    the gradients named blocks.N.* grouped per block, everything else (embeddings, final norm, head) the root's;
+    in forward order, the root first."""
+    units: dict[str, int] = {}
+    for g in gradients:
+        parts = g.name.split(".")
+        key = ".".join(parts[:2]) if parts[0] == "blocks" and len(parts) > 2 else "root"
+        units[key] = units.get(key, 0) + g.params
+    root = units.pop("root", 0)
+    blocks = sorted(units.items(), key=lambda kv: int(kv[0].split(".")[1]))
+    return ([root] if root else []) + [n for _, n in blocks]

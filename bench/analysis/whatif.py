@@ -75,7 +75,7 @@ from typing import Any, Collection, Mapping
 
 from bench.analysis import AnalysisError
 from bench.analysis.fusion import DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES, resnet50_gradients, simulate_shared
-from bench.analysis.traffic import samples_per_step, step_of
+from bench.analysis.traffic import forward_units, samples_per_step, step_of
 
 RESNET50_PARAMS = 25_557_032  # torchvision resnet50 (v1.5); tf_cnn_benchmarks' resnet50 has the same tensor sizes
 BYTES_PER_GRADIENT = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -200,10 +200,12 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
             path: str = "nccl", precision: str = "fp32", overlap: float = DEFAULT_OVERLAP,
             gpus_per_node: int | None = None, links: dict[str, Link] | None = None,
             measured: Any = None, image_size: int = 224, fusion: tuple[float, int] | None = None,
-            gradients: list | None = None, traffic: float = 1.0) -> Prediction:
+            gradients: list | None = None, traffic: float = 1.0, forward_traffic: float = 0.0) -> Prediction:
     """Throughput and efficiency at `gpus` workers of catalogue SKU `gpu` from its measured 1-GPU throughput.
     `gradients`: the model's gradient stream (bench/analysis/traffic.py; None: ResNet-50's at `image_size`), whose
-    bytes are what one step reduces; `traffic`: the engine's bytes over an allreduce of them (FSDP2 1.5).
+    bytes are what one step reduces; `traffic`: the engine's bytes over an allreduce of them (FSDP2 1.5), of which
+    `forward_traffic` (FSDP2 0.5: its forward all-gathers, one per unit) is moved before each unit's forward rather
+    than beside the backward pass.
     `measured`: a usable collectives.AlphaBeta of the cell's stack; its allreduce replaces the data-sheet links.
     `image_size` and `fusion` (Horovod's cycle seconds and fusion threshold bytes; None: its defaults since 0.21)
     place the fused operations when contention was measured per operation on CPU workers."""
@@ -221,11 +223,15 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
     inter = links[fab[fabric]] if fab[fabric] else None
     compute = batch_per_gpu / samples_per_sec_1gpu
     stream = gradients if gradients is not None else resnet50_gradients(image_size)
-    if traffic != 1.0:
-        # An engine that moves more than one allreduce of the gradients (FSDP2: the parameters gathered in forward
-        # and again in backward, the gradients reduce-scattered) is priced as a stream of that many more bytes, each
-        # part where its gradient is ready: the fused-operation rule below then charges every byte on the shared cores.
-        stream = [replace(g, params=round(g.params * traffic)) for g in stream]
+    if not 0 <= forward_traffic < traffic:
+        raise AnalysisError(f"forward_traffic must be within [0, traffic), got {forward_traffic} of {traffic}")
+    units = forward_units(stream) if forward_traffic else []
+    backward_traffic = traffic - forward_traffic
+    if backward_traffic != 1.0:
+        # An engine that moves more than one allreduce of the gradients in backward (FSDP2: the parameters gathered
+        # again and the gradients reduce-scattered) is priced as a stream of that many more bytes, each part where its
+        # gradient is ready: the fused-operation rule below then charges every byte on the shared cores.
+        stream = [replace(g, params=round(g.params * backward_traffic)) for g in stream]
     nbytes = gradient_bytes(precision, sum(g.params for g in stream))
     busy = 0.0  # the part of the allreduce that holds a CPU core (CPU workers only)
     hidden = overlap * BACKWARD_FRACTION * compute
@@ -262,6 +268,22 @@ def predict(gpu: str, gpus: int, samples_per_sec_1gpu: float, batch_per_gpu: int
         source += ", contention measured"
     else:
         step = compute + busy + max(0.0, comm - busy - hidden)
+    if units and gpus > 1:
+        # FSDP2's forward all-gathers, one per unit, each priced as the allreduce that moves its bytes. A GPU issues
+        # the next unit's gather on its own stream while this one computes, so the forward pass hides them up to its
+        # length; a CPU worker (Gloo) waits for each before the unit computes, with nothing running ahead.
+        gathers = [forward_traffic * gradient_bytes(precision, n) for n in units]
+        if measured is not None and measured.usable:
+            alone = (lambda n: measured.operation_s(gpus, n)) if shared_cores and measured.per_operation_measured \
+                else (lambda n: measured.allreduce_s(gpus, n))
+        else:
+            alone = lambda n: allreduce_s(gpus, per_node, n, links[fab["intra"]], inter, path,  # noqa: E731
+                                          links.get("host-stage-vm", LINKS["host-stage-vm"]))
+        forward_wait = sum(alone(n) for n in gathers)
+        if not catalog()[gpu].is_cpu:
+            forward_wait = max(0.0, forward_wait - (1 - BACKWARD_FRACTION) * compute)
+        comm += forward_wait
+        step += forward_wait
     exposed = step - compute
     return Prediction(gpus, math.ceil(gpus / per_node), fabric, path, compute, comm, exposed, step,
                       gpus * batch_per_gpu / step, compute / step, source)
