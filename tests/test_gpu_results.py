@@ -1,6 +1,6 @@
-"""The first GPU results (docs/gpu-results.md, one H200, 2026-11-26) stay readable and stay what the page says:
-every stored record parses with today's record schema, the page's medians are the store's, and the report tells
-apart two cells that differ only by memory layout."""
+"""The GPU results (docs/gpu-results.md, one H200: ResNet-50 2026-11-26, the transformer 2026-12-04) stay readable
+and stay what the page says: every stored record parses with today's record schema, the page's medians are the
+store's, and the report tells apart two cells that differ only by memory layout."""
 import json
 import re
 import shutil
@@ -16,6 +16,16 @@ from tests.conftest import ROOT
 
 STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"
 PAGE = ROOT / "docs" / "gpu-results.md"
+TRANSFORMER_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-12-04" / "bench.db"
+ROW = re.compile(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){4} \**([\d,]+)\** \|", re.M)
+
+
+def section(title: str) -> str:
+    """The page's text from the heading `title` to the next top-level heading."""
+    text = PAGE.read_text()
+    start = text.index(f"\n# {title}")
+    end = text.find("\n# ", start + 1)
+    return text[start:end if end > 0 else None]
 
 
 def ok_records():
@@ -37,10 +47,27 @@ def test_the_pages_medians_are_the_stores():
     by_cell: dict[str, list[float]] = {}
     for r in ok_records():
         by_cell.setdefault(r["cell_id"], []).append(r["images_per_sec"])  # the JSON as the 2026-11-26 run stored it
-    rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){4} \**([\d,]+)\** \|", PAGE.read_text(), re.M)
+    rows = ROW.findall(section("ResNet-50 on one NVIDIA H200, 2026-11-26"))
     assert {cell for cell, _ in rows} == set(by_cell)
     for cell, shown in rows:
         assert abs(int(shown.replace(",", "")) - statistics.median(by_cell[cell])) <= 0.51, cell  # rounded to 1 img/s
+
+
+def test_the_transformer_pages_medians_are_the_stores_latest_runs():
+    # The table shows each cell's latest run (the two cells measured twice: the later), as `bench status` does.
+    with sqlite3.connect(f"file:{TRANSFORMER_STORE}?mode=ro&immutable=1", uri=True) as db:
+        rows = db.execute("select run_id, cell_id, record_json from records where status = 'ok' order by run_id")
+        latest: dict[str, tuple[str, list[float]]] = {}
+        for run_id, cell, js in rows:
+            record = parse_record(json.loads(js))
+            assert record.tokens_per_sec and record.gpu is None  # this loan's worker wrote no gpu field yet
+            if latest.get(cell, ("",))[0] != run_id:
+                latest[cell] = (run_id, [])
+            latest[cell][1].append(record.tokens_per_sec)
+    shown = ROW.findall(section("The transformer on one NVIDIA H200, 2026-12-04"))
+    assert {cell for cell, _ in shown} == set(latest) and len(shown) == 8
+    for cell, figure in shown:
+        assert abs(int(figure.replace(",", "")) - statistics.median(latest[cell][1])) <= 0.51, cell
 
 
 @pytest.mark.slow

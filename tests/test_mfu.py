@@ -315,8 +315,26 @@ def test_the_results_page_quotes_the_stores_mfu(h200):
     with Store(h200 / "bench.db", create=False) as store:
         table = with_mfu(cell_summary(latest_complete(store.dataframe(record_json=False)))).set_index("cell_id")
     page = (ROOT / "docs" / "gpu-results.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){7} ([\d.]+) % \|", page, re.M)
+    resnet = page[page.index("\n# ResNet-50 on one NVIDIA H200"):]
+    rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){7} ([\d.]+) % \|", resnet, re.M)
     assert len(rows) == 4
+    for cell, shown in rows:
+        assert f"{100 * table.loc[cell, 'mfu']:.1f}" == shown, cell
+
+
+def test_the_results_page_quotes_the_transformer_stores_mfu(h200_gpt2):
+    """The 2026-12-04 table's MFU column is what the store gives for each cell's latest run, to 0.1 %."""
+    import re
+
+    from bench.analysis.scaling import cell_summary, latest_complete
+    from bench.store import Store
+
+    with Store(h200_gpt2 / "bench.db", create=False) as store:
+        table = with_mfu(cell_summary(latest_complete(store.dataframe(record_json=False)))).set_index("cell_id")
+    page = (ROOT / "docs" / "gpu-results.md").read_text(encoding="utf-8")
+    transformer = page[page.index("\n# The transformer on one NVIDIA H200"):page.index("\n# ResNet-50 on one NVIDIA H200")]
+    rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){7} \**([\d.]+) %\** \|", transformer, re.M)
+    assert len(rows) == 8
     for cell, shown in rows:
         assert f"{100 * table.loc[cell, 'mfu']:.1f}" == shown, cell
 
