@@ -387,3 +387,17 @@ def test_status_speaks_tokens_and_sequences_for_transformer_gpu_cells(h200_gpt2)
     assert "479,588 tokens/s per GPU, MFU 41.4% (bf16 peak 989.4 TFLOP/s, 874.94 GFLOP/sequence), 690 W/GPU, " \
            "1.470 J/sequence" in line
     assert len(lines) == 8 and not any("img" in x for x in lines)
+
+
+@pytest.mark.slow
+def test_the_reports_transformer_section_has_power_energy_and_cost_per_million_tokens(h200_gpt2):
+    # A price for the H200 (the catalogue has none): $ per million tokens = $/h ÷ (tokens/s × 3600) × 10⁶.
+    (h200_gpt2 / "prices.yaml").write_text("H200: {price_per_hour_usd: 10.0, price_read: 2026-12-04}\n")
+    out = bench_cli("report", "--store", "bench.db", "--out", "out", "--prices", "prices.yaml", cwd=h200_gpt2)
+    assert out.returncode == 0, out.stderr
+    md = (h200_gpt2 / "out" / "summary.md").read_text(encoding="utf-8")
+    header = next(x for x in md.splitlines() if x.startswith("| cell | tokens/s |"))
+    assert "| MFU | peak memory per rank | W/GPU | J/sequence | $ per million tokens | cell_id |" in header
+    row = next(x for x in md.splitlines() if x.endswith(f"| {GPT2_B64_DDP} |"))
+    dollars = 10.0 / (479_588 * 3600) * 1e6  # the cell's latest run: the median window's 479,588 tokens/s
+    assert f"| 41.4% | 36,406 MiB | 690 | 1.470 | ${dollars:,.4f} | {GPT2_B64_DDP} |" in row

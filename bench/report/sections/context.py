@@ -61,7 +61,8 @@ def build_context(records: pd.DataFrame, out_dir: Path, *, prices: dict[str, Pri
     # MFU per cell from its median rate, and the median power and energy of its windows (records carry
     # mean_watts_per_gpu and joules_per_image when the caller read them: render.read_store does).
     table = with_cell_power(with_mfu(input_bound(scaling(cell_summary(ok)))), ok)
-    other_table = with_mfu(scaling(cell_summary(other_ok))) if not other_ok.empty else pd.DataFrame()
+    other_table = with_cell_power(with_mfu(scaling(cell_summary(other_ok))), other_ok) if not other_ok.empty \
+        else pd.DataFrame()
     sweeps = latest_sweeps(collectives, all_ok)
     windows = windows_of(ranks or [], ok)
     fits = fit_stacks(sweeps.to_dict("records")) if not sweeps.empty else {}

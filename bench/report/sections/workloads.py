@@ -1,11 +1,13 @@
 """One section per workload that is not counted in images (the transformer; a registered workload), each in its own
 unit: the rate (global and per worker, tokens/s for the transformer), the scaling efficiency against the series'
-smallest worker count, the expected value and verdict, MFU and peak memory per rank. The image sections never see
+smallest worker count, the expected value and verdict, MFU and peak memory per rank, the sampled watts per GPU and
+joules per sample (a GPU's), and $ per million units (tokens) at the VM's list price. The image sections never see
 these cells (context.py: other_table), so no transformer figure is ever labelled images/sec."""
 from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.cost import cost_table
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.cells.label import cell_label
 from bench.cells.units import IMAGES, format_rate, quoted, unit_of_cell
@@ -18,7 +20,7 @@ from models.registry import TRANSFORMER_WORKLOAD, workload_spec
 CSV_COLUMNS = ["cell_id", "gpu", "framework", "engine", "model", "seq_len", "gpus", "nodes", "precision",
                "batch_per_gpu", "grad_accum", "samples_per_sec", "units_per_sec", "units_per_sec_per_gpu",
                "ci_low_units", "ci_high_units", "speedup", "efficiency", "flops_per_sample", "mfu", "mfu_why",
-               "peak_memory_bytes"]
+               "peak_memory_bytes", "mean_watts_per_gpu", "joules_per_sample", "usd_per_hour", "usd_per_million_units"]
 
 
 def build(ctx: Context) -> list[Section] | None:
@@ -42,6 +44,15 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
     t = t.assign(units_per_sec=t["samples_per_sec"] * per, units_per_sec_per_gpu=t["samples_per_sec_per_gpu"] * per,
                  ci_low_units=t["ci_low"] * per, ci_high_units=t["ci_high"] * per,
                  peak_memory_bytes=[peaks.get(c) for c in t["cell_id"]])
+    # The worker's power record divides a window's energy by its samples, whatever a sample is (joules_per_image is
+    # the store's name for it); the cost is the image cells' rule (VM list price x nodes) over this unit.
+    if "joules_per_image" in t:
+        t = t.assign(joules_per_sample=t["joules_per_image"])
+    priced = cost_table(t[["cell_id", "gpu", "nodes", "samples_per_sec"]], ctx.prices).set_index("cell_id")
+    t = t.assign(usd_per_hour=[priced["usd_per_hour"].get(c) for c in t["cell_id"]])
+    t = t.assign(usd_per_million_units=t["usd_per_hour"] / (t["units_per_sec"] * 3600.0) * 1e6)
+    sample = units[0].sample if units else "sample"
+    per_million = f"$ per million {rate.removesuffix('/s')}"
     csv = write_csv(t[[c for c in CSV_COLUMNS if c in t]], ctx.out_dir, f"{sid}.csv")
     verdicts = {e.cell_id: e for e in ctx.other_expected}
     rows = []
@@ -57,9 +68,12 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
             "MFU": pct(r["mfu"], 1, none=text(r["mfu_why"])),
             "peak memory per rank": MISSING if is_missing(r["peak_memory_bytes"]) else
             f"{r['peak_memory_bytes'] / 2**20:,.0f} MiB",
+            "W/GPU": num(r.get("mean_watts_per_gpu"), "{:,.0f}", "not sampled"),
+            f"J/{sample}": num(r.get("joules_per_sample"), "{:,.3f}", "not sampled"),
+            per_million: num(r.get("usd_per_million_units"), "${:,.4f}", "no price"),
             "cell_id": r["cell_id"], "_bad": bool(e is not None and e.below)})
     columns = ["cell", rate, "95% CI", f"{rate} per worker", "speedup", "efficiency", "vs expected", "MFU",
-               "peak memory per rank", "cell_id"]
+               "peak memory per rank", "W/GPU", f"J/{sample}", per_million, "cell_id"]
     note = TRANSFORMER_NOTE if transformer else (
         f"A sample is one {spec.get('sample_unit', 'sample')}; {rate} = samples/s × units per sample (Σ over every "
         "worker, over the measured window; models/registry.py's entry for the workload says what a sample is). "
@@ -87,4 +101,7 @@ TRANSFORMER_NOTE = ("A sample is one sequence of seq_len tokens; tokens/s = sequ
                     "discounted, activation recomputation not counted; docs/transformer.md); a CPU has no peak."
                     " Peak memory: the largest rank's, over the measured windows (the CUDA allocator's peak on "
                     "a GPU, the process's peak resident set on a CPU). Every window's loss fell below the first"
-                    " step's, or the worker refused it.")
+                    " step's, or the worker refused it. W/GPU and J/sequence: the board power NVML sampled over"
+                    " each measured window (a GPU's; a CPU has none), the energy over the window's sequences,"
+                    " median over windows. $ per million tokens: the VM's list price × nodes ÷ tokens per hour, as"
+                    " the cost ranking prices images ('no price' where the catalogue or --prices has none).")
