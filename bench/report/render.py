@@ -111,7 +111,7 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
                         run_env_json=run_env_json, ranks=ranks, run_sources=run_sources)
     sections = build_sections(ctx)
     page = dict(store=store_path, where=where, sections=sections, left=LEFT, max_rows=MAX_ROWS,
-                n_records=len(records), n_cells=len(ctx.table), n_failed=len(ctx.failures),
+                n_records=len(records), n_cells=len(ctx.table) + len(ctx.other_table), n_failed=len(ctx.failures),
                 n_imported=len(ctx.imported), generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     index = out_dir / "index.html"
     index.write_text(_environment(markdown=False).get_template("index.html.j2").render(**page), encoding="utf-8")

@@ -14,6 +14,9 @@ def build(ctx: Context) -> Section | None:
     if ctx.records.empty:
         return None
     if ctx.table.empty:
+        if not ctx.other_table.empty:  # only other workloads' cells (a transformer's): their own sections show them
+            return omitted("scaling", "Scaling (ResNet-50, img/s)", "no image cell has a complete successful run in "
+                           "this store; the other workloads' cells are in their own sections.")
         which = "training cell" if not ctx.sweeps.empty else "cell"  # collective cells have their own section
         return omitted("scaling", "Scaling", f"no {which} has a complete successful run yet"
                        + (" (see the failed cells below)." if not ctx.failures.empty else "."))
