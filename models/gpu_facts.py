@@ -62,6 +62,13 @@ def gpu_what_ran(smi: dict[str, str | None] | None, facts: dict[str, Any], devic
     }
 
 
+def gpu_record(torch, device, device_plan: DevicePlan, compute: ComputePlan) -> dict[str, Any]:
+    """A worker's `gpu` field on `device` (CUDA calls: GPU path only): torch's facts, nvidia-smi's row of the same GPU
+    (found by UUID), and the worker's own choices."""
+    facts = torch_gpu_facts(torch, device)
+    return gpu_what_ran(smi_row_for(query_smi(), facts["uuid"], device.index), facts, device_plan, compute)
+
+
 def query_smi(fields=FACT_FIELDS, smi: str = "nvidia-smi") -> list[dict[str, str | None]]:
     """nvidia-smi's rows for `fields`; [] where it is absent or fails."""
     if not shutil.which(smi):

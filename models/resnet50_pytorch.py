@@ -286,11 +286,9 @@ def base_record(args, torch, w: Worker, batches, loader: str | None = None,
 
 def gpu_record(torch, w: Worker) -> dict[str, Any]:
     """The record's `gpu` what-ran (CUDA calls: GPU path only); the choices come from models/gpu_facts.py."""
-    from models.gpu_facts import gpu_what_ran, query_smi, smi_row_for, torch_gpu_facts
+    from models.gpu_facts import gpu_record as record
 
-    facts = torch_gpu_facts(torch, w.device)
-    smi = smi_row_for(query_smi(), facts["uuid"], w.device.index)
-    return gpu_what_ran(smi, facts, w.device_plan, w.compute)
+    return record(torch, w.device, w.device_plan, w.compute)
 
 
 def instruments_for(torch, w: Worker):

@@ -284,8 +284,7 @@ def gpu_what_ran(torch, device, dev, args) -> dict[str, Any]:
     bf16/fp16; FSDP2 casts by its mixed-precision policy instead (the record's `fsdp`), so it names no autocast."""
     import dataclasses
 
-    from models.gpu_facts import gpu_what_ran as what_ran
-    from models.gpu_facts import query_smi, smi_row_for, torch_gpu_facts
+    from models.gpu_facts import gpu_record
     from models.gpu_plan import ComputePlan
 
     autocast = None if args.precision == "fp32" or args.engine == "fsdp2" else \
@@ -294,8 +293,7 @@ def gpu_what_ran(torch, device, dev, args) -> dict[str, Any]:
                           input_channels_last=False, param_channels_last=False)
     # The transformer leaves cuDNN's autotuner as PyTorch sets it (off); the plan's default is the image workers'.
     ran = dataclasses.replace(dev, cudnn_benchmark=bool(torch.backends.cudnn.benchmark))
-    facts = torch_gpu_facts(torch, device)
-    return what_ran(smi_row_for(query_smi(), facts["uuid"], device.index), facts, ran, compute)
+    return gpu_record(torch, device, ran, compute)
 
 
 def args_for_loop(args) -> argparse.Namespace:

@@ -61,21 +61,24 @@ GRAPH_CAPTURE_S = 10  # CUDA graph warm-up and capture (estimate)
 # or at 16 sequences under FSDP2, 31.7-53.8 % compiled; each cell took 28-90 s with its start and compile (the first
 # compile in a fresh machine ~20 s). The plan takes MFU 35 % compiled and 18 % eager against the H100/H200 dense peak
 # (the step's FLOPs by the 6N + 12LHQT count), FSDP2 at 0.9 of that, and 25 s to compile: every measured cell then
-# plans at or above what it took (0.8x on the whole loan).
+# plans at or above what it took (0.8x on the whole loan). The peak is the catalogue's for the cell's GPU and
+# precision, as MFU's (bench/analysis/mfu.py).
 TRANSFORMER_MFU = {"compiled": 0.35, "eager": 0.18}
-PEAK_FLOPS = {"bf16": 989.4e12, "fp16": 989.4e12, "fp32": 494.7e12}  # H100 SXM and H200, dense (TF32 for fp32)
 FSDP2_FACTOR = 0.9
 TRANSFORMER_COMPILE_S = 25
 
 
 def transformer_seconds(cell: dict) -> float:
+    from bench.analysis.mfu import catalogue_peaks, peak_format
     from models.transformer_shapes import lookup
 
+    peaks = catalogue_peaks()[cell["gpu"]]
     shape = lookup(cell["model"])
     seq = cell.get("seq_len") or shape.seq
     compiled = (cell.get("compile") or "off") != "off"
     mfu = TRANSFORMER_MFU["compiled" if compiled else "eager"]
-    rate = mfu * PEAK_FLOPS[cell["precision"]] / (shape.flops_per_sequence(seq) / seq)  # tokens/s
+    peak = peaks[peak_format(cell["precision"], peaks)] * 1e12
+    rate = mfu * peak / (shape.flops_per_sequence(seq) / seq)  # tokens/s
     rate *= FSDP2_FACTOR if cell.get("engine") == "fsdp2" else 1.0
     tokens = ((cell["warmup_steps"] + cell["repeats"] * cell["steps"]) * cell["batch_per_gpu"]
               * cell.get("grad_accum", 1) * seq * cell.get("jobs", 1))
@@ -243,6 +246,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     prebuilt = args.prebuilt == "yes"
     skip = frozenset(filter(None, args.skip.split(",")))
+    if not skip <= {"build", "data"}:
+        print(f"gpu_time_plan: --skip takes build and data, got '{args.skip}'", file=sys.stderr)
+        return 2
     if args.against is not None:
         from bench.core.errors import BenchInputError
 

@@ -92,3 +92,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert refused.returncode == 2 and "not a session folder, archive or store" in refused.stderr
     for done in (missing, refused):
         assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def test_a_skip_of_an_unknown_phase_is_one_line_and_exit_2():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--skip", "build,install"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "gpu_time_plan: --skip takes build and data, got 'build,install'\n"

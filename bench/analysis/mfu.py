@@ -139,30 +139,28 @@ def with_mfu(df: pd.DataFrame, peaks: Mapping[str, Mapping[str, float]] | None =
 
 
 # --- power and energy --------------------------------------------------------------------------------------------
-def power_of(record_json: str | None) -> tuple[float | None, float | None]:
-    """(mean watts per GPU, joules per image) of one record's JSON; None for what was not sampled (CPU workers,
-    no NVML or nvidia-smi, an unparsable document)."""
+def _power_record(record_json: str | None) -> dict:
+    """The `power` field of one record's JSON; {} for a record without one (CPU workers) or an unparsable document."""
     if not isinstance(record_json, str) or not record_json:
-        return None, None
+        return {}
     try:
         power = (json.loads(record_json) or {}).get("power") or {}
     except (ValueError, AttributeError):
-        return None, None
-    if not isinstance(power, dict):
-        return None, None
+        return {}
+    return power if isinstance(power, dict) else {}
+
+
+def power_of(record_json: str | None) -> tuple[float | None, float | None]:
+    """(mean watts per GPU, joules per image) of one record's JSON; None for what was not sampled (CPU workers,
+    no NVML or nvidia-smi, an unparsable document)."""
+    power = _power_record(record_json)
     return _number(power.get("mean_watts_per_gpu")), _number(power.get("joules_per_image"))
 
 
 def sm_clock_of(record_json: str | None) -> float | None:
     """The median SM clock (MHz) the record's window ran at, the slowest GPU's (models/gpu_window.py); None where
     it was not read (CPU workers, records from before the sampler read clocks)."""
-    if not isinstance(record_json, str) or not record_json:
-        return None
-    try:
-        power = (json.loads(record_json) or {}).get("power") or {}
-    except (ValueError, AttributeError):
-        return None
-    return _number(power.get("sm_clock_mhz")) if isinstance(power, dict) else None
+    return _number(_power_record(record_json).get("sm_clock_mhz"))
 
 
 def cell_sm_clock(ok: pd.DataFrame) -> dict[str, float]:
