@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from models.allocator import hold_freed_memory
+from models import host_load
 from models.fail import fail
 from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
@@ -147,10 +148,12 @@ class WindowLoop:
         self.rate = rate or IMAGES
         self.host = socket.gethostname()
         self.meter: WindowMeter | None = None
+        self.load_before = None
         self.failed = False
 
     def open(self) -> None:
         self.sync()
+        self.load_before = host_load.snapshot()  # what else ran beside this rank (models/host_load.py): not timed
         self.comm.barrier()
         self.meter = WindowMeter()
         self.meter.begin()
@@ -166,6 +169,9 @@ class WindowLoop:
         self.meter.busy_end()
         self.comm.barrier()
         self.meter.end()
+        beside = host_load.outside(self.load_before, host_load.snapshot())
+        if beside is not None:
+            extra = {**(extra or {}), "outside": beside}
         if self.instruments:
             extra = {**(extra or {}), **self.instruments.window_close(self.meter)}
         summaries = self.comm.allgather_object({**self.meter.rank_summary(self.comm.rank, self.host),

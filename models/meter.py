@@ -92,6 +92,7 @@ def combine(ranks: list[dict]) -> dict:
         },
         "slowest_rank": slowest["rank"],
         "per_rank": [{**{k: r[k] for k in RANK_FIELDS},
-                      **({"phases_s": r["phases_s"]} if r.get("phases_s") else {})}
+                      **({"phases_s": r["phases_s"]} if r.get("phases_s") else {}),
+                      **({"outside": r["outside"]} if r.get("outside") else {})}
                      for r in sorted(ranks, key=lambda r: r["rank"])],
     }

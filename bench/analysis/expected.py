@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping
 
 from bench.analysis import AnalysisError
 from bench.analysis.flavours import FlavourFacts
+from bench.analysis.outside import Beside, beside_cell
 from bench.analysis.stand_in import OneWorker, stand_in_words
 from bench.analysis.step_split import Split, split_step
 from bench.analysis.straggler import Straggler, straggler
@@ -66,6 +67,7 @@ class Expected:
     stand_in: str = ""  # when that cell is not this one's twin: which it is, e.g. "the openmpi 1-worker cell"
     split: "Split | None" = None  # co-located cells with a compute probe: the step's parts (then links = "compute probe")
     note: str = ""  # why a co-located cell has no probe-based value (e.g. "no compute probe for these settings")
+    beside: "Beside | None" = None  # what ran beside its ranks outside the cell (bench/analysis/outside.py)
 
     @property
     def below(self) -> bool:
@@ -152,7 +154,7 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
     from bench.analysis.collectives import stack_of
     from bench.analysis.probe import colocated
 
-    out = []
+    out: list[Expected] = []
     rows = table.to_dict("records")
     find = OneWorker(rows, flavours)
     for r in rows:
@@ -189,7 +191,28 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
         text, gap, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, e, e_lo, e_hi)
         out.append(replace(lead, expected=e, expected_low=e_lo, expected_high=e_hi, links=links, verdict=text,
                            gap=gap, gap_low=g_lo, gap_high=g_hi))
-    return out
+    return [with_beside(e, beside_cell((ranks or {}).get(e.cell_id, []))) for e in out]
+
+
+def with_beside(e: Expected, beside: Beside | None, tolerance: float = TOLERANCE) -> Expected:
+    """The verdict once what ran beside the cell's ranks is known (bench/analysis/outside.py). Outside work that
+    contended for the cell's cores (or steal, or throttling) is named; and a cell it slowed is judged against its
+    expected value itself, not against the parts the cell measured of itself (which would count a neighbour's CPU
+    time as the engine's own, and call a slowed first run as expected)."""
+    if beside is None:
+        return e
+    e = replace(e, beside=beside)
+    if not beside.slowing or e.expected is None:
+        return e
+    cause = beside.describe()
+    if e.below:
+        return replace(e, verdict=f"{e.verdict.split(', unexplained:')[0]}: {cause}")
+    text, gap, g_lo, g_hi = verdict(e.measured, e.measured_low, e.measured_high, e.expected,
+                                    e.expected_low if e.expected_low is not None else e.expected,
+                                    e.expected_high if e.expected_high is not None else e.expected, tolerance)
+    if text.startswith("below"):
+        return replace(e, verdict=f"{text}: {cause}", gap=gap, gap_low=g_lo, gap_high=g_hi)
+    return replace(e, verdict=f"{text}, though {cause}")
 
 
 def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],

@@ -48,6 +48,7 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     from bench.analysis.breakdown import breakdowns
     from bench.analysis.collectives import fit_stacks, training_only
     from bench.analysis.expected import expected_with_probes
+    from bench.analysis.outside import beside_cell
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.analysis.windows import windows_of
     from bench.cells.label import cell_label
@@ -71,6 +72,9 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
     units = {r["cell_id"]: unit_of_cell(r) or IMAGES for r in table.to_dict("records")}
     out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe(units[e.cell_id])}" for e in expected]
+    for r in table.to_dict("records"):  # cells with no expected value (one worker): still say what was beside them
+        if int(r["gpus"]) < 2 and (b := beside_cell(windows.get(r["cell_id"], []))) is not None and b.slowing:
+            out.append(f"  {r['cell_id']}  {labels[r['cell_id']]}: beside it: {b.describe()}")
     by_probe: dict[tuple, list[str]] = {}
     for cell_id, p in (found or {}).items():
         by_probe.setdefault((p.measured_unix, p.describe(units.get(cell_id, IMAGES)), p.seconds), []).append(cell_id)

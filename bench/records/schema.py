@@ -37,6 +37,31 @@ def _rate_names(data: Any) -> Any:
     return data
 
 
+class OutsideProcess(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    pid: int = Field(ge=0)
+    cpu_s_per_s: float = Field(ge=0)
+    cpus: list[int] | None = None  # the CPUs it may run on
+
+
+class Outside(BaseModel):
+    """What else used the rank's node during the window (models/host_load.py), per second of wall time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_s_per_s: float = Field(ge=0)  # processes outside the cell, all together (the machine's busy time less the cell's)
+    cell_cpu_s_per_s: float = Field(ge=0)
+    cores: int = Field(ge=1)  # CPUs this rank may use
+    machine_cores: int | None = Field(None, ge=1)
+    steal_s_per_s: float | None = Field(None, ge=0)
+    throttles: int | None = Field(None, ge=0)
+    mhz: float | None = Field(None, gt=0)
+    top: list[OutsideProcess] = []
+    rank_cpus: list[int] = []
+
+
 class RankRate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -55,6 +80,7 @@ class RankRate(BaseModel):
     # Seconds of the window this rank spent in each phase of its steps (models/phases.py: input, compute, comm_wait,
     # update, other), summed over its steps; absent in records written before the workers timed phases.
     phases_s: dict[str, float] | None = None
+    outside: Outside | None = None  # what else used the node meanwhile (absent in records written before 2026-12)
 
     @field_validator("samples_per_sec")
     @classmethod

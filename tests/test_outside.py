@@ -1,0 +1,140 @@
+"""What ran beside a cell: the workers' sampling of their node (models/host_load.py) against real processes, the
+analysis that names it (bench/analysis/outside.py), and the verdict that uses it on a cell's first run
+(bench/analysis/expected.py with_beside)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.analysis.expected import Expected, with_beside
+from bench.analysis.outside import Beside, beside_cell, rank_beside
+from models import host_load
+from tests.conftest import bench_cli
+
+BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass"
+
+
+def _busy(seconds: float, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)], env={**os.environ, **(env or {})})
+
+
+def test_a_busy_process_outside_the_cell_is_named_with_its_pid():
+    hog = _busy(3)
+    try:
+        time.sleep(0.3)  # started and spinning
+        before = host_load.snapshot()
+        time.sleep(1.0)
+        after = host_load.snapshot()
+        seen = host_load.outside(before, after, token="cell-a")  # while it runs: its environment is read
+    finally:
+        hog.kill()
+        hog.wait()
+    assert seen is not None
+    top = seen["top"][0]
+    assert top["pid"] == hog.pid and top["name"].startswith("python")
+    assert 0.5 <= top["cpu_s_per_s"] <= 1.2  # one busy thread: about one CPU-second a second
+    assert seen["cpu_s_per_s"] >= 0.5
+
+
+def test_a_process_of_the_same_cell_is_not_outside_it():
+    hog = _busy(3, env={host_load.TOKEN_VAR: "cell-a"})
+    try:
+        time.sleep(0.3)
+        before = host_load.snapshot()
+        time.sleep(1.0)
+        after = host_load.snapshot()
+        seen = host_load.outside(before, after, token="cell-a")  # while it runs: its environment is read
+    finally:
+        hog.kill()
+        hog.wait()
+    assert all(p["pid"] != hog.pid for p in seen["top"]), (hog.pid, seen)
+    assert seen["cell_cpu_s_per_s"] >= 0.5
+
+
+def _rank(rank: int, top: list, cpus=(0, 1), cell=2.0, total=None, compute=0.5, cores=2, steal=0.0):
+    return {"rank": rank, "steps": 1, "phases_s": {"compute": compute},
+            "outside": {"cores": len(cpus), "machine_cores": cores, "rank_cpus": list(cpus), "cell_cpu_s_per_s": cell,
+                        "cpu_s_per_s": total if total is not None else sum(p["cpu_s_per_s"] for p in top),
+                        "steal_s_per_s": steal, "top": top}}
+
+
+HOG = {"name": "python3", "pid": 4242, "cpu_s_per_s": 0.98, "cpus": [1]}
+
+
+def test_a_hog_on_the_cells_cores_contends_and_the_held_back_rank_is_named():
+    windows = [[_rank(0, [HOG], compute=0.5), _rank(1, [HOG], compute=0.9)] for _ in range(5)]
+    b = beside_cell(windows)
+    assert b.contended and b.slowing and (b.name, b.pid, b.rank) == ("python3", 4242, 1)
+    assert "`python3` pid 4242, used 0.98 CPU-s/s beside rank 1" in b.describe()
+
+
+def test_load_that_fits_in_idle_cores_or_on_other_cpus_is_not_contention():
+    # a 16-core GPU host, one worker using 1.5 CPU-s/s: a busy process elsewhere leaves it a core
+    gpu_host = _rank(0, [{**HOG, "cpus": list(range(16))}], cpus=range(16), cell=1.5, cores=16)
+    assert not rank_beside(gpu_host["outside"])[2]
+    # a rank pinned to CPU 0, the hog pinned to CPU 1
+    pinned = _rank(0, [HOG], cpus=[0], cell=1.0, total=0.98)
+    assert rank_beside(pinned["outside"])[0] == 0.0
+    # background under BESIDE_MIN
+    quiet = _rank(0, [{**HOG, "cpu_s_per_s": 0.1}])
+    assert not rank_beside(quiet["outside"])[2]
+
+
+def test_a_neighbour_in_one_window_of_five_is_not_the_cells_condition():
+    windows = [[_rank(0, [HOG] if i == 0 else [])] for i in range(5)]
+    assert not beside_cell(windows).contended
+
+
+def test_steal_time_is_named():
+    b = beside_cell([[_rank(0, [], steal=0.4)]])
+    assert b.slowing and "steal" in b.describe()
+
+
+def test_no_sampling_means_no_figure():
+    assert beside_cell([[{"rank": 0}]]) is None
+
+
+def _expected(verdict: str, measured: float) -> Expected:
+    return Expected("c1", 2, measured, measured * 0.97, measured * 1.03, 69.3, 67.9, 70.5, links="compute probe",
+                    verdict=verdict)
+
+
+def test_a_slowed_cell_is_judged_against_its_expected_value_not_its_own_parts():
+    slowed = Beside(1.0, rank=1, contended=True, name="python3", pid=4242, process_cpu_s_per_s=0.98)
+    e = with_beside(_expected("as expected (66% under the probe's rate, all of it measured)", 23.6), slowed)
+    assert e.verdict.startswith("below expected by 66%") and "pid 4242" in e.verdict
+    # not slowing: the verdict stands as it was
+    calm = Beside(0.02, rank=0, contended=False)
+    kept = with_beside(_expected("as expected", 66.0), calm)
+    assert kept.verdict == "as expected" and kept.beside is calm
+    # slowing but still inside the interval: said, not called below
+    near = with_beside(_expected("as expected", 69.0), slowed)
+    assert near.verdict.startswith("as expected, though a process outside the cell")
+
+
+@pytest.mark.e2e
+def test_a_cell_beside_a_busy_process_is_flagged_on_its_first_run_naming_it(tmp_path):
+    """The real thing: a 2-worker cell (the tiny transformer: seconds a window) runs once, in a new store, while a
+    busy process outside it holds CPU 1; `bench status` calls it below expected and names that process."""
+    (tmp_path / "m.yaml").write_text("""
+name: beside
+workload: {model: tiny, seq_len: 128, batch_per_gpu: 4, warmup_steps: 2, steps: 6, repeats: 3, threads: 1}
+axes: {gpu: [cpu], framework: [pytorch], mpi: [gloo], ib: [false], gpus: [2]}
+backend: {name: local, timeout_s: 300}
+""", encoding="utf-8")
+    probe = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)  # the compute probe and a quiet run
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    (tmp_path / "results" / "bench.db").unlink()  # a new store: the next run is the cell's first
+    cmd = ["taskset", "-c", "1", sys.executable, "-c", BUSY.format(s=240)]
+    hog = subprocess.Popen(cmd) if 1 in os.sched_getaffinity(0) else _busy(240)
+    try:
+        run = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert run.returncode == 0, run.stderr[-2000:]
+    status = bench_cli("status", cwd=tmp_path)
+    line = next(x for x in status.stdout.splitlines() if "/2w " in x and "expected" in x and "probe for" not in x)
+    assert "below expected by" in line and f"pid {hog.pid}" in line, status.stdout
