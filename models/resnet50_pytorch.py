@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
+from models import engine_probe  # noqa: E402
 from models.common import (Comm, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
                            single_process_comm, threads_for)
 from models.fail import fail  # noqa: E402
@@ -119,6 +120,11 @@ def build_model(args, torch, w: Worker):
     torch.manual_seed(1234)
     model = ResNet50(num_classes=args.num_classes).to(w.device)
     global_batch = args.batch_size * w.comm.size
+    if engine_probe.active():  # the engine up, no gradient averaging (models/engine_probe.py)
+        model = model.to(memory_format=w.param_format)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * global_batch / 256, momentum=0.9, weight_decay=5e-5,
+                                    **sgd_options(getattr(args, "optimizer_impl", "default")))
+        return compiled(torch, model, getattr(args, "compile", "off")), optimizer
     if w.native is not None:
         # DDP broadcasts rank 0's parameters when it wraps the model, and averages gradients in backward(). A
         # whole-step CUDA graph holding its allreduce needs it built on a side stream (PyTorch's CUDA-graphs notes).
@@ -216,6 +222,9 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
     autocast = ((lambda: torch.autocast(w.device.type, dtype=amp_dtype, **cache)) if amp_dtype
                 else contextlib.nullcontext)
     scaler = torch.amp.GradScaler(w.device.type) if w.compute.grad_scaler else None
+    # The engine probe: the optimizer is the plain one; one small collective where the allreduce's wait would be.
+    probe = engine_probe.ping(torch, w.device, w.hvd) if engine_probe.active() and w.engine != "none" else None
+    averaged = w.hvd is not None and probe is None  # Horovod's DistributedOptimizer wraps the optimizer
 
     def train_step(batch=None) -> torch.Tensor:
         optimizer.zero_grad()  # torch 2 default: set_to_none (Horovod's wrapper takes no argument)
@@ -229,7 +238,10 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
         if scaler:
             scaler.scale(loss).backward()
             phases.mark("compute", sync=True)
-            if w.hvd is not None:
+            if probe is not None:
+                probe()
+                phases.mark("comm_wait", sync=True)
+            if averaged:
                 optimizer.synchronize()  # Horovod: finish the allreduce before unscaling
                 phases.mark("comm_wait", sync=True)
                 scaler.unscale_(optimizer)
@@ -241,7 +253,10 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
         else:
             loss.backward()
             phases.mark("compute", sync=True)
-            if w.hvd is not None:
+            if probe is not None:
+                probe()
+                phases.mark("comm_wait", sync=True)
+            if averaged:
                 optimizer.synchronize()  # what step() would do first, timed on its own
                 phases.mark("comm_wait", sync=True)
                 with optimizer.skip_synchronize():
@@ -254,7 +269,7 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
     train_step.cuda_graphs = scope  # what the record says was captured
     if scope == "fwd+bwd":
         # The model's forward and backward as graphs, replayed inside autograd; the rest of the step stays eager.
-        inner = model.module if w.native is not None else model
+        inner = getattr(model, "module", model)  # DDP's wrapper, when it wraps
         graph_forward_backward(torch, inner, default_batch[0], autocast)
     elif scope == "step":
         static = StaticBatch(default_batch)
@@ -328,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             instruments.close()
     if batches is not None:
         report_dropped(w.comm.rank, batches.bad, batches.seen)
+    if code == 0 and engine_probe.active() and w.engine != "none":
+        params = sum(p.numel() for p in model.parameters())
+        engine_probe.time_gradient_allreduce(torch, w.device, params, w.comm, args.out, w.hvd)
     if w.hvd is not None:
         w.hvd.shutdown()
     if w.native is not None:

@@ -21,6 +21,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from models import engine_probe
 from models.registry import TRANSFORMER_WORKLOAD
 
 ENGINES = TRANSFORMER_WORKLOAD["engines"]
@@ -42,6 +43,7 @@ class Trainer:
 
     scaler: Any = None  # fp16: torch.amp.GradScaler
     hvd: Any = None  # Horovod's module when it averages: its wait is timed apart from the update
+    ping: Any = None  # the engine probe's one small collective a step (models/engine_probe.py), timed as the wait
 
     def step(self, windows, phases=None) -> Any:
         """One optimizer step over `windows`, (grad_accum, micro_batch, seq + 1) token ids; returns the mean loss
@@ -63,6 +65,9 @@ class Trainer:
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         mark("compute", sync=True)
+        if self.ping is not None:
+            self.ping()
+            mark("comm_wait", sync=True)
         if self.hvd is not None:
             self.optimizer.synchronize()
             mark("comm_wait", sync=True)
@@ -112,6 +117,15 @@ def wrap(torch, module, engine: str, *, hvd=None, device=None, precision: str = 
     """The module ready for `engine`, with its AdamW; ranks must already have joined (hvd.init, or the process
     group for native and fsdp2). engine 'none' trains one process with no averaging."""
     device_type = device.type if device is not None else "cpu"
+    if engine != "none" and engine_probe.active():
+        # The engine probe: every rank its own whole model and AdamW, the engine up, one small collective a step
+        # (models/engine_probe.py); cast as DDP casts (FSDP2's policy casts a sharded model, and there is none here).
+        optimizer, kernel = adamw(torch, module.parameters(), lr=lr, impl=optimizer_impl, device_type=device_type)
+        return Trainer(module, module, optimizer, engine, grad_accum, autocast_for(torch, precision, device_type,
+                                                                                  "native"),
+                       no_sync=contextlib.nullcontext, facts={"optimizer_impl": kernel},
+                       scaler=scaler_for(torch, precision, device_type),
+                       ping=engine_probe.ping(torch, device, hvd if engine == "horovod" else None))
     cast = autocast_for(torch, precision, device_type, engine)
     facts: dict[str, Any] = {}
     if engine == "fsdp2":

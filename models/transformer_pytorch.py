@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
+from models import engine_probe  # noqa: E402
 from models.allocator import hold_freed_memory  # noqa: E402
 from models.common import Comm, SampleRate, measure_windows, single_process_comm, threads_for  # noqa: E402
 from models.fail import fail  # noqa: E402
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                                instruments=instruments, rate=sequence_rate(seq, initial))
     finally:
         instruments.close()
+    if code == 0 and engine_probe.active() and (hvd or native):
+        engine_probe.time_gradient_allreduce(torch, device, shape.params(), comm, args.out, hvd)
     if hvd is not None:
         hvd.shutdown()
     if native is not None:

@@ -1,6 +1,7 @@
 """What ran beside a cell: the workers' sampling of their node (models/host_load.py) against real processes, the
 analysis that names it (bench/analysis/outside.py), and the verdict that uses it on a cell's first run
 (bench/analysis/expected.py with_beside)."""
+import json
 import os
 import subprocess
 import sys
@@ -126,6 +127,12 @@ backend: {name: local, timeout_s: 300}
 """, encoding="utf-8")
     probe = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)  # the compute probe and a quiet run
     assert probe.returncode == 0, probe.stderr[-2000:]
+    # the engine probe ran under the cell's own launcher: its ranks' rate and one step's allreduce, stored
+    entries = json.loads((tmp_path / "results" / "probes" / "engine.json").read_text())["entries"]
+    assert len(entries) == 1 and entries[0]["rate"] > 0 and entries[0]["allreduce_s"] > 0
+    assert entries[0]["key"]["stack"] == "gloo/horovod"
+    quiet = bench_cli("status", cwd=tmp_path).stdout
+    assert "(engine probe: 2 × " in quiet and "engine probe for " in quiet, quiet
     (tmp_path / "results" / "bench.db").unlink()  # a new store: the next run is the cell's first
     cmd = ["taskset", "-c", "1", sys.executable, "-c", BUSY.format(s=240)]
     hog = subprocess.Popen(cmd) if 1 in os.sched_getaffinity(0) else _busy(240)

@@ -68,6 +68,9 @@ class Expected:
     split: "Split | None" = None  # co-located cells with a compute probe: the step's parts (then links = "compute probe")
     note: str = ""  # why a co-located cell has no probe-based value (e.g. "no compute probe for these settings")
     beside: "Beside | None" = None  # what ran beside its ranks outside the cell (bench/analysis/outside.py)
+    engine_probe: Any = None  # the engine probe the value rests on (then links = "engine probe")
+    comm_s: float | None = None  # the communication the value adds to the engine probe's step, seconds a step
+    engine_cost: float | None = None  # 1 − the engine probe's rate / the compute probe's: the engine's threads
 
     @property
     def below(self) -> bool:
@@ -77,7 +80,13 @@ class Expected:
         """One line; rates in the unit users quote for the cell's workload (img/s, tokens/s)."""
         if self.expected is None:
             return f"no expected value: {self.why}"
-        if self.split is not None:
+        if self.engine_probe is not None:
+            ep = self.engine_probe
+            source = (f"engine probe: {self.workers} × {format_rate(ep.rate, unit)} with the engine up and no "
+                      f"gradient traffic, plus {self.comm_s:.3f} s a step for the gradients' allreduce ({self.links})"
+                      + ("" if self.engine_cost is None else
+                         f"; the engine's threads cost {100 * self.engine_cost:.0f}% of the compute probe's rate"))
+        elif self.split is not None:
             sp = self.split
             source = (f"compute probe: {self.workers} × {format_rate(sp.probe_rate, unit)}, {self.workers} plain "
                       f"processes at once")
@@ -132,25 +141,28 @@ def expected_with_probes(table, ok, fits: Mapping[tuple, Any], windows, ranks: l
     ran with and on what earlier runs of its stack measured beyond it. `probes`: {"entries": [...], "costs": [...]}
     as bench/backends/local/compute_probe.py stores them; None = not looked up. Returns (cell_id → ProbeResult or None,
     the Expected list): `bench status` and the report read both from here."""
-    from bench.analysis.probe import cell_sites, costs_for, probes_for
+    from bench.analysis.probe import cell_sites, costs_for, engine_key, probes_for
 
     found = probes_for(table, ok, windows, probes["entries"]) if probes is not None else None
+    engines = probes_for(table, ok, windows, probes.get("engines"), key_of=engine_key) if probes is not None else {}
     stored = costs_for(table, windows, ranks, found, probes["costs"], cell_sites(ok, windows)) if found else {}
     return found, list(expected_cells(table, fits, windows, found, earlier_windows(ranks, ok), stored,
-                                      flavours=flavours))
+                                      flavours=flavours, engines=engines))
 
 
 def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
                    ranks: Mapping[str, list[list[dict]]] | None = None, probes: Mapping[str, Any] | None = None,
                    history: Mapping[str, list[list[list[dict]]]] | None = None,
                    stored: Mapping[str, list[Mapping[str, float]]] | None = None, *,
-                   flavours: FlavourFacts) -> list[Expected]:
+                   flavours: FlavourFacts, engines: Mapping[str, Any] | None = None) -> list[Expected]:
     """One Expected per multi-worker cell of `table` (analysis.scaling.scaling() rows, with boot_low/boot_high);
     `fits`: collectives.fit_stacks() of the same store; `ranks`: cell_id → its windows' per_rank lists;
     `probes`: cell_id → the probe.ProbeResult that stands for it (probe.probes_for); `history`: cell_id → the
     windows of each earlier run of the cell (earlier_windows); `stored`: cell_id → the parts earlier runs of its
     stack measured with the same probe, from the probe cache (probe.costs_for), for runs the store does not hold;
-    `flavours`: what the stand-in choice and the step's parts need of the MPI flavours (bench.launch.analysis_facts)."""
+    `flavours`: what the stand-in choice and the step's parts need of the MPI flavours (bench.launch.analysis_facts);
+    `engines`: cell_id → the engine probe that stands for it (probe.probes_for with engine_key): where there is one,
+    the expected value rests on it (engine_probed)."""
     from bench.analysis.collectives import stack_of
     from bench.analysis.probe import colocated
 
@@ -164,6 +176,11 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
                         None, straggler=straggler((ranks or {}).get(r["cell_id"], [])))
         one, differs = find.baseline(r)
         probe = (probes or {}).get(r["cell_id"])
+        ep = (engines or {}).get(r["cell_id"])
+        if ep is not None:
+            fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
+            out.append(engine_probed(lead, r, ep, probe, fit))
+            continue
         if probe is not None:
             x1 = float(one["samples_per_sec"]) if one is not None else None
             lead = replace(lead, baseline_id=one["cell_id"] if one is not None else None,
@@ -213,6 +230,33 @@ def with_beside(e: Expected, beside: Beside | None, tolerance: float = TOLERANCE
     if text.startswith("below"):
         return replace(e, verdict=f"{text}: {cause}", gap=gap, gap_low=g_lo, gap_high=g_hi)
     return replace(e, verdict=f"{text}, though {cause}")
+
+
+def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=None,
+                  tolerance: float = TOLERANCE) -> Expected:
+    """A co-located cell's expected value from its engine probe (bench/backends/local/engine_probe.py): N ranks
+    computing beside the engine and each other at the probe's rate, each step longer by the gradients' allreduce
+    (the probe's own timing of one step's gradients in one buffer, times the engine's traffic: FSDP2 moves 1.5×;
+    else the collectives' fit or the data sheet's). On shared cores the ranks compute on every core, so nothing
+    hides the allreduce: it is added whole.
+
+        expected X(N) = N · batch / (batch / r + c)        interval: r at the probe's slowest and fastest window
+
+    The verdict is the plain one against that interval (TOLERANCE): the parts explain the value, not a gap."""
+    from bench.analysis.traffic import traffic_of
+
+    n, batch = lead.workers, samples_per_step(row)
+    if ep.allreduce_s:
+        comm, links = ep.allreduce_s * traffic_of(row), "timed by the engine probe"
+    else:
+        p, links = expected_rate(row, ep.rate, fit)
+        comm = p.comm_s
+    rate = (lambda r: n * batch / (batch / r + comm))
+    e, e_lo, e_hi = rate(ep.rate), rate(min(ep.rate_low, ep.rate)), rate(max(ep.rate_high, ep.rate))
+    text, gap, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, e, e_lo, e_hi, tolerance)
+    cost = None if probe is None or not probe.rate else 1 - ep.rate / probe.rate
+    return replace(lead, expected=e, expected_low=e_lo, expected_high=e_hi, links=links, verdict=text, gap=gap,
+                   gap_low=g_lo, gap_high=g_hi, engine_probe=ep, comm_s=comm, engine_cost=cost)
 
 
 def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],

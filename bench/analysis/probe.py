@@ -74,6 +74,12 @@ def compute_key(cell: Mapping[str, Any], workload_version: str | None = None) ->
     return {**key, "workers": int(cell["gpus"]), "workload_version": workload_version}
 
 
+def engine_key(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """What an engine probe is measured for (bench/backends/local/engine_probe.py): the compute probe's key and the
+    stack that carries the allreduce (the flavour and the engine), whose threads it measures."""
+    return {**compute_key(cell), "stack": stack_of(cell)}
+
+
 def key_text(key: Mapping[str, Any]) -> str:
     """One key as a stable string (the cache's index)."""
     return json.dumps(dict(key), sort_keys=True, separators=(",", ":"))
@@ -127,6 +133,8 @@ class ProbeResult:
     seconds: float = 0.0  # what measuring it cost (wall)
     identity: dict = field(default_factory=dict)
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
+    # Engine probes: the engine's allreduce of one step's gradients in one buffer, the slowest rank's median (s)
+    allreduce_s: float | None = None
 
     @property
     def spread(self) -> float:
@@ -145,6 +153,15 @@ class ProbeResult:
                 + (f", compute {self.compute_s:.3f} s a step" if self.compute_s else "")
                 + f", spread {100 * self.spread:.0f}%"
                 + ("" if self.other_load is None else f", other processes {self.other_load:.1f} CPU-s/s"))
+
+
+def engine_words(r: ProbeResult, unit: RateUnit = IMAGES) -> str:
+    """One line for an engine probe (bench/backends/local/engine_probe.py)."""
+    return (f"{r.workers} ranks, engine up, no gradient traffic: {format_rate(r.rate, unit)} each "
+            f"[{format_value(r.rate_low, unit)}, {format_value(r.rate_high, unit)}]"
+            + (f", compute {r.compute_s:.3f} s a step" if r.compute_s else "")
+            + (f"; one step's gradients allreduced alone in {r.allreduce_s:.3f} s" if r.allreduce_s else "")
+            + ("" if r.other_load is None else f", other processes {r.other_load:.1f} CPU-s/s"))
 
 
 def overlapping(processes: list[list[Mapping[str, Any]]]) -> list[list[Mapping[str, Any]]]:
@@ -205,7 +222,7 @@ def to_entry(key: Mapping[str, Any], result: ProbeResult, raw: list[list[Mapping
             "seconds": result.seconds, "workers": result.workers, "batch": result.batch, "rate": result.rate,
             "rate_low": result.rate_low, "rate_high": result.rate_high, "compute_s": result.compute_s,
             "process_compute_s": list(result.process_compute_s), "windows": result.windows,
-            "other_load": result.other_load,
+            "other_load": result.other_load, "allreduce_s": result.allreduce_s,
             "processes": [[{"samples_per_sec": w["samples_per_sec"], "compute_s": _compute_per_step(w),
                             "start_unix": w["start_unix"], "end_unix": w["end_unix"]} for w in p] for p in raw]}
 
@@ -218,7 +235,8 @@ def from_entry(entry: Mapping[str, Any]) -> ProbeResult:
                        process_compute_s=tuple(float(x) for x in entry.get("process_compute_s") or ()),
                        windows=int(entry.get("windows") or 0), measured_unix=float(entry.get("measured_unix") or 0),
                        seconds=float(entry.get("seconds") or 0), identity=dict(entry.get("identity") or {}),
-                       other_load=None if entry.get("other_load") is None else float(entry["other_load"]))
+                       other_load=None if entry.get("other_load") is None else float(entry["other_load"]),
+                       allreduce_s=None if entry.get("allreduce_s") is None else float(entry["allreduce_s"]))
 
 
 def fresh(entries: Iterable[Mapping[str, Any]], key: Mapping[str, Any], identity: Mapping[str, Any],
@@ -230,12 +248,13 @@ def fresh(entries: Iterable[Mapping[str, Any]], key: Mapping[str, Any], identity
 
 
 def match(entries: Iterable[Mapping[str, Any]], cell: Mapping[str, Any], host: str | None, started: float | None,
-          max_age_s: float = MAX_AGE_S) -> ProbeResult | None:
-    """The probe that stands for a measured cell: its key, the cell's host, measured before the cell started (a
-    minute's slack) and at most max_age_s before; the newest such. None for cells no probe is for."""
+          max_age_s: float = MAX_AGE_S, key_of=None) -> ProbeResult | None:
+    """The probe that stands for a measured cell: its key (`key_of`: compute_key, or engine_key for engine probes),
+    the cell's host, measured before the cell started (a minute's slack) and at most max_age_s before; the newest
+    such. None for cells no probe is for."""
     if not colocated(cell) or host is None or started is None:
         return None
-    want = key_text(compute_key(cell))
+    want = key_text((key_of or compute_key)(cell))
     best = None
     for e in entries:
         if key_text(e.get("key") or {}) != want or (e.get("identity") or {}).get("hostname") != host:
@@ -294,16 +313,17 @@ def cell_sites(ok, windows: Mapping[str, list[list[dict]]]) -> dict[str, tuple[s
     return out
 
 
-def probes_for(table, ok, windows: Mapping[str, list[list[dict]]], entries: list[Mapping[str, Any]] | None
-               ) -> dict[str, ProbeResult]:
-    """cell_id → the probe that stands for it, for every co-located cell of `table` that has one."""
+def probes_for(table, ok, windows: Mapping[str, list[list[dict]]], entries: list[Mapping[str, Any]] | None,
+               key_of=None) -> dict[str, ProbeResult]:
+    """cell_id → the probe that stands for it, for every co-located cell of `table` that has one (`key_of`:
+    engine_key for engine probes)."""
     if not entries or table is None or table.empty:
         return {}
     sites = cell_sites(ok, windows)
     out = {}
     for r in table.to_dict("records"):
         host, started = sites.get(r["cell_id"], (None, None))
-        p = match(entries, r, host, started)
+        p = match(entries, r, host, started, key_of=key_of)
         if p is not None:
             out[r["cell_id"]] = p
     return out

@@ -55,7 +55,8 @@ class Backend:
 
     def before_cell(self, planned: PlannedCell) -> Any:
         """Work before one cell, counted apart from the cells' time: an outcome with `seconds`, `reused`,
-        `result` and `note` (the local backend's compute probe), or None when there is none."""
+        `result` and `note` (the local backend's compute probe), a list of them (and its engine probe), or None
+        when there is none."""
         return None
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Any:

@@ -32,12 +32,15 @@ def print_changes(changes, before: str, after: str) -> None:
 
 def probe_entries(store_path) -> dict[str, list[dict]]:
     """The compute probes stored next to the store and what co-located cells measured beyond them
-    (bench/backends/local/compute_probe.py): {"entries": [...], "costs": [...]}, empty lists when there are none."""
+    (bench/backends/local/compute_probe.py), and the engine probes (engine_probe.py): {"entries": [...],
+    "costs": [...], "engines": [...]}, empty lists when there are none."""
     from pathlib import Path
 
+    from bench.backends.local import engine_probe
     from bench.backends.local.compute_probe import cache_path, read
 
-    return read(cache_path(Path(store_path).parent))
+    results = Path(store_path).parent
+    return {**read(cache_path(results)), "engines": read(engine_probe.cache_path(results))["entries"]}
 
 
 def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | None = None) -> list[str]:
@@ -49,6 +52,7 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     from bench.analysis.collectives import fit_stacks, training_only
     from bench.analysis.expected import expected_with_probes
     from bench.analysis.outside import beside_cell
+    from bench.analysis.probe import engine_words
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.analysis.windows import windows_of
     from bench.cells.label import cell_label
@@ -81,6 +85,14 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
     for (measured_unix, text, seconds), cells in by_probe.items():  # one line per probe, naming the cells it serves
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
         out.append(f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
+    engines: dict[tuple, list[str]] = {}
+    for e in expected:
+        if e.engine_probe is not None:
+            p = e.engine_probe
+            engines.setdefault((p.measured_unix, engine_words(p, units[e.cell_id]), p.seconds), []).append(e.cell_id)
+    for (measured_unix, text, seconds), cells in engines.items():
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
+        out.append(f"  engine probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
     for b in breakdowns(table, windows, fits, found, flavours=flavours):
         parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
                           for p, s in b.parts.items())

@@ -189,17 +189,16 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
 def _probe(cell: PlannedCell, backend: Backend, summary: RunSummary, console: Console, width: int = 0) -> None:
     """The backend's preparation of one cell (the local backend's compute probe; none elsewhere), counted apart
     from the cells' time."""
-    outcome = backend.before_cell(cell)
-    if outcome is None:
-        return
-    summary.probe_s += outcome.seconds
-    if outcome.reused:
-        summary.probes_reused += 1
-    elif outcome.result is None:
-        summary.probes_failed += 1
-    else:
-        summary.probes_measured += 1
-    console.print(f"probe  {cell.label():<{width}} {escape(outcome.note)}", highlight=False)
+    outcomes = backend.before_cell(cell)
+    for outcome in outcomes if isinstance(outcomes, list) else [outcomes] if outcomes is not None else []:
+        summary.probe_s += outcome.seconds
+        if outcome.reused:
+            summary.probes_reused += 1
+        elif outcome.result is None:
+            summary.probes_failed += 1
+        else:
+            summary.probes_measured += 1
+        console.print(f"probe  {cell.label():<{width}} {escape(outcome.note)}", highlight=False)
 
 
 def _after(cell: PlannedCell, backend: Backend, run_id: str, records: list[Record], console: Console) -> None:

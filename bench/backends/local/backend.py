@@ -94,17 +94,25 @@ class LocalBackend(Backend):
 
     # --- running ------------------------------------------------------------------------------------------------
     def before_cell(self, planned: PlannedCell):
-        """The compute probe a co-located multi-worker CPU cell's expected value needs: the stored one while it
-        stands (same settings, same machine, under 7 days old), else measured now. None for every other cell."""
+        """The probes a co-located multi-worker CPU cell's expected value needs: the compute probe, and the engine
+        probe where the worker has one; each the stored one while it stands (same settings, same machine, under 7
+        days old), else measured now. None for every other cell."""
         from bench.analysis.probe import colocated
         from bench.backends.local.compute_probe import ensure
+
+        from bench.backends.local import engine_probe
 
         if not self.probe_compute or not colocated({**planned.cell, "nodes": planned.nodes}):
             return None
         threads = threads_for(planned, os.cpu_count() or 1)
         outcome = ensure(planned, self.results_dir, self.python, threads, self.imagenet_dir)
         self._probed[planned.cell_id] = outcome.result  # what after_cell compares the cell with
-        return outcome
+        if not engine_probe.probed(planned.cell):
+            return outcome
+        # and the cell's own launch with its engine up and no gradient traffic: what its ranks compute beside the
+        # engine, measured apart from the cell (bench/backends/local/engine_probe.py)
+        return [outcome, engine_probe.ensure(planned, self, self.results_dir, min(self.timeout_s,
+                                                                                 engine_probe.ENGINE_TIMEOUT_S))]
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs."""

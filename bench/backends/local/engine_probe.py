@@ -1,0 +1,132 @@
+"""The engine probe, run: a co-located cell's own launch — its launcher, its engine, its N ranks — with the engine
+up and one small collective a step but no gradient traffic (models/engine_probe.py), in short windows; the rate each
+rank computes at beside the engine and the other ranks, stored beside the compute probe under the same rules
+(bench/analysis/probe.py: same machine, same settings, under 7 days old, measured on a quiet machine) with the stack
+(flavour and engine) in its key. The cell's expected value rests on it (bench/analysis/expected.py): what the engine's
+threads cost on shared cores is measured apart from the cell, so a first run slowed by something else is not
+absorbed as "the engine".
+
+Workloads whose worker has the probe mode (ENGINE_PROBE_FRAMEWORKS) are probed; the others keep the compute probe's
+rule. Cost: one launch of the cell (start-up is most of it) per stack and settings, then reused for 7 days.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.analysis.probe import ProbeResult, engine_key, engine_words, fresh, from_entry, key_text, stale_reason, summarize, to_entry
+from bench.backends.local.compute_probe import (ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, load, store)
+from bench.planning.cell import PlannedCell
+from models.engine_probe import ENV
+
+CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
+ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
+ENGINE_TIMEOUT_S = 240.0
+# The worker programs with the probe mode (models/resnet50_pytorch.py, models/transformer_engines.py): PyTorch's,
+# under Horovod, DDP and FSDP2. TensorFlow's and Keras' steps are one graph call: not yet.
+ENGINE_PROBE_FRAMEWORKS = ("pytorch",)
+
+
+def cache_path(results_dir: Path | str) -> Path:
+    return Path(results_dir) / CACHE
+
+
+def probed(cell: dict[str, Any]) -> bool:
+    """Whether the cell's worker can run as its engine probe."""
+    return str(cell.get("framework")) in ENGINE_PROBE_FRAMEWORKS
+
+
+def probe_cell(planned: PlannedCell, repeats: int = ENGINE_REPEATS) -> PlannedCell:
+    cell = {**planned.cell, "warmup_steps": ENGINE_WARMUP, "steps": ENGINE_STEPS, "repeats": repeats, "jobs": 1}
+    return replace(planned, cell=cell, cell_id=f"engine-probe-{planned.cell_id}")
+
+
+def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = ENGINE_TIMEOUT_S,
+           now: float | None = None) -> ProbeOutcome:
+    """The engine probe for the cell's settings and stack on this machine: the stored one while it stands, else
+    measured now (through `backend`'s own launch of the cell) and stored."""
+    from bench.cells.units import IMAGES, unit_of_cell
+
+    path = cache_path(results_dir)
+    key = engine_key(planned.cell)
+    unit = unit_of_cell(planned.cell) or IMAGES
+    me, now = identity(), time.time() if now is None else now
+    entries = load(path)
+    hit = fresh(entries, key, me, now)
+    if hit is not None:
+        r = from_entry(hit)
+        return ProbeOutcome(r, 0.0, True, f"engine: reused ({(now - r.measured_unix) / 3600:.1f} h old): "
+                                          f"{describe(r, planned, unit)}")
+    older = [e for e in entries if key_text(e.get("key") or {}) == key_text(key)]
+    why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
+    started = time.monotonic()
+    result, raw, problem = measure(planned, backend, results_dir, timeout_s, me)
+    seconds = time.monotonic() - started
+    if result is None:
+        return ProbeOutcome(None, seconds, False, f"engine: failed after {seconds:.0f} s ({problem}); the expected "
+                                                  "value rests on the compute probe")
+    result = replace(result, seconds=seconds)
+    try:
+        store(path, to_entry(key, result, raw))
+    except OSError as e:
+        return ProbeOutcome(result, seconds, False, f"engine: {describe(result, planned, unit)}; not stored "
+                                                    f"({e.strerror or e})")
+    return ProbeOutcome(result, seconds, False, f"engine: measured in {seconds:.0f} s ({why}): "
+                                                f"{describe(result, planned, unit)}")
+
+
+def describe(r: ProbeResult, planned: PlannedCell, unit) -> str:
+    return engine_words(r, unit)
+
+
+def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, me: dict[str, Any]
+            ) -> tuple[ProbeResult | None, list[list[dict]], str]:
+    """Launches the cell as its engine probe (the backend's own launch, ENV=1 added), waits for it (or kills it at
+    the deadline), and summarises each rank's windows."""
+    from bench.backends.shared import launcher_job
+    from bench.backends.shared.outcome import classify
+
+    probe = probe_cell(planned)
+    run_id = f"engine-probe-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    launch = backend.launch(probe, run_id)
+    rendered = launch.render()
+    rendered = replace(rendered, env={**rendered.env, ENV: "1"})
+    measured_at = time.time()
+    busy0, mine0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
+    handle = launcher_job.start(probe, rendered, launch.dir, timeout_s, launch.runtime.bin_dirs)
+    while not launcher_job.poll(handle, launcher_job.kill):
+        time.sleep(0.1)
+    end = launcher_job.finish(handle, launcher_job.kill)
+    busy1, mine1, wall = _busy_cpu_s(), _children_cpu_s(), time.monotonic() - t0
+    outcome = classify(end, probe.cell["repeats"], timeout_s, "the engine probe was killed")
+    ok = [r for r in end.records if r.get("kind") == "measurement" and r.get("status") == "ok"]
+    if not ok:
+        return None, [], (outcome.reason or "no window measured")[:200]
+    others = None if busy0 is None or busy1 is None or wall <= 0 else \
+        max(0.0, (busy1 - busy0) - (mine1 - mine0)) / wall
+    raw = per_rank_windows(ok)
+    result = summarize(raw, int(planned.cell["batch_per_gpu"]), measured_unix=measured_at, identity=me,
+                       other_load=others)
+    if result is None:
+        return None, raw, "no window had every rank"
+    timed = [r for r in end.records if r.get("kind") == "engine_probe" and r.get("allreduce_s")]
+    if timed:
+        result = replace(result, allreduce_s=float(timed[-1]["allreduce_s"]))
+    return result, raw, ""
+
+
+def per_rank_windows(records: list[dict]) -> list[list[dict]]:
+    """Each rank's windows, as the compute probe's processes' are: the window's rate per worker (barrier-bounded:
+    every rank's), that rank's phases, the window's bounds."""
+    ranks: dict[int, list[dict]] = {}
+    for rec in records:
+        per = rec.get("per_rank") or []
+        n = max(len(per), 1)
+        for r in per:
+            ranks.setdefault(int(r["rank"]), []).append(
+                {"samples_per_sec": float(rec["samples_per_sec"]) / n, "per_rank": [r],
+                 "measured_steps": rec.get("measured_steps"), "start_unix": rec["start_unix"],
+                 "end_unix": rec["end_unix"]})
+    return [ranks[k] for k in sorted(ranks)]

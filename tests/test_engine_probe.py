@@ -1,0 +1,69 @@
+"""The engine probe (models/engine_probe.py, bench/backends/local/engine_probe.py) and the expected value it gives
+(bench/analysis/expected.py engine_probed): N ranks at the probe's rate, each step longer by the gradients'
+allreduce the probe timed; the verdict is the plain one against that value."""
+import json
+
+import pytest
+
+from bench.analysis.expected import Expected, engine_probed
+from bench.analysis.probe import ProbeResult, engine_key, from_entry, to_entry
+from bench.backends.local.engine_probe import per_rank_windows
+
+ROW = {"cell_id": "c", "gpu": "cpu", "gpus": 2, "nodes": 1, "batch_per_gpu": 16, "framework": "pytorch",
+       "engine": "horovod", "mpi": "gloo", "model": "resnet50", "image_size": 64, "precision": "fp32"}
+
+
+def _probe(rate=27.4, low=25.5, high=27.7, allreduce_s=0.122) -> ProbeResult:
+    return ProbeResult(workers=2, batch=16, rate=rate, rate_low=low, rate_high=high, step_s=16 / rate,
+                       compute_s=0.5, allreduce_s=allreduce_s)
+
+
+def _lead(measured: float) -> Expected:
+    return Expected("c", 2, measured, measured * 0.97, measured * 1.03, None)
+
+
+def test_the_expected_value_is_n_ranks_at_the_probes_rate_plus_the_allreduce():
+    e = engine_probed(_lead(42.0), ROW, _probe())
+    assert e.expected == pytest.approx(2 * 16 / (16 / 27.4 + 0.122))
+    assert e.expected_low == pytest.approx(2 * 16 / (16 / 25.5 + 0.122))
+    assert e.comm_s == pytest.approx(0.122) and e.links == "timed by the engine probe"
+    assert e.verdict == "as expected"
+    assert "engine probe: 2 × 27.4 img/s" in e.describe()
+
+
+def test_fsdp2_moves_half_as_much_again():
+    e = engine_probed(_lead(42.0), {**ROW, "engine": "fsdp2"}, _probe())
+    assert e.comm_s == pytest.approx(1.5 * 0.122)
+
+
+def test_a_cell_well_under_its_engine_probe_is_below_expected():
+    e = engine_probed(_lead(23.6), ROW, _probe())
+    assert e.verdict.startswith("below expected by 48%")
+
+
+def test_the_engine_threads_cost_is_the_engine_probe_against_the_compute_probe():
+    compute = _probe(rate=35.6, low=34.9, high=36.0, allreduce_s=None)
+    e = engine_probed(_lead(42.0), ROW, _probe(), compute)
+    assert e.engine_cost == pytest.approx(1 - 27.4 / 35.6)
+    assert "the engine's threads cost 23%" in e.describe()
+
+
+def test_no_timed_allreduce_falls_back_to_the_model():
+    e = engine_probed(_lead(42.0), ROW, _probe(allreduce_s=None))
+    assert e.links in ("data sheet", "measured fit") and e.comm_s is not None and e.comm_s >= 0
+
+
+def test_the_key_carries_the_stack_and_the_entry_round_trips():
+    key = engine_key(ROW)
+    assert key["stack"] == "gloo/horovod" and key["workers"] == 2
+    assert engine_key({**ROW, "mpi": "openmpi"}) != key
+    back = from_entry(json.loads(json.dumps(to_entry(key, _probe(), []))))
+    assert back.allreduce_s == pytest.approx(0.122) and back.rate == pytest.approx(27.4)
+
+
+def test_each_ranks_windows_are_the_windows_rate_per_worker():
+    records = [{"samples_per_sec": 60.0, "measured_steps": 3, "start_unix": 1.0 + i, "end_unix": 1.5 + i,
+                "per_rank": [{"rank": 0, "steps": 3}, {"rank": 1, "steps": 3}]} for i in range(3)]
+    ranks = per_rank_windows(records)
+    assert len(ranks) == 2 and all(len(w) == 3 for w in ranks)
+    assert ranks[1][0]["samples_per_sec"] == 30.0 and ranks[1][0]["per_rank"] == [{"rank": 1, "steps": 3}]
