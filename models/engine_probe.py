@@ -31,35 +31,82 @@ def ping(torch, device, hvd: Any = None) -> Callable[[], None]:
 
 
 ALLREDUCE_TIMES = 3  # timed after one untimed
+DDP_BUCKET_BYTES = 25 * 2 ** 20  # DDP's default bucket_cap_mb, which bench does not change
 
 
-def time_gradient_allreduce(torch, device, params: int, comm, out: str | None, hvd: Any = None) -> None:
-    """After the probe's windows: the engine's allreduce of one step's gradients, all in one buffer (fp32, the
-    gradients' dtype), timed ALLREDUCE_TIMES times on every rank; rank 0 writes the median as a record of kind
-    `engine_probe` (not a measurement: the store never sees it) for the expected value's communication part."""
+def report_timings(comm, out: str | None, nbytes: int, collectives: Callable[[], Any],
+                   sync: Callable[[], None] = lambda: None) -> None:
+    """Times one step's gradient `collectives` ALLREDUCE_TIMES times (after one untimed), each after a barrier and
+    ended by `sync`; rank 0 writes the slowest rank's median as a record of kind `engine_probe` (not a measurement:
+    the store never sees it): `allreduce_s`, what the expected value adds to the probe's step. Timed alone, not
+    beside a step: on shared cores the ranks compute on every core, so the collectives' work takes turns with
+    compute instead of hiding behind it (on this project's 2-core VM, timed beside a step started with the step's
+    forward pass, they added 0.06-0.14 s where the cells' steps were 0.1-0.2 s longer than the probe's;
+    docs/diagnose.md)."""
     import statistics
     import time
 
     from models.record import write_record
 
-    buf = torch.ones(params, dtype=torch.float32, device=device)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    if hvd is not None:
-        reduce = lambda: hvd.allreduce(buf, name="bench_engine_probe_gradients")  # noqa: E731
-    else:
-        import torch.distributed as dist
-
-        reduce = lambda: dist.all_reduce(buf)  # noqa: E731
-    times = []
-    for i in range(ALLREDUCE_TIMES + 1):
+    def timed() -> float:
         comm.barrier()
         sync()
         t = time.perf_counter()
-        reduce()
+        collectives()
         sync()
-        if i:
-            times.append(time.perf_counter() - t)
-    slowest = comm.allgather_object(statistics.median(times))
+        return time.perf_counter() - t
+
+    alone = [timed() for _ in range(ALLREDUCE_TIMES + 1)][1:]
+    figures = comm.allgather_object(statistics.median(alone))
     if comm.rank == 0:
-        write_record({"kind": "engine_probe", "allreduce_s": max(slowest), "bytes": 4 * params,
+        write_record({"kind": "engine_probe", "allreduce_s": max(figures), "bytes": nbytes,
                       "times": ALLREDUCE_TIMES}, out)
+
+
+def buckets_of(sizes: list[int], cap_bytes: int = DDP_BUCKET_BYTES) -> list[int]:
+    """DDP's buckets of fp32 gradients: filled in backward's order (the parameters reversed), up to cap_bytes."""
+    out, size = [], 0
+    for n in reversed(sizes):
+        if not out or size + 4 * n > cap_bytes:
+            out.append(0)
+            size = 0
+        out[-1] += n
+        size += 4 * n
+    return out
+
+
+def time_gradient_allreduce(torch, device, sizes: list[int], comm, out: str | None, hvd: Any = None,
+                            how: str = "per-tensor") -> None:
+    """PyTorch's report_timings: one step's gradients (fp32) as the engine sends them — `per-tensor`: through
+    Horovod, one tensor per parameter, each negotiated and fused by its background loop as DistributedOptimizer's
+    hooks submit them; `buckets`: DDP's 25 MiB buckets, allreduced over torch.distributed's default group;
+    `reduce-scatter`: FSDP2's, one per unit (`sizes`: each unit's parameters), each rank keeping its shard."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    if hvd is not None:
+        bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in sizes]
+
+        def collectives():
+            handles = [hvd.allreduce_async(b, name=f"bench_engine_probe_{i}") for i, b in enumerate(bufs)]
+            for h in handles:
+                hvd.synchronize(h)
+    else:
+        import torch.distributed as dist
+
+        world = dist.get_world_size()
+        if how == "reduce-scatter":
+            units = [-(-n // world) * world for n in sizes]  # padded to a multiple of the world, as FSDP2 pads
+            bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in units]
+            shards = [torch.empty(n // world, dtype=torch.float32, device=device) for n in units]
+
+            def collectives():
+                works = [dist.reduce_scatter_tensor(o, b, async_op=True) for o, b in zip(shards, bufs)]
+                for w in works:
+                    w.wait()
+        else:
+            bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in buckets_of(sizes)]
+
+            def collectives():
+                for w in [dist.all_reduce(b, async_op=True) for b in bufs]:
+                    w.wait()
+
+    report_timings(comm, out, 4 * sum(sizes), collectives, sync)

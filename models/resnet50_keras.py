@@ -15,6 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
+from models import engine_probe  # noqa: E402
 from models.common import WindowLoop, parse_args, record_base, report_dropped  # noqa: E402
 from models.fail import fail  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
@@ -92,7 +93,7 @@ def compiled_model(args, tf, hvd, comm, data_format, unpack):
 
     model = timed_input(tf, resnet50(tf.keras, args.image_size, args.num_classes, data_format), unpack)
     opt = tf.keras.optimizers.SGD(learning_rate=0.1 * args.batch_size * comm.size / 256, momentum=0.9)
-    if hvd is not None:
+    if hvd is not None and not engine_probe.active():  # the engine probe: no gradient averaging
         opt = hvd.DistributedOptimizer(opt)
     if args.precision == "fp16":
         # Loss scaling outermost: Horovod re-creates the optimizer it wraps from its config, which a
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     callbacks = [windows_callback(args, tf, model, loop)]
     if hvd is not None:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+    if hvd is not None and engine_probe.active():
+        callbacks.insert(1, probe_ping(tf, hvd_tf))
     try:  # (model.fit itself catches StopIteration: a dry pipeline ends training early, with fewer windows)
         model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
                   callbacks=callbacks, verbose=0)
@@ -162,9 +165,25 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(e))
     if counter is not None:
         report_dropped(comm.rank, counter.bad, counter.consumed)
+    if hvd is not None and engine_probe.active() and not loop.failed:
+        # one step's gradients as Horovod's Keras optimizer sends them: one grouped allreduce, a tensor a variable
+        bufs = [tf.ones_like(v) for v in model.trainable_variables]
+        grouped = tf.function(lambda: hvd_tf.grouped_allreduce(bufs, op=hvd_tf.Average)[0])
+        engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
+                                    lambda: float(tf.reduce_sum(grouped())))
     if hvd is not None:
         hvd.shutdown()
     return 1 if loop.failed else 0
+
+
+def probe_ping(tf, hvd):
+    """The engine probe's one small collective a step (models/engine_probe.py), after each batch."""
+
+    class Ping(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            hvd.allreduce(tf.zeros([1]), name="bench_engine_probe")
+
+    return Ping()
 
 
 if __name__ == "__main__":

@@ -344,8 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     if batches is not None:
         report_dropped(w.comm.rank, batches.bad, batches.seen)
     if code == 0 and engine_probe.active() and w.engine != "none":
-        params = sum(p.numel() for p in model.parameters())
-        engine_probe.time_gradient_allreduce(torch, w.device, params, w.comm, args.out, w.hvd)
+        sizes = [p.numel() for p in model.parameters()]
+        engine_probe.time_gradient_allreduce(torch, w.device, sizes, w.comm, args.out, w.hvd,
+                                             "per-tensor" if w.hvd is not None else "buckets")
     if w.hvd is not None:
         w.hvd.shutdown()
     if w.native is not None:

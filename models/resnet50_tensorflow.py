@@ -12,6 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 import models.tf_env  # noqa: E402,F401  (must precede tensorflow)
+from models import engine_probe  # noqa: E402
 from models.common import measure_windows, parse_args, record_base, report_dropped  # noqa: E402
 from models.fail import fail  # noqa: E402
 from models.registry import WORKLOADS  # noqa: E402
@@ -83,6 +84,7 @@ def imagenet_fetcher(args, tf, comm):
 def make_train_step(args, tf, hvd, model, opt, loss_fn, default_batch):
     """One compiled step: gradients on the tape, averaged by Horovod, applied; returns the loss as a float."""
     fp16 = args.precision == "fp16"
+    probe = engine_probe.active()
 
     @tf.function
     def step(x, y):
@@ -90,7 +92,9 @@ def make_train_step(args, tf, hvd, model, opt, loss_fn, default_batch):
             loss = loss_fn(y, model(x, training=True))
             scaled = opt.get_scaled_loss(loss) if fp16 else loss
         grads = tape.gradient(scaled, model.trainable_variables)
-        if hvd is not None:
+        if hvd is not None and probe:  # the engine probe: one small collective, no gradient averaging
+            loss = loss + 0.0 * hvd.allreduce(tf.zeros([1]), name="bench_engine_probe")[0]
+        elif hvd is not None:
             grads = hvd.grouped_allreduce(grads, op=hvd.Average)
         if fp16:
             grads = opt.get_unscaled_gradients(grads)
@@ -102,6 +106,19 @@ def make_train_step(args, tf, hvd, model, opt, loss_fn, default_batch):
         return float(step(x, y))  # reading the loss waits for the step: the device is in sync
 
     return train_step
+
+
+def time_engine_probe(args, tf, hvd, comm, model) -> None:
+    """The engine probe's timing (models/engine_probe.py): one step's gradients as the step sends them, one
+    grouped allreduce of a tensor per variable."""
+    bufs = [tf.ones_like(v) for v in model.trainable_variables]
+
+    @tf.function
+    def grouped():
+        return hvd.grouped_allreduce(bufs, op=hvd.Average)[0]
+
+    engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
+                                lambda: float(tf.reduce_sum(grouped())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                            batch_samples=lambda batch: int(batch[1].shape[0]))
     if counter is not None:
         report_dropped(comm.rank, counter.bad, counter.consumed)
+    if code == 0 and hvd is not None and engine_probe.active():
+        time_engine_probe(args, tf, hvd, comm, model)
     if hvd is not None:
         hvd.shutdown()
     return code

@@ -117,9 +117,10 @@ def wrap(torch, module, engine: str, *, hvd=None, device=None, precision: str = 
     """The module ready for `engine`, with its AdamW; ranks must already have joined (hvd.init, or the process
     group for native and fsdp2). engine 'none' trains one process with no averaging."""
     device_type = device.type if device is not None else "cpu"
-    if engine != "none" and engine_probe.active():
+    probe = engine != "none" and engine_probe.active()
+    if probe and engine != "fsdp2":
         # The engine probe: every rank its own whole model and AdamW, the engine up, one small collective a step
-        # (models/engine_probe.py); cast as DDP casts (FSDP2's policy casts a sharded model, and there is none here).
+        # (models/engine_probe.py).
         optimizer, kernel = adamw(torch, module.parameters(), lr=lr, impl=optimizer_impl, device_type=device_type)
         return Trainer(module, module, optimizer, engine, grad_accum, autocast_for(torch, precision, device_type,
                                                                                   "native"),
@@ -143,6 +144,13 @@ def wrap(torch, module, engine: str, *, hvd=None, device=None, precision: str = 
         optimizer, kernel = adamw(torch, module.parameters(), lr=lr, impl=optimizer_impl, device_type=device_type)
         facts["fsdp"] = {"reshard_after_forward": {"blocks": True, "root": False}, "units": len(module.blocks) + 1,
                          "param_dtype": precision if dtype else "fp32", "reduce_dtype": "fp32"}
+        if probe:
+            # FSDP2's engine probe: sharded as the cell, its parameters gathered in forward and backward as there,
+            # but gradient sync off for good: no reduce-scatter (the gradients' traffic; registry
+            # `gradient_traffic`), one small collective a step instead
+            module.set_requires_gradient_sync(False)
+            return Trainer(module, module, optimizer, engine, grad_accum, cast, no_sync=contextlib.nullcontext,
+                           facts={**facts, "optimizer_impl": kernel}, ping=engine_probe.ping(torch, device))
         return Trainer(module, module, optimizer, engine, grad_accum, cast,
                        no_sync=lambda: _fsdp_no_sync(module),
                        sync_after=lambda: module.set_requires_gradient_sync(True),

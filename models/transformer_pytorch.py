@@ -272,7 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         instruments.close()
     if code == 0 and engine_probe.active() and (hvd or native):
-        engine_probe.time_gradient_allreduce(torch, device, shape.params(), comm, args.out, hvd)
+        if args.engine == "fsdp2":  # one reduce-scatter per unit: each block, and the root's own parameters
+            units = [sum(p.numel() for p in block.parameters()) for block in model.blocks]
+            sizes, how = [*units, sum(p.numel() for p in model.parameters()) - sum(units)], "reduce-scatter"
+        else:
+            sizes, how = [p.numel() for p in model.parameters()], "per-tensor" if hvd else "buckets"
+        engine_probe.time_gradient_allreduce(torch, device, sizes, comm, args.out, hvd, how)
     if hvd is not None:
         hvd.shutdown()
     if native is not None:

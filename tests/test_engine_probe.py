@@ -31,9 +31,19 @@ def test_the_expected_value_is_n_ranks_at_the_probes_rate_plus_the_allreduce():
     assert "engine probe: 2 × 27.4 img/s" in e.describe()
 
 
-def test_fsdp2_moves_half_as_much_again():
-    e = engine_probed(_lead(42.0), {**ROW, "engine": "fsdp2"}, _probe())
-    assert e.comm_s == pytest.approx(1.5 * 0.122)
+def test_with_no_timing_fsdp2_adds_only_its_reduce_scatters_share():
+    # its probe gathers the parameters as the cell does; only the gradients' reduce-scatter (0.5 of 1.5) is left
+    ddp = engine_probed(_lead(42.0), {**ROW, "engine": "native"}, _probe(allreduce_s=None))
+    fsdp = engine_probed(_lead(42.0), {**ROW, "engine": "fsdp2"}, _probe(allreduce_s=None))
+    assert ddp.comm_s > 0 and fsdp.comm_s == pytest.approx(0.5 * ddp.comm_s, rel=1e-3)
+
+
+def test_ddp_buckets_fill_in_backwards_order_up_to_25_mib():
+    from models.engine_probe import DDP_BUCKET_BYTES, buckets_of
+
+    sizes = [1_000_000] * 20  # 4 MB each: six to a 25 MiB bucket
+    out = buckets_of(sizes)
+    assert sum(out) == sum(sizes) and all(4 * b <= DDP_BUCKET_BYTES for b in out) and len(out) == 4
 
 
 def test_a_cell_well_under_its_engine_probe_is_below_expected():

@@ -235,22 +235,25 @@ def with_beside(e: Expected, beside: Beside | None, tolerance: float = TOLERANCE
 def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=None,
                   tolerance: float = TOLERANCE) -> Expected:
     """A co-located cell's expected value from its engine probe (bench/backends/local/engine_probe.py): N ranks
-    computing beside the engine and each other at the probe's rate, each step longer by the gradients' allreduce
-    (the probe's own timing of one step's gradients in one buffer, times the engine's traffic: FSDP2 moves 1.5×;
-    else the collectives' fit or the data sheet's). On shared cores the ranks compute on every core, so nothing
-    hides the allreduce: it is added whole.
+    computing beside the engine and each other at the probe's rate, each step longer by the gradients' collectives
+    as the engine sends them (Horovod: a tensor per parameter; DDP: 25 MiB buckets; FSDP2: a reduce-scatter per unit,
+    its probe keeping the parameter gathers), timed by the probe on its own: on shared cores the ranks compute on
+    every core, so the collectives' work takes turns with compute instead of hiding behind it. With no timing, the
+    collectives' fit or the data sheet's allreduce, the gradients' share of the engine's traffic (registry
+    `gradient_traffic`).
 
         expected X(N) = N · batch / (batch / r + c)        interval: r at the probe's slowest and fastest window
 
     The verdict is the plain one against that interval (TOLERANCE): the parts explain the value, not a gap."""
-    from bench.analysis.traffic import traffic_of
+    from models.registry import ENGINES
 
     n, batch = lead.workers, samples_per_step(row)
+    engine = ENGINES.get(str(row.get("engine") or "horovod"), ENGINES["horovod"])
     if ep.allreduce_s:
-        comm, links = ep.allreduce_s * traffic_of(row), "timed by the engine probe"
+        comm, links = ep.allreduce_s, "timed by the engine probe"
     else:
         p, links = expected_rate(row, ep.rate, fit)
-        comm = p.comm_s
+        comm = p.comm_s * engine["gradient_traffic"] / engine["traffic"]
     rate = (lambda r: n * batch / (batch / r + comm))
     e, e_lo, e_hi = rate(ep.rate), rate(min(ep.rate_low, ep.rate)), rate(max(ep.rate_high, ep.rate))
     text, gap, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, e, e_lo, e_hi, tolerance)

@@ -133,7 +133,7 @@ class ProbeResult:
     seconds: float = 0.0  # what measuring it cost (wall)
     identity: dict = field(default_factory=dict)
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
-    # Engine probes: the engine's allreduce of one step's gradients in one buffer, the slowest rank's median (s)
+    # Engine probes: one step's gradient collectives as the engine sends them, timed alone, the slowest rank's median
     allreduce_s: float | None = None
 
     @property
@@ -160,7 +160,7 @@ def engine_words(r: ProbeResult, unit: RateUnit = IMAGES) -> str:
     return (f"{r.workers} ranks, engine up, no gradient traffic: {format_rate(r.rate, unit)} each "
             f"[{format_value(r.rate_low, unit)}, {format_value(r.rate_high, unit)}]"
             + (f", compute {r.compute_s:.3f} s a step" if r.compute_s else "")
-            + (f"; one step's gradients allreduced alone in {r.allreduce_s:.3f} s" if r.allreduce_s else "")
+            + (f"; one step's gradient collectives timed alone: {r.allreduce_s:.3f} s" if r.allreduce_s else "")
             + ("" if r.other_load is None else f", other processes {r.other_load:.1f} CPU-s/s"))
 
 

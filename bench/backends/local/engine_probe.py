@@ -24,9 +24,9 @@ from models.engine_probe import ENV
 CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
 ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
 ENGINE_TIMEOUT_S = 240.0
-# The worker programs with the probe mode (models/resnet50_pytorch.py, models/transformer_engines.py): PyTorch's,
-# under Horovod, DDP and FSDP2. TensorFlow's and Keras' steps are one graph call: not yet.
-ENGINE_PROBE_FRAMEWORKS = ("pytorch",)
+# The worker programs with the probe mode (models/resnet50_pytorch.py and models/transformer_engines.py under Horovod,
+# DDP and FSDP2; models/resnet50_tensorflow.py and models/resnet50_keras.py under Horovod).
+ENGINE_PROBE_FRAMEWORKS = ("pytorch", "tensorflow", "keras")
 
 
 def cache_path(results_dir: Path | str) -> Path:
