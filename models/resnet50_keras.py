@@ -168,9 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     if hvd is not None and engine_probe.active() and not loop.failed:
         # one step's gradients as Horovod's Keras optimizer sends them: one grouped allreduce, a tensor a variable
         bufs = [tf.ones_like(v) for v in model.trainable_variables]
-        grouped = tf.function(lambda: hvd_tf.grouped_allreduce(bufs, op=hvd_tf.Average)[0])
+        # (arguments, not captured constants: Horovod names the group after its graph tensors)
+        grouped = tf.function(lambda *ts: hvd_tf.grouped_allreduce(list(ts), op=hvd_tf.Average)[0])
         engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
-                                    lambda: float(tf.reduce_sum(grouped())))
+                                    lambda: float(tf.reduce_sum(grouped(*bufs))))
     if hvd is not None:
         hvd.shutdown()
     return 1 if loop.failed else 0

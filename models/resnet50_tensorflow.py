@@ -114,11 +114,11 @@ def time_engine_probe(args, tf, hvd, comm, model) -> None:
     bufs = [tf.ones_like(v) for v in model.trainable_variables]
 
     @tf.function
-    def grouped():
-        return hvd.grouped_allreduce(bufs, op=hvd.Average)[0]
+    def grouped(*tensors):  # arguments, not captured constants: Horovod names the group after its graph tensors
+        return hvd.grouped_allreduce(list(tensors), op=hvd.Average)[0]
 
     engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
-                                lambda: float(tf.reduce_sum(grouped())))
+                                lambda: float(tf.reduce_sum(grouped(*bufs))))
 
 
 def main(argv: list[str] | None = None) -> int:

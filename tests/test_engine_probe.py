@@ -77,3 +77,11 @@ def test_each_ranks_windows_are_the_windows_rate_per_worker():
     ranks = per_rank_windows(records)
     assert len(ranks) == 2 and all(len(w) == 3 for w in ranks)
     assert ranks[1][0]["samples_per_sec"] == 30.0 and ranks[1][0]["per_rank"] == [{"rank": 1, "steps": 3}]
+
+
+def test_windows_last_about_a_second_at_the_compute_probes_step():
+    from bench.backends.local.engine_probe import ENGINE_STEPS, MAX_STEPS, steps_for
+
+    assert steps_for(0.45) == ENGINE_STEPS  # ResNet-50 on this VM: 3 steps are over a second
+    assert steps_for(0.04) == 25  # the tiny transformer
+    assert steps_for(0.001) == MAX_STEPS and steps_for(None) == ENGINE_STEPS

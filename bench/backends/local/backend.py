@@ -111,8 +111,9 @@ class LocalBackend(Backend):
             return outcome
         # and the cell's own launch with its engine up and no gradient traffic: what its ranks compute beside the
         # engine, measured apart from the cell (bench/backends/local/engine_probe.py)
-        return [outcome, engine_probe.ensure(planned, self, self.results_dir, min(self.timeout_s,
-                                                                                 engine_probe.ENGINE_TIMEOUT_S))]
+        step_s = outcome.result.step_s if outcome.result is not None else None
+        return [outcome, engine_probe.ensure(planned, self, self.results_dir,
+                                             min(self.timeout_s, engine_probe.ENGINE_TIMEOUT_S), step_s=step_s)]
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs."""

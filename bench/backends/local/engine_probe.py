@@ -11,6 +11,7 @@ rule. Cost: one launch of the cell (start-up is most of it) per stack and settin
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,9 @@ from models.engine_probe import ENV
 
 CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
 ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
+# Windows of at least this long where the compute probe says how long a step takes (a tiny transformer's 0.04 s
+# steps in windows of 3 read 12,042 and 10,584 tokens/s a rank in two probes of one setting); at most MAX_STEPS
+WINDOW_S, MAX_STEPS = 1.0, 50
 ENGINE_TIMEOUT_S = 240.0
 # The worker programs with the probe mode (models/resnet50_pytorch.py and models/transformer_engines.py under Horovod,
 # DDP and FSDP2; models/resnet50_tensorflow.py and models/resnet50_keras.py under Horovod).
@@ -38,15 +42,23 @@ def probed(cell: dict[str, Any]) -> bool:
     return str(cell.get("framework")) in ENGINE_PROBE_FRAMEWORKS
 
 
-def probe_cell(planned: PlannedCell, repeats: int = ENGINE_REPEATS) -> PlannedCell:
-    cell = {**planned.cell, "warmup_steps": ENGINE_WARMUP, "steps": ENGINE_STEPS, "repeats": repeats, "jobs": 1}
+def steps_for(step_s: float | None) -> int:
+    """Steps a window: enough for WINDOW_S at the compute probe's step time, ENGINE_STEPS at least."""
+    if not step_s or step_s <= 0:
+        return ENGINE_STEPS
+    return max(ENGINE_STEPS, min(MAX_STEPS, math.ceil(WINDOW_S / step_s)))
+
+
+def probe_cell(planned: PlannedCell, repeats: int = ENGINE_REPEATS, steps: int = ENGINE_STEPS) -> PlannedCell:
+    cell = {**planned.cell, "warmup_steps": ENGINE_WARMUP, "steps": steps, "repeats": repeats, "jobs": 1}
     return replace(planned, cell=cell, cell_id=f"engine-probe-{planned.cell_id}")
 
 
 def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = ENGINE_TIMEOUT_S,
-           now: float | None = None) -> ProbeOutcome:
+           now: float | None = None, step_s: float | None = None) -> ProbeOutcome:
     """The engine probe for the cell's settings and stack on this machine: the stored one while it stands, else
-    measured now (through `backend`'s own launch of the cell) and stored."""
+    measured now (through `backend`'s own launch of the cell, in windows sized by `step_s`, the compute probe's
+    step) and stored."""
     from bench.cells.units import IMAGES, unit_of_cell
 
     path = cache_path(results_dir)
@@ -62,7 +74,7 @@ def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = 
     older = [e for e in entries if key_text(e.get("key") or {}) == key_text(key)]
     why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
     started = time.monotonic()
-    result, raw, problem = measure(planned, backend, results_dir, timeout_s, me)
+    result, raw, problem = measure(planned, backend, results_dir, timeout_s, me, steps_for(step_s))
     seconds = time.monotonic() - started
     if result is None:
         return ProbeOutcome(None, seconds, False, f"engine: failed after {seconds:.0f} s ({problem}); the expected "
@@ -81,14 +93,14 @@ def describe(r: ProbeResult, planned: PlannedCell, unit) -> str:
     return engine_words(r, unit)
 
 
-def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, me: dict[str, Any]
-            ) -> tuple[ProbeResult | None, list[list[dict]], str]:
+def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, me: dict[str, Any],
+            steps: int = ENGINE_STEPS) -> tuple[ProbeResult | None, list[list[dict]], str]:
     """Launches the cell as its engine probe (the backend's own launch, ENV=1 added), waits for it (or kills it at
     the deadline), and summarises each rank's windows."""
     from bench.backends.shared import launcher_job
     from bench.backends.shared.outcome import classify
 
-    probe = probe_cell(planned)
+    probe = probe_cell(planned, steps=steps)
     run_id = f"engine-probe-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     launch = backend.launch(probe, run_id)
     rendered = launch.render()
