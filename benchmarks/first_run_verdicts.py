@@ -2,7 +2,8 @@
 verdicts"), each bounded in count and time, every figure logged to OUT/*.tsv as it lands:
 
 1. healthy: --healthy runs of the default matrix's 2-worker cells (`--where` below), each in one store with
-   `--rerun`, the probes measured once by the first run and reused after (as on a user's machine): after each run,
+   `--rerun`, the probes measured once by the first run and reused after (as on a user's machine; the slowed tries
+   run after the first healthy run, with its probes): after each run,
    how many of the run's cells `bench status` calls below expected, and each cell's measured / expected ratio;
 2. slowed: --slowed first runs of one 2-worker cell, each in a new store (the probes reused: measured on the quiet
    machine), beside one busy process outside the cell, pinned to CPU 1 (rank 1's core when the ranks are pinned;
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HEALTHY_WHERE = "gpus=2,framework=pytorch"
+HEALTHY_WHERE = "gpus=2"
 SLOWED_WHERE = "gpus=2,framework=pytorch,mpi=gloo,engine=horovod,data=synthetic,model=resnet50"
 LINE = re.compile(r"^\s+(\w{12})\s+(\S+).*: measured ([\d,.]+) \S+, expected ([\d,.]+) ")
 
@@ -130,8 +131,9 @@ def main() -> int:
     stop_at = time.time() + args.deadline_min * 60
     store = out / "healthy" / "bench.db"
     store.parent.mkdir(exist_ok=True)
-    healthy(out, store, args.healthy, stop_at)
+    healthy(out, store, 1, stop_at)  # the first run measures the probes on the quiet machine
     slowed(out, store.parent / "probes", args.slowed, stop_at)
+    healthy(out, store, args.healthy, stop_at)
     checks(out, store)
     return 0
 

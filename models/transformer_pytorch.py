@@ -183,6 +183,11 @@ def sequence_rate(seq: int, initial_loss: dict) -> SampleRate:
                 "loss_initial": initial_loss.get("value")}
 
     def unusable(summaries):
+        if engine_probe.active():
+            # FSDP2's engine probe turns gradient sync off, which leaves its sharded parameters without gradients:
+            # it computes every step but updates nothing. Its windows are a rate for the expected value, never a
+            # cell's measurement (the store never sees them).
+            return None
         first, steps = initial_loss.get("value"), initial_loss.get("steps", 0)
         now = summaries[0]["loss"]
         bar = first * (1 - LOSS_FALL) if steps >= LOSS_FALL_STEPS else first

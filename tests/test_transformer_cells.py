@@ -71,10 +71,13 @@ def test_run_status_and_history_speak_tokens(workdir):
     assert status.returncode == 0, status.stderr
     expected = [ln for ln in status.stdout.splitlines() if ": measured " in ln]
     assert len(expected) == 3 and all("tokens/s" in ln for ln in expected) and "img/s" not in status.stdout
-    # The co-located compute probe stands for the transformer's cells as for ResNet-50's (one probe: same compute).
-    assert all("(compute probe: 2 × " in ln for ln in expected), expected
+    # The co-located probes stand for the transformer's cells as for ResNet-50's: one compute probe (same compute),
+    # and an engine probe for each stack (Horovod, DDP, FSDP2), on which the expected values rest.
+    assert all("(engine probe: 2 × " in ln for ln in expected), expected
     assert re.search(r"compute probe for .*: 2 plain processes at once: [\d,]+ tokens/s each", status.stdout)
-    assert "FSDP2's Gloo threads" in status.stdout and "DDP's Gloo threads" in status.stdout
+    engines = re.findall(r"engine probe for .*: 2 ranks, engine up, no gradient traffic: [\d,]+ tokens/s each",
+                         status.stdout)
+    assert len(engines) == 3, status.stdout
     history = bench_cli("history", cwd=d)
     assert history.returncode == 0 and "tokens/s" in history.stdout and "img/s" not in history.stdout
 
