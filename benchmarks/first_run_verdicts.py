@@ -43,7 +43,7 @@ def bench(*argv: str, log: Path | None = None) -> subprocess.CompletedProcess:
 
 def verdict_lines(store: Path) -> list[str]:
     status = bench("status", "--store", str(store)).stdout
-    return [line for line in status.splitlines() if "/2w " in line and ": measured " in line]
+    return [line for line in status.splitlines() if re.search(r"/2w[ /]", line) and ": measured " in line]
 
 
 def number(text: str) -> float:

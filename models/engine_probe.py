@@ -79,7 +79,8 @@ def time_gradient_allreduce(torch, device, sizes: list[int], comm, out: str | No
                             how: str = "per-tensor") -> None:
     """PyTorch's report_timings: one step's gradients (fp32) as the engine sends them — `per-tensor`: through
     Horovod, one tensor per parameter, each negotiated and fused by its background loop as DistributedOptimizer's
-    hooks submit them; `buckets`: DDP's 25 MiB buckets, allreduced over torch.distributed's default group;
+    hooks submit them; `buckets`: DDP's 25 MiB buckets, each filled from the gradients, allreduced over
+    torch.distributed's default group and copied back;
     `reduce-scatter`: FSDP2's, one per unit (`sizes`: each unit's parameters), each rank keeping its shard."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if hvd is not None:
@@ -103,10 +104,18 @@ def time_gradient_allreduce(torch, device, sizes: list[int], comm, out: str | No
                 for w in works:
                     w.wait()
         else:
+            # DDP copies each bucket's gradients into the bucket, divides by the world size, allreduces it and copies
+            # the result back into the gradients: the copies are its cost on the cores as much as the allreduce
             bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in buckets_of(sizes)]
+            grads = [torch.ones_like(b) for b in bufs]
 
             def collectives():
-                for w in [dist.all_reduce(b, async_op=True) for b in bufs]:
+                works = []
+                for b, g in zip(bufs, grads):
+                    b.copy_(g).div_(world)
+                    works.append(dist.all_reduce(b, async_op=True))
+                for b, g, w in zip(bufs, grads, works):
                     w.wait()
+                    g.copy_(b)
 
     report_timings(comm, out, 4 * sum(sizes), collectives, sync)
