@@ -107,9 +107,9 @@ def _run_on(args, matrix, backend, planned, store, store_path: Path) -> int:
             from None
     if summary.probes_measured or summary.probes_reused or summary.probes_failed:
         share = f"{100 * summary.probe_s / summary.cells_s:.1f}% of" if summary.cells_s else "beside"
-        console.print(f"compute probes: {summary.probes_measured} measured, {summary.probes_reused} reused, "
-                      f"{summary.probes_failed} failed; {summary.probe_s:.0f} s, {share} the cells' "
-                      f"{summary.cells_s:.0f} s ({store_path.parent / 'probes' / 'compute.json'})", highlight=False)
+        console.print(f"probes (compute and engine): {summary.probes_measured} measured, {summary.probes_reused} "
+                      f"reused, {summary.probes_failed} failed; {summary.probe_s:.0f} s, {share} the cells' "
+                      f"{summary.cells_s:.0f} s ({store_path.parent / 'probes'})", highlight=False)
     not_retried = f", {summary.not_retried} failed before and not retried" if summary.not_retried else ""
     console.print(f"run {run_id}: {summary.ok} ok, {len(summary.failed)} failed{not_retried}, {summary.resumed} "
                   f"already in the store, {summary.skipped} skipped; store: {store_path}")
