@@ -1,8 +1,9 @@
-"""The engine probe, worker side: the cell's own program under its own launcher and engine, with the engine up (Horovod's
-background loop, MPI's progress threads, DDP's or FSDP2's Gloo process group) and one small collective a step, but
-no gradient traffic: each rank updates its own model. What the cell's ranks compute beside the engine, apart from
-what the gradients' allreduce costs (bench/backends/local/engine_probe.py runs it and keeps the figure;
-bench/analysis/expected.py builds the expected value on it).
+"""The engine probe, worker side: the cell's own program under its own launcher and engine, with the engine up
+(Horovod's background loop, MPI's progress threads, DDP's or FSDP2's Gloo process group) and one small collective a
+step, but no gradient traffic: each rank updates its own model (FSDP2's stays sharded, gradient sync off). What the
+cell's ranks compute beside the engine, apart from what the gradients' collectives cost, which it times afterwards
+(bench/backends/local/engine_probe.py runs it and keeps the figures; bench/analysis/expected.py builds the expected
+value on them).
 
 Asked for by the environment (ENV=1), which every launcher forwards to every rank, so the probe is the cell's own
 launch command. Imports nothing of bench.

@@ -51,7 +51,8 @@ class Outside(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cpu_s_per_s: float = Field(ge=0)  # processes outside the cell, all together (the machine's busy time less the cell's)
+    # processes outside the cell, all together (the machine's busy time less the cell's)
+    cpu_s_per_s: float = Field(ge=0)
     cell_cpu_s_per_s: float = Field(ge=0)
     cores: int = Field(ge=1)  # CPUs this rank may use
     machine_cores: int | None = Field(None, ge=1)

@@ -17,8 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.analysis.probe import ProbeResult, engine_key, engine_words, fresh, from_entry, key_text, stale_reason, summarize, to_entry
-from bench.backends.local.compute_probe import (ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, load, store)
+from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, from_entry, key_text, stale_reason,
+                                  summarize, to_entry)
+from bench.backends.local.compute_probe import ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, load, store
 from bench.planning.cell import PlannedCell
 from models.engine_probe import ENV
 
@@ -70,7 +71,7 @@ def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = 
     if hit is not None:
         r = from_entry(hit)
         return ProbeOutcome(r, 0.0, True, f"engine: reused ({(now - r.measured_unix) / 3600:.1f} h old): "
-                                          f"{describe(r, planned, unit)}")
+                                          f"{engine_words(r, unit)}")
     older = [e for e in entries if key_text(e.get("key") or {}) == key_text(key)]
     why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
     started = time.monotonic()
@@ -83,14 +84,10 @@ def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = 
     try:
         store(path, to_entry(key, result, raw))
     except OSError as e:
-        return ProbeOutcome(result, seconds, False, f"engine: {describe(result, planned, unit)}; not stored "
+        return ProbeOutcome(result, seconds, False, f"engine: {engine_words(result, unit)}; not stored "
                                                     f"({e.strerror or e})")
     return ProbeOutcome(result, seconds, False, f"engine: measured in {seconds:.0f} s ({why}): "
-                                                f"{describe(result, planned, unit)}")
-
-
-def describe(r: ProbeResult, planned: PlannedCell, unit) -> str:
-    return engine_words(r, unit)
+                                                f"{engine_words(result, unit)}")
 
 
 def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, me: dict[str, Any],
