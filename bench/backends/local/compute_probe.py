@@ -167,16 +167,22 @@ def ensure(planned: PlannedCell, results_dir: Path, python: str, threads: int, d
         left = timeout_s - (time.monotonic() - started)  # once more, with twice the windows
         if left > 30:
             result, raw, problem = measure(planned, python, threads, data_dir, left, me, 2 * PROBE_REPEATS)
-    seconds = time.monotonic() - started
+    return kept(path, key, result, raw, time.monotonic() - started, why, lambda r: r.describe(unit),
+                problem + "; the cell's expected value falls back to N × its 1-worker rate")
+
+
+def kept(path: Path, key: dict[str, Any], result: ProbeResult | None, raw: list[list[dict]], seconds: float,
+         why: str, words, problem: str, prefix: str = "") -> ProbeOutcome:
+    """A probe just measured (`result`; None: it failed, `problem` says why), stored under `key`, as its outcome.
+    `words`: its line; `prefix`: what kind of probe the line is of ("engine: ")."""
     if result is None:
-        return ProbeOutcome(None, seconds, False, f"failed after {seconds:.0f} s ({problem}); the cell's expected "
-                                                  "value falls back to N × its 1-worker rate")
+        return ProbeOutcome(None, seconds, False, f"{prefix}failed after {seconds:.0f} s ({problem})")
     result = replace(result, seconds=seconds)
     try:
         store(path, to_entry(key, result, raw))
     except OSError as e:
-        return ProbeOutcome(result, seconds, False, f"{result.describe(unit)}; not stored ({e.strerror or e})")
-    return ProbeOutcome(result, seconds, False, f"measured in {seconds:.0f} s ({why}): {result.describe(unit)}")
+        return ProbeOutcome(result, seconds, False, f"{prefix}{words(result)}; not stored ({e.strerror or e})")
+    return ProbeOutcome(result, seconds, False, f"{prefix}measured in {seconds:.0f} s ({why}): {words(result)}")
 
 
 def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | None, timeout_s: float,

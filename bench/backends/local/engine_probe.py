@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, from_entry, key_text, stale_reason,
-                                  summarize, to_entry)
-from bench.backends.local.compute_probe import ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, load, store
+                                  summarize)
+from bench.backends.local.compute_probe import ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, kept, load
 from bench.planning.cell import PlannedCell
 from models.engine_probe import ENV
 
@@ -76,18 +76,8 @@ def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = 
     why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
     started = time.monotonic()
     result, raw, problem = measure(planned, backend, results_dir, timeout_s, me, steps_for(step_s))
-    seconds = time.monotonic() - started
-    if result is None:
-        return ProbeOutcome(None, seconds, False, f"engine: failed after {seconds:.0f} s ({problem}); the expected "
-                                                  "value rests on the compute probe")
-    result = replace(result, seconds=seconds)
-    try:
-        store(path, to_entry(key, result, raw))
-    except OSError as e:
-        return ProbeOutcome(result, seconds, False, f"engine: {engine_words(result, unit)}; not stored "
-                                                    f"({e.strerror or e})")
-    return ProbeOutcome(result, seconds, False, f"engine: measured in {seconds:.0f} s ({why}): "
-                                                f"{engine_words(result, unit)}")
+    return kept(path, key, result, raw, time.monotonic() - started, why, lambda r: engine_words(r, unit),
+                f"{problem}; the expected value rests on the compute probe", prefix="engine: ")
 
 
 def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, me: dict[str, Any],
