@@ -104,10 +104,11 @@ def slowed(out: Path, probes: Path, tries: int, stop_at: float) -> None:
 
 
 def checks(out: Path, store: Path) -> None:
-    import sqlite3
+    sys.path.insert(0, str(ROOT))
+    from bench.store import Store
 
-    with sqlite3.connect(store) as conn:
-        runs = [r for (r,) in conn.execute("SELECT run_id FROM runs ORDER BY started_unix")]
+    with Store(store, read_only=True) as s:
+        runs = [r["run_id"] for r in s.runs() if r.get("finished_unix")]
     tsv = out / "check.tsv"
     tsv.write_text("baseline\tcandidate\texit\tregressed\n")
     for a, b in zip(runs, runs[1:]):

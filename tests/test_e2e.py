@@ -261,16 +261,43 @@ def test_interrupting_run_stops_the_cell_and_records_it(tmp_path, sig, code):
     assert proc.returncode == code, err[-2000:]
     df = read_records(tmp_path)
     assert list(df.status) == ["interrupted"]
-    assert not _workers_running(tmp_path), "workers survived the interrupt"
+    assert not _workers_running(tmp_path, probes=True), "workers survived the interrupt"
 
 
-def _workers_running(tmp_path: Path) -> bool:
+def test_interrupting_run_during_an_engine_probe_leaves_no_process(tmp_path):
+    """Ctrl-C while the engine probe (the cell's own launch, bench/backends/local/engine_probe.py) runs: the run stops
+    with 130 and none of the probe's processes outlives it."""
+    (tmp_path / "m.yaml").write_text(MATRIX.replace("gpu: [cpu, V100]", "gpu: [cpu]")
+                                     .replace("mpi: [gloo, openmpi]", "mpi: [openmpi]"), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # wait until the engine probe's workers exist
+            if _workers_running(tmp_path, probes=True) and not _workers_running(tmp_path):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no engine probe was seen running")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    time.sleep(1.0)
+    assert not _workers_running(tmp_path, probes=True), "the engine probe's workers survived the interrupt"
+
+
+def _workers_running(tmp_path: Path, probes: bool = False) -> bool:
+    """Whether the cell's workers run (`probes`: or an engine probe's, which are the cell's program too)."""
     for p in psutil.process_iter(["cmdline"]):
         try:
             cmd = p.info["cmdline"] or []
         except psutil.Error:
             continue
-        if any("resnet50_pytorch.py" in part for part in cmd) and any(str(tmp_path) in part for part in cmd):
+        if any("resnet50_pytorch.py" in part for part in cmd) and any(str(tmp_path) in part for part in cmd) \
+                and (probes or not any("/engine-probe-" in part for part in cmd)):
             return True
     return False
 

@@ -200,7 +200,7 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
         base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
         procs, outs, logs = [], [], []
         measured_at = time.time()
-        busy0, mine0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
+        busy0, mine0, t0 = busy_cpu_s(), children_cpu_s(), time.monotonic()
         try:
             for i in range(workers):
                 out = Path(scratch) / f"p{i}.jsonl"
@@ -231,7 +231,7 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
             tail = (Path(scratch) / f"p{i}.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
             return None, [], f"process {i} exited {code}: {tail[0][:200]}"
         raw = [_records(out) for out in outs]
-        busy1, mine1, wall = _busy_cpu_s(), _children_cpu_s(), time.monotonic() - t0
+        busy1, mine1, wall = busy_cpu_s(), children_cpu_s(), time.monotonic() - t0
     # What else ran meanwhile: the machine's busy CPU less the probe's own processes (reaped: RUSAGE_CHILDREN), per
     # second. A probe beside other load measures the node as that load left it (docs/diagnose.md).
     others = None if busy0 is None or busy1 is None or wall <= 0 else \
@@ -243,7 +243,7 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
     return result, raw, ""
 
 
-def _busy_cpu_s() -> float | None:
+def busy_cpu_s() -> float | None:
     """CPU seconds every process on this machine has used (the `cpu` line of /proc/stat, idle and iowait left out)."""
     try:
         with open("/proc/stat") as f:
@@ -254,7 +254,7 @@ def _busy_cpu_s() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def _children_cpu_s() -> float:
+def children_cpu_s() -> float:
     import resource
 
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, from_entry, key_text, stale_reason,
                                   summarize)
-from bench.backends.local.compute_probe import ProbeOutcome, _busy_cpu_s, _children_cpu_s, identity, kept, load
+from bench.backends.local.compute_probe import ProbeOutcome, busy_cpu_s, children_cpu_s, identity, kept, load
 from bench.planning.cell import PlannedCell
 from models.engine_probe import ENV
 
@@ -93,12 +93,18 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
     rendered = launch.render()
     rendered = replace(rendered, env={**rendered.env, ENV: "1"})
     measured_at = time.time()
-    busy0, mine0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
+    busy0, mine0, t0 = busy_cpu_s(), children_cpu_s(), time.monotonic()
     handle = launcher_job.start(probe, rendered, launch.dir, timeout_s, launch.runtime.bin_dirs)
-    while not launcher_job.poll(handle, launcher_job.kill):
-        time.sleep(0.1)
+    try:
+        while not launcher_job.poll(handle, launcher_job.kill):
+            time.sleep(0.1)
+    except BaseException:  # Ctrl-C or SIGTERM during the probe: none of its processes outlives it
+        handle.stopped = "interrupted"
+        launcher_job.kill(handle)
+        launcher_job.finish(handle, launcher_job.kill)
+        raise
     end = launcher_job.finish(handle, launcher_job.kill)
-    busy1, mine1, wall = _busy_cpu_s(), _children_cpu_s(), time.monotonic() - t0
+    busy1, mine1, wall = busy_cpu_s(), children_cpu_s(), time.monotonic() - t0
     outcome = classify(end, probe.cell["repeats"], timeout_s, "the engine probe was killed")
     ok = [r for r in end.records if r.get("kind") == "measurement" and r.get("status") == "ok"]
     if not ok:
