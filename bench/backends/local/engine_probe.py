@@ -12,6 +12,7 @@ rule. Cost: one launch of the cell (start-up is most of it) per stack and settin
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -85,13 +86,18 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
     """Launches the cell as its engine probe (the backend's own launch, ENV=1 added), waits for it (or kills it at
     the deadline), and summarises each rank's windows."""
     from bench.backends.shared import launcher_job
+    from bench.backends.shared.cell_launch import Placement, launch_for
     from bench.backends.shared.outcome import classify
+    from models.faults import FAULT_VAR
 
     probe = probe_cell(planned, steps=steps)
     run_id = f"engine-probe-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    launch = backend.launch(probe, run_id)
+    # The cell's own launch, its job directory under the probes' folder (results/runs holds the cells' jobs only).
+    launch = launch_for(probe, run_id, 0, where=Placement(Path(results_dir) / "probes", backend.python,
+                                                           cores=os.cpu_count() or 1, data_dir=backend.imagenet_dir))
     rendered = launch.render()
-    rendered = replace(rendered, env={**rendered.env, ENV: "1"})
+    # The worker test hooks (models/faults.py) are planted in the cell, never in the probe that measures the machine.
+    rendered = replace(rendered, env={**rendered.env, ENV: "1", FAULT_VAR: ""})
     measured_at = time.time()
     busy0, mine0, t0 = busy_cpu_s(), children_cpu_s(), time.monotonic()
     handle = launcher_job.start(probe, rendered, launch.dir, timeout_s, launch.runtime.bin_dirs)
