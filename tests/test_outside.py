@@ -21,36 +21,32 @@ def _busy(seconds: float, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)], env={**os.environ, **(env or {})})
 
 
-def test_a_busy_process_outside_the_cell_is_named_with_its_pid():
-    hog = _busy(3)
+def _sampled_beside(env: dict | None = None) -> tuple[int, dict | None]:
+    """(a busy process's pid, what a second of sampling saw outside cell `cell-a` while it ran)."""
+    hog = _busy(3, env=env)
     try:
         time.sleep(0.3)  # started and spinning
         before = host_load.snapshot()
         time.sleep(1.0)
         after = host_load.snapshot()
-        seen = host_load.outside(before, after, token="cell-a")  # while it runs: its environment is read
+        return hog.pid, host_load.outside(before, after, token="cell-a")  # while it runs: its environment is read
     finally:
         hog.kill()
         hog.wait()
+
+
+def test_a_busy_process_outside_the_cell_is_named_with_its_pid():
+    pid, seen = _sampled_beside()
     assert seen is not None
     top = seen["top"][0]
-    assert top["pid"] == hog.pid and top["name"].startswith("python")
+    assert top["pid"] == pid and top["name"].startswith("python")
     assert 0.5 <= top["cpu_s_per_s"] <= 1.2  # one busy thread: about one CPU-second a second
     assert seen["cpu_s_per_s"] >= 0.5
 
 
 def test_a_process_of_the_same_cell_is_not_outside_it():
-    hog = _busy(3, env={host_load.TOKEN_VAR: "cell-a"})
-    try:
-        time.sleep(0.3)
-        before = host_load.snapshot()
-        time.sleep(1.0)
-        after = host_load.snapshot()
-        seen = host_load.outside(before, after, token="cell-a")  # while it runs: its environment is read
-    finally:
-        hog.kill()
-        hog.wait()
-    assert all(p["pid"] != hog.pid for p in seen["top"]), (hog.pid, seen)
+    pid, seen = _sampled_beside(env={host_load.TOKEN_VAR: "cell-a"})
+    assert all(p["pid"] != pid for p in seen["top"]), (pid, seen)
     assert seen["cell_cpu_s_per_s"] >= 0.5
 
 
