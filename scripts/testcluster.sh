@@ -25,7 +25,8 @@
 #                        reads i x 10^6 s ahead) and a mount namespace in which the
 #                        state dir's hosts file is bind-mounted on /etc/hosts (node names resolve on every node, to
 #                        eth1 addresses) and a boot id of its own on /proc/sys/kernel/random/boot_id (UCX and NCCL
-#                        take equal boot ids for one machine and would use shared memory between nodes); sshd
+#                        take equal boot ids for one machine and would use shared memory between nodes), and the
+#                        state dir's node_bashrc on root's ~/.bashrc (a login on a node never runs the host's); sshd
 #                        listens on 198.18.0.(10+i):22 only; everything started over ssh inherits all of these
 #   with --pin           nodeI/cpus in the state dir names node I's CPU; its init, sshd and everything entered with
 #                        `exec` run under `taskset -c` on it (children inherit the affinity)
@@ -161,6 +162,13 @@ write_ssh_files() {
   chmod 755 "$DIR/bin/ssh"
   : >"$DIR/hostfile"
   for i in $(seq 1 "$nodes"); do echo "node$i slots=$slots" >>"$DIR/hostfile"; done
+  # The nodes' root .bashrc (bind-mounted on the host's in each node's mount namespace): a fresh node's, not the
+  # host's. The host's may start tools that keep state in the shared home: pyenv's `init` rehashes its shims under a
+  # lock file, and a login killed while holding it (a node taken down mid-login) leaves the lock behind, after which
+  # every login on every node waits 60 s for it and the launchers' node checks time out. Commands sent to the nodes
+  # carry the PATH they need (the hosts backend exports it), as they must on a real cluster.
+  printf '# Written by scripts/testcluster.sh: root'"'"'s .bashrc on the emulated nodes (the host'"'"'s is not run there).\n' \
+    >"$DIR/node_bashrc"
   printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$DIR/hosts"
   for i in $(seq 1 "$nodes"); do echo "$(addr "$i") node$i" >>"$DIR/hosts"; done
 }
@@ -203,6 +211,10 @@ EOF
 # The machine's cgroup mounts (dir, type, options), which the node mounts again: `ip netns exec` gives the node a sysfs
 # of its own (its network devices), which hides them, and a container engine on the node (podman's runc) needs them
 # to make a container's cgroup, as on a real machine. Mounting a hierarchy again joins the same one.
+# Root's home directory, whose .bashrc every ssh login on a node runs (Debian's bash reads it for a command sent
+# over ssh too).
+root_home() { getent passwd root | cut -d: -f6; }
+
 cgroup_mounts() {
   awk '$9 == "tmpfs" && $5 == "/sys/fs/cgroup" {print $5, "tmpfs", $NF}
        ($9 == "cgroup" || $9 == "cgroup2") && $5 ~ "^/sys/fs/cgroup" {print $5, $9, $NF}' /proc/self/mountinfo
@@ -221,12 +233,14 @@ start_init() {
   ip netns exec "$netns" $(pin "$i") unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
     --time --monotonic "$((i * 1000000))" --boottime "$((i * 1000000))" -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id || exit 1
+     if [ -f "$5/.bashrc" ]; then mount --bind "$6" "$5/.bashrc" || exit 1; fi
      printf "%s\n" "$4" | while read -r dir type opts; do
        [ -n "$dir" ] && { mkdir -p "$dir"; mount -t "$type" -o "$opts" "$type" "$dir"; } || true
      done
      trap "exit 0" TERM
      while :; do sleep 1 & wait; done' \
-    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$(cgroup_mounts)" </dev/null >"$nd/init.log" 2>&1 &
+    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$(cgroup_mounts)" "$(root_home)" "$DIR/node_bashrc" \
+    </dev/null >"$nd/init.log" 2>&1 &
   launcher=$!
   for _ in $(seq 1 50); do
     init=$(pgrep -P "$launcher" || true)

@@ -56,6 +56,18 @@ def test_nodes_have_their_own_names_and_reach_each_other_over_ssh(cluster):
     assert cluster.hostfile.read_text().split("\n")[:2] == ["node1 slots=1", "node2 slots=1"]
 
 
+def test_a_login_on_a_node_runs_the_nodes_bashrc_not_the_hosts(cluster):
+    # The host's ~/.bashrc may keep state in the shared home (pyenv's rehash lock): a login killed while holding it
+    # locked every later login out for 60 s and failed every multi-node test after it.
+    home = Path(os.path.expanduser("~root"))
+    if not (home / ".bashrc").is_file():
+        pytest.skip("root has no ~/.bashrc on this machine: nothing for the nodes to hide")
+    seen = cluster.run("node1", ["ssh", "node2", "head -n 1 ~/.bashrc"])
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.startswith("# Written by scripts/testcluster.sh"), seen.stdout
+    assert not (home / ".bashrc").read_text().startswith("# Written by scripts/testcluster.sh")
+
+
 def test_link_down_cuts_a_node_off_and_link_up_brings_it_back(cluster):
     probe = ["ssh", "-o", "ConnectTimeout=2", "node2", "true"]
     cluster.link_down("node2")
