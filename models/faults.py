@@ -10,8 +10,8 @@ models/common.py) and the data a collective sweep sends at each size (`corrupt_s
   `BENCH_FAULT_SAY` and carry on; `raise` adds that text to its message too), pin (move every thread of the rank onto
   CPU `cpu=C` and carry on: with a busy process on that core, which the test starts and ends, the rank is really slow
   — a straggler made by the machine, not by a sleep in the worker), slow (from that step on, every step of the rank
-  takes 1 / (1 - F) times as long, `frac=F`: it sleeps F / (1 - F) times the median of its last five step-to-step
-  intervals, the sleep left out, so its throughput falls by F; the planted slowdown `bench ab`'s benchmark must
+  takes 1 / (1 - F) times as long, `frac=F`: it spins on the CPU for F / (1 - F) times the median of its last five
+  step-to-step intervals, that added time left out, so its throughput falls by F; the planted slowdown `bench ab`'s benchmark must
   catch, benchmarks/ab_power.py).
 - `BENCH_COLLECTIVE_CORRUPT`: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size
   B (allreduce: its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels),
@@ -72,8 +72,13 @@ class StepFaults:
         if self._last_tick is not None:
             self._intervals = (self._intervals + [now - self._last_tick])[-5:]
             typical = sorted(self._intervals)[len(self._intervals) // 2]
-            time.sleep(typical * self.slow_frac / (1 - self.slow_frac))
-        self._last_tick = time.perf_counter()  # the next interval leaves this sleep out
+            # Held on the CPU, not slept: extra work, as a slower step is. A sleep gave the core away, and the step
+            # after each one ran slower (caches, the vCPU descheduled), which the next interval fed back: 10%
+            # planned came out at 13% in the A/B benchmark (docs/regression-checks.md).
+            until = time.perf_counter() + typical * self.slow_frac / (1 - self.slow_frac)
+            while time.perf_counter() < until:
+                pass
+        self._last_tick = time.perf_counter()  # the next interval leaves this added time out
 
     def _inject(self, kind: str, opts: dict | None = None) -> None:
         say = os.environ.get(FAULT_SAY_VAR, "")

@@ -227,10 +227,14 @@ cgroup_mounts() {
 # node had booted at another time, so a timestamp of one node subtracted from another's shows. pid 1 is a shell that
 # reaps orphans (a pid 1 gets no signal it has no handler for: TERM is trapped for `down`).
 start_init() {
-  local i=$1 netns nd launcher init=""
+  local i=$1 netns nd launcher init="" child pinned mounts home
   netns=$(ns "$i"); nd=$DIR/node$i
-  # shellcheck disable=SC2046
-  ip netns exec "$netns" $(pin "$i") unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
+  # Worked out here, not in the background command's arguments: a command substitution there is a short-lived child
+  # of the launcher, and the loop below, looking for the launcher's child, took one for the node's init now and then
+  # (`up` then failed with "its init exited": 2 of 12 tries on 2026-12-04).
+  pinned=$(pin "$i"); mounts=$(cgroup_mounts); home=$(root_home)
+  # shellcheck disable=SC2086
+  ip netns exec "$netns" $pinned unshare --uts --ipc --mount --pid --fork --mount-proc --propagation slave \
     --time --monotonic "$((i * 1000000))" --boottime "$((i * 1000000))" -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /proc/sys/kernel/random/boot_id || exit 1
      if [ -f "$5/.bashrc" ]; then mount --bind "$6" "$5/.bashrc" || exit 1; fi
@@ -239,11 +243,15 @@ start_init() {
      done
      trap "exit 0" TERM
      while :; do sleep 1 & wait; done' \
-    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$(cgroup_mounts)" "$(root_home)" "$DIR/node_bashrc" \
+    sh "node$i" "$DIR/hosts" "$nd/boot_id" "$mounts" "$home" "$DIR/node_bashrc" \
     </dev/null >"$nd/init.log" 2>&1 &
   launcher=$!
+  # The node's init: the launcher's child in a PID namespace other than ours (unshare's forked child).
   for _ in $(seq 1 50); do
-    init=$(pgrep -P "$launcher" || true)
+    for child in $(pgrep -P "$launcher" || true); do
+      [ "$(stat -L -c %i "/proc/$child/ns/pid" 2>/dev/null)" != "$(stat -L -c %i /proc/self/ns/pid)" ] || continue
+      init=$child
+    done
     [ -n "$init" ] && break
     sleep 0.1
   done
