@@ -142,7 +142,7 @@ mpich_site=$("$mpich_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_
 main_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 echo "import site; site.addsitedir('$main_site')" > "$mpich_site/_bench_main_venv.pth"
 # Only PyTorch's binding by default: the MPICH and Intel MPI cells of matrix.yaml are PyTorch's, and the TensorFlow
-# binding is the larger part of the build (measured in docs/install.md). BENCH_MPICH_FRAMEWORKS="pytorch tensorflow"
-# builds both, for TensorFlow or Keras cells under MPICH or Intel MPI.
+# binding is a large part of the build (docs/install.md: 198 s with it, 120 s without).
+# BENCH_MPICH_FRAMEWORKS="pytorch tensorflow" builds both, for TensorFlow or Keras cells under MPICH or Intel MPI.
 mpich_abi "$mpich_venv" "${BENCH_MPICH_FRAMEWORKS:-pytorch}"
 phase_done "Horovod (MPICH ABI)"
