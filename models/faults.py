@@ -11,8 +11,8 @@ models/common.py) and the data a collective sweep sends at each size (`corrupt_s
   CPU `cpu=C` and carry on: with a busy process on that core, which the test starts and ends, the rank is really slow
   — a straggler made by the machine, not by a sleep in the worker), slow (from that step on, every step of the rank
   takes 1 / (1 - F) times as long, `frac=F`: it spins on the CPU for F / (1 - F) times the median of its last five
-  step-to-step intervals, that added time left out, so its throughput falls by F; the planted slowdown `bench ab`'s benchmark must
-  catch, benchmarks/ab_power.py).
+  step-to-step intervals, that added time left out, so its throughput falls by F; the planted slowdown `bench ab`'s
+  benchmark must catch, benchmarks/ab_power.py).
 - `BENCH_COLLECTIVE_CORRUPT`: `rank=R:bytes=B:element=E` makes rank R add 1 to element E of the data it sends at size
   B (allreduce: its input; allgather: its slice; broadcast: only the root sends, so only rank 0's corruption travels),
   so the sweep's check can be proven to catch a wrong result.

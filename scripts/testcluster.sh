@@ -167,7 +167,7 @@ write_ssh_files() {
   # lock file, and a login killed while holding it (a node taken down mid-login) leaves the lock behind, after which
   # every login on every node waits 60 s for it and the launchers' node checks time out. Commands sent to the nodes
   # carry the PATH they need (the hosts backend exports it), as they must on a real cluster.
-  printf '# Written by scripts/testcluster.sh: root'"'"'s .bashrc on the emulated nodes (the host'"'"'s is not run there).\n' \
+  echo "# Written by scripts/testcluster.sh: root's .bashrc on the emulated nodes (the host's is not run there)." \
     >"$DIR/node_bashrc"
   printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$DIR/hosts"
   for i in $(seq 1 "$nodes"); do echo "$(addr "$i") node$i" >>"$DIR/hosts"; done
@@ -208,13 +208,13 @@ EOF
   run_sshd "$i"
 }
 
-# The machine's cgroup mounts (dir, type, options), which the node mounts again: `ip netns exec` gives the node a sysfs
-# of its own (its network devices), which hides them, and a container engine on the node (podman's runc) needs them
-# to make a container's cgroup, as on a real machine. Mounting a hierarchy again joins the same one.
 # Root's home directory, whose .bashrc every ssh login on a node runs (Debian's bash reads it for a command sent
 # over ssh too).
 root_home() { getent passwd root | cut -d: -f6; }
 
+# The machine's cgroup mounts (dir, type, options), which the node mounts again: `ip netns exec` gives the node a sysfs
+# of its own (its network devices), which hides them, and a container engine on the node (podman's runc) needs them
+# to make a container's cgroup, as on a real machine. Mounting a hierarchy again joins the same one.
 cgroup_mounts() {
   awk '$9 == "tmpfs" && $5 == "/sys/fs/cgroup" {print $5, "tmpfs", $NF}
        ($9 == "cgroup" || $9 == "cgroup2") && $5 ~ "^/sys/fs/cgroup" {print $5, $9, $NF}' /proc/self/mountinfo
@@ -227,7 +227,7 @@ cgroup_mounts() {
 # node had booted at another time, so a timestamp of one node subtracted from another's shows. pid 1 is a shell that
 # reaps orphans (a pid 1 gets no signal it has no handler for: TERM is trapped for `down`).
 start_init() {
-  local i=$1 netns nd launcher init="" child pinned mounts home
+  local i=$1 netns nd launcher init="" child pinned mounts home ours
   netns=$(ns "$i"); nd=$DIR/node$i
   # Worked out here, not in the background command's arguments: a command substitution there is a short-lived child
   # of the launcher, and the loop below, looking for the launcher's child, took one for the node's init now and then
@@ -247,9 +247,10 @@ start_init() {
     </dev/null >"$nd/init.log" 2>&1 &
   launcher=$!
   # The node's init: the launcher's child in a PID namespace other than ours (unshare's forked child).
+  ours=$(stat -L -c %i /proc/$$/ns/pid)
   for _ in $(seq 1 50); do
     for child in $(pgrep -P "$launcher" || true); do
-      [ "$(stat -L -c %i "/proc/$child/ns/pid" 2>/dev/null)" != "$(stat -L -c %i /proc/self/ns/pid)" ] || continue
+      [ "$(stat -L -c %i "/proc/$child/ns/pid" 2>/dev/null)" != "$ours" ] || continue
       init=$child
     done
     [ -n "$init" ] && break
