@@ -56,6 +56,9 @@ case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or m
 if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
 else apt_install openmpi-bin libopenmpi-dev cmake g++ make
 fi
+# ccache on this machine (not in images, which compile once): the MPICH-ABI build reuses the Open MPI one's objects
+# that do not include mpi.h (scripts/build_horovod.sh, ccache_env).
+[ -z "$image_mpi" ] && apt_install ccache
 phase_done "system packages"
 [ "$purpose" = build-tools ] && exit 0
 if [ "$purpose" = images ]; then

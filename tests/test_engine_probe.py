@@ -51,6 +51,28 @@ def test_a_cell_well_under_its_engine_probe_is_below_expected():
     assert e.verdict.startswith("below expected by 48%")
 
 
+def test_a_probe_an_earlier_run_measured_allows_two_runs_noise_and_says_so():
+    from dataclasses import replace as with_
+
+    from bench.analysis.expected import SAME_RUN_S, reused_tolerance
+
+    probe = with_(_probe(), measured_unix=1_000_000.0)
+    e_mid = 2 * 16 / (16 / 27.4 + 0.122)
+    low = 2 * 16 / (16 / 25.5 + 0.122)  # the expected interval's low end
+    lead = _lead(0.85 * low / 1.03)  # the measured interval's high end 15% under it
+    edge = _lead(0.87 * low / 1.03)  # 13% under it: inside two runs' noise, outside 10%
+    fresh = engine_probed(edge, ROW, probe, started=1_000_000.0 + 30)  # measured for this run, seconds before
+    reused = engine_probed(edge, ROW, probe, started=1_000_000.0 + SAME_RUN_S + 3600)
+    assert fresh.verdict.startswith("below expected") and fresh.tolerance == pytest.approx(0.10)
+    assert reused.verdict == "as expected" and reused.tolerance == pytest.approx(reused_tolerance("cpu"))
+    assert reused.expected == pytest.approx(e_mid)  # the value is the same number; only the verdict's allowance grows
+    assert "the probe is an earlier run's (1.1 h before), so the verdict allows 14%" in reused.describe()
+    assert "earlier run" not in fresh.describe()
+    # past two runs' noise it is below, reused or not; and a GPU cell's runs differ by less than TOLERANCE
+    assert engine_probed(lead, ROW, probe, started=1_000_000.0 + 7200).verdict.startswith("below expected")
+    assert reused_tolerance("h100") == pytest.approx(0.10) and reused_tolerance("cpu") == pytest.approx(0.138, abs=1e-3)
+
+
 def test_the_engine_threads_cost_is_the_engine_probe_against_the_compute_probe():
     compute = _probe(rate=35.6, low=34.9, high=36.0, allreduce_s=None)
     e = engine_probed(_lead(42.0), ROW, _probe(), compute)

@@ -114,10 +114,12 @@ def test_a_slowed_cell_is_judged_against_its_expected_value_not_its_own_parts():
 @pytest.mark.e2e
 def test_a_cell_beside_a_busy_process_is_flagged_on_its_first_run_naming_it(tmp_path):
     """The real thing: a 2-worker cell (the tiny transformer: seconds a window) runs once, in a new store, while a
-    busy process outside it holds CPU 1; `bench status` calls it below expected and names that process."""
+    busy process outside it holds CPU 1; `bench status` calls it below expected and names that process. Five windows:
+    with three, the median's interval is their whole range, and one window the scheduler kept clear of the busy
+    process (the ranks are not pinned) reached the expected value's tolerance in 2 of 3 tries here."""
     (tmp_path / "m.yaml").write_text("""
 name: beside
-workload: {model: tiny, seq_len: 128, batch_per_gpu: 4, warmup_steps: 2, steps: 6, repeats: 3, threads: 1}
+workload: {model: tiny, seq_len: 128, batch_per_gpu: 4, warmup_steps: 2, steps: 6, repeats: 5, threads: 1}
 axes: {gpu: [cpu], framework: [pytorch], mpi: [gloo], ib: [false], gpus: [2]}
 backend: {name: local, timeout_s: 300}
 """, encoding="utf-8")

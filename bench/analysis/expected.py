@@ -44,6 +44,23 @@ from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 from bench.analysis.traffic import samples_per_step, step_of
 
 TOLERANCE = 0.10
+# An engine probe an earlier run measured and this run reused (bench run measures one for the cell right before it,
+# seconds apart; a probe stands for 7 days): the probe and the cell are then two runs, and two runs of an unchanged
+# cell differ by the noise between runs — the model `bench check` judges one run a side with (regress.RUN_NOISE, the
+# log-scale sd of one run's median). The verdict then allows what two runs differ by at the 95% one-sided level,
+# 1 − exp(−1.645 · √2 · σ): 13.8% for CPU cells (σ 0.064), so TOLERANCE for GPU cells (σ 0.01 gives 2.3%). On this
+# project's 2-core VM, four healthy runs of the 2-worker cells reusing the first run's probes read 0.79–1.05 of
+# their expected values (docs/diagnose.md), the first run, with its own probes, 0.89–1.12.
+SAME_RUN_S = 300.0  # a probe measured at most this long before the cell started was measured for it
+Z_ONE_SIDED_95 = 1.645
+
+
+def reused_tolerance(gpu: str) -> float:
+    """The verdict's tolerance against a probe an earlier run measured (see SAME_RUN_S)."""
+    from bench.analysis.regress import RUN_NOISE
+
+    sigma = RUN_NOISE["cpu" if str(gpu) == "cpu" else "gpu"]
+    return max(TOLERANCE, 1 - math.exp(-Z_ONE_SIDED_95 * math.sqrt(2) * sigma))
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,8 @@ class Expected:
     beside: "Beside | None" = None  # what ran beside its ranks outside the cell (bench/analysis/outside.py)
     engine_probe: Any = None  # the engine probe the value rests on (then links = "engine probe")
     comm_s: float | None = None  # the communication the value adds to the engine probe's step, seconds a step
+    probe_age_s: float | None = None  # how long before the cell its engine probe was measured (None: not known)
+    tolerance: float = TOLERANCE  # what the verdict allowed beyond the intervals (reused_tolerance for a reused probe)
     engine_cost: float | None = None  # 1 − the engine probe's rate / the compute probe's: the engine's threads
 
     @property
@@ -85,7 +104,10 @@ class Expected:
             source = (f"engine probe: {self.workers} × {format_rate(ep.rate, unit)} with the engine up and no "
                       f"gradient traffic, plus {self.comm_s:.3f} s a step for the gradients' allreduce ({self.links})"
                       + ("" if self.engine_cost is None else
-                         f"; the engine's threads cost {100 * self.engine_cost:.0f}% of the compute probe's rate"))
+                         f"; the engine's threads cost {100 * self.engine_cost:.0f}% of the compute probe's rate")
+                      + ("" if self.tolerance <= TOLERANCE else
+                         f"; the probe is an earlier run's ({age_words(self.probe_age_s)} before), so the verdict "
+                         f"allows {100 * self.tolerance:.0f}% for the noise between two runs"))
         elif self.split is not None:
             sp = self.split
             source = (f"compute probe: {self.workers} × {format_rate(sp.probe_rate, unit)}, {self.workers} plain "
@@ -99,6 +121,13 @@ class Expected:
             named = self.split.named()
             text += f": {named}" if named else ""
         return text + (f"; slow: {self.straggler.describe()}" if self.straggler else "")
+
+
+def age_words(seconds: float | None) -> str:
+    if seconds is None:
+        return "an unknown time"
+    return f"{seconds / 86400:.1f} days" if seconds >= 86400 else f"{seconds / 3600:.1f} h" \
+        if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
 def verdict(measured: float, low: float, high: float, e: float, e_low: float, e_high: float,
@@ -145,16 +174,19 @@ def expected_with_probes(table, ok, fits: Mapping[tuple, Any], windows, ranks: l
 
     found = probes_for(table, ok, windows, probes["entries"]) if probes is not None else None
     engines = probes_for(table, ok, windows, probes.get("engines"), key_of=engine_key) if probes is not None else {}
-    stored = costs_for(table, windows, ranks, found, probes["costs"], cell_sites(ok, windows)) if found else {}
+    sites = cell_sites(ok, windows)
+    stored = costs_for(table, windows, ranks, found, probes["costs"], sites) if found else {}
     return found, list(expected_cells(table, fits, windows, found, earlier_windows(ranks, ok), stored,
-                                      flavours=flavours, engines=engines))
+                                      flavours=flavours, engines=engines,
+                                      started={c: t for c, (_, t) in sites.items() if t is not None}))
 
 
 def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
                    ranks: Mapping[str, list[list[dict]]] | None = None, probes: Mapping[str, Any] | None = None,
                    history: Mapping[str, list[list[list[dict]]]] | None = None,
                    stored: Mapping[str, list[Mapping[str, float]]] | None = None, *,
-                   flavours: FlavourFacts, engines: Mapping[str, Any] | None = None) -> list[Expected]:
+                   flavours: FlavourFacts, engines: Mapping[str, Any] | None = None,
+                   started: Mapping[str, float] | None = None) -> list[Expected]:
     """One Expected per multi-worker cell of `table` (analysis.scaling.scaling() rows, with boot_low/boot_high);
     `fits`: collectives.fit_stacks() of the same store; `ranks`: cell_id → its windows' per_rank lists;
     `probes`: cell_id → the probe.ProbeResult that stands for it (probe.probes_for); `history`: cell_id → the
@@ -162,7 +194,8 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
     stack measured with the same probe, from the probe cache (probe.costs_for), for runs the store does not hold;
     `flavours`: what the stand-in choice and the step's parts need of the MPI flavours (bench.launch.analysis_facts);
     `engines`: cell_id → the engine probe that stands for it (probe.probes_for with engine_key): where there is one,
-    the expected value rests on it (engine_probed)."""
+    the expected value rests on it (engine_probed); `started`: cell_id → when its shown run started (whether its
+    engine probe was measured for it or reused from an earlier run)."""
     from bench.analysis.collectives import stack_of
     from bench.analysis.probe import colocated
 
@@ -179,7 +212,7 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
         ep = (engines or {}).get(r["cell_id"])
         if ep is not None:
             fit = (fits or {}).get(stack_of(r)) if all(k in r for k in ("engine", "nodes")) else None
-            out.append(engine_probed(lead, r, ep, probe, fit))
+            out.append(engine_probed(lead, r, ep, probe, fit, started=(started or {}).get(r["cell_id"])))
             continue
         if probe is not None:
             x1 = float(one["samples_per_sec"]) if one is not None else None
@@ -211,7 +244,7 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
     return [with_beside(e, beside_cell((ranks or {}).get(e.cell_id, []))) for e in out]
 
 
-def with_beside(e: Expected, beside: Beside | None, tolerance: float = TOLERANCE) -> Expected:
+def with_beside(e: Expected, beside: Beside | None, tolerance: float | None = None) -> Expected:
     """The verdict once what ran beside the cell's ranks is known (bench/analysis/outside.py). Outside work that
     contended for the cell's cores (or steal, or throttling) is named; and a cell it slowed is judged against its
     expected value itself, not against the parts the cell measured of itself (which would count a neighbour's CPU
@@ -226,14 +259,15 @@ def with_beside(e: Expected, beside: Beside | None, tolerance: float = TOLERANCE
         return replace(e, verdict=f"{e.verdict.split(', unexplained:')[0]}: {cause}")
     text, gap, g_lo, g_hi = verdict(e.measured, e.measured_low, e.measured_high, e.expected,
                                     e.expected_low if e.expected_low is not None else e.expected,
-                                    e.expected_high if e.expected_high is not None else e.expected, tolerance)
+                                    e.expected_high if e.expected_high is not None else e.expected,
+                                    e.tolerance if tolerance is None else tolerance)
     if text.startswith("below"):
         return replace(e, verdict=f"{text}: {cause}", gap=gap, gap_low=g_lo, gap_high=g_hi)
     return replace(e, verdict=f"{text}, though {cause}")
 
 
 def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=None,
-                  tolerance: float = TOLERANCE) -> Expected:
+                  tolerance: float | None = None, started: float | None = None) -> Expected:
     """A co-located cell's expected value from its engine probe (bench/backends/local/engine_probe.py): N ranks
     computing beside the engine and each other at the probe's rate, each step longer by the gradients' collectives
     as the engine sends them (Horovod: a tensor per parameter; DDP: 25 MiB buckets; FSDP2: a reduce-scatter per unit,
@@ -244,8 +278,14 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
 
         expected X(N) = N · batch / (batch / r + c)        interval: r at the probe's slowest and fastest window
 
-    The verdict is the plain one against that interval (TOLERANCE): the parts explain the value, not a gap."""
+    The verdict is the plain one against that interval (TOLERANCE; reused_tolerance when the probe is an earlier
+    run's: `started`, when the cell's run started, says which): the parts explain the value, not a gap."""
     from models.registry import ENGINES
+
+    age = started - ep.measured_unix if started is not None and ep.measured_unix else None
+    if tolerance is None:
+        reused = age is not None and age > SAME_RUN_S
+        tolerance = reused_tolerance(str(row.get("gpu") or "cpu")) if reused else TOLERANCE
 
     n, batch = lead.workers, samples_per_step(row)
     engine = ENGINES.get(str(row.get("engine") or "horovod"), ENGINES["horovod"])
@@ -259,7 +299,8 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
     text, gap, g_lo, g_hi = verdict(lead.measured, lead.measured_low, lead.measured_high, e, e_lo, e_hi, tolerance)
     cost = None if probe is None or not probe.rate else 1 - ep.rate / probe.rate
     return replace(lead, expected=e, expected_low=e_lo, expected_high=e_hi, links=links, verdict=text, gap=gap,
-                   gap_low=g_lo, gap_high=g_hi, engine_probe=ep, comm_s=comm, engine_cost=cost)
+                   gap_low=g_lo, gap_high=g_hi, engine_probe=ep, comm_s=comm, engine_cost=cost, probe_age_s=age,
+                   tolerance=tolerance)
 
 
 def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],
