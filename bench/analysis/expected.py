@@ -22,7 +22,8 @@ Verdict (measured median M with its 95% interval [M−, M+], expected E with [E�
 TOLERANCE is what the expected value does not hold: the machine's other load between the 1-worker cell and this one
 (on a shared 2-core machine a 1-worker cell's rate moves by ~10% between runs: docs/diagnose.md), and the engine's
 idle loop's cost on shared cores where no contention was measured (ρ_idle 0.77–0.93 beside Horovod's Gloo loop,
-docs/scaling-model.md).
+docs/scaling-model.md). Against an engine probe an earlier run measured, the tolerance is two runs' noise instead
+where that is larger (reused_tolerance: 13.8% for CPU cells).
 
 The slow rank: bench/analysis/straggler.py; the 1-worker cell that gives X(1): stand_in.py; a co-located cell's
 step split into parts against its compute probe: step_split.py; where every cell's step went: breakdown.py.
@@ -124,10 +125,14 @@ class Expected:
 
 
 def age_words(seconds: float | None) -> str:
+    """How old a probe is, in the unit that reads best: minutes, hours or days."""
     if seconds is None:
         return "an unknown time"
-    return f"{seconds / 86400:.1f} days" if seconds >= 86400 else f"{seconds / 3600:.1f} h" \
-        if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
 
 
 def verdict(measured: float, low: float, high: float, e: float, e_low: float, e_high: float,
