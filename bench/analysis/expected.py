@@ -249,7 +249,7 @@ def expected_cells(table, fits: Mapping[tuple, Any] | None = None,
     return [with_beside(e, beside_cell((ranks or {}).get(e.cell_id, []))) for e in out]
 
 
-def with_beside(e: Expected, beside: Beside | None, tolerance: float | None = None) -> Expected:
+def with_beside(e: Expected, beside: Beside | None) -> Expected:
     """The verdict once what ran beside the cell's ranks is known (bench/analysis/outside.py). Outside work that
     contended for the cell's cores (or steal, or throttling) is named; and a cell it slowed is judged against its
     expected value itself, not against the parts the cell measured of itself (which would count a neighbour's CPU
@@ -265,14 +265,14 @@ def with_beside(e: Expected, beside: Beside | None, tolerance: float | None = No
     text, gap, g_lo, g_hi = verdict(e.measured, e.measured_low, e.measured_high, e.expected,
                                     e.expected_low if e.expected_low is not None else e.expected,
                                     e.expected_high if e.expected_high is not None else e.expected,
-                                    e.tolerance if tolerance is None else tolerance)
+                                    e.tolerance)
     if text.startswith("below"):
         return replace(e, verdict=f"{text}: {cause}", gap=gap, gap_low=g_lo, gap_high=g_hi)
     return replace(e, verdict=f"{text}, though {cause}")
 
 
 def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=None,
-                  tolerance: float | None = None, started: float | None = None) -> Expected:
+                  started: float | None = None) -> Expected:
     """A co-located cell's expected value from its engine probe (bench/backends/local/engine_probe.py): N ranks
     computing beside the engine and each other at the probe's rate, each step longer by the gradients' collectives
     as the engine sends them (Horovod: a tensor per parameter; DDP: 25 MiB buckets; FSDP2: a reduce-scatter per unit,
@@ -288,9 +288,8 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
     from models.registry import ENGINES
 
     age = started - ep.measured_unix if started is not None and ep.measured_unix else None
-    if tolerance is None:
-        reused = age is not None and age > SAME_RUN_S
-        tolerance = reused_tolerance(str(row.get("gpu") or "cpu")) if reused else TOLERANCE
+    reused = age is not None and age > SAME_RUN_S
+    tolerance = reused_tolerance(str(row.get("gpu") or "cpu")) if reused else TOLERANCE
 
     n, batch = lead.workers, samples_per_step(row)
     engine = ENGINES.get(str(row.get("engine") or "horovod"), ENGINES["horovod"])
