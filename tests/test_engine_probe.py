@@ -107,3 +107,81 @@ def test_windows_last_about_a_second_at_the_compute_probes_step():
     assert steps_for(0.45) == ENGINE_STEPS  # ResNet-50 on this VM: 3 steps are over a second
     assert steps_for(0.04) == 25  # the tiny transformer
     assert steps_for(0.001) == MAX_STEPS and steps_for(None) == ENGINE_STEPS
+
+
+def test_a_cell_that_outran_its_engine_probe_is_found_and_a_cell_within_it_is_not():
+    from bench.analysis.expected import ran_faster_than_probe
+
+    e_mid = 2 * 16 / (16 / 27.4 + 0.122)  # 42.5 img/s
+    fast = ran_faster_than_probe(ROW, "c", [1.48 * e_mid + d for d in (-0.5, 0.0, 0.4, 0.2, -0.3)], _probe(), 1.0)
+    assert fast is not None and fast.verdict.startswith("above expected by 48%") and fast.engine_probe.rate == 27.4
+    assert ran_faster_than_probe(ROW, "c", [e_mid + d for d in (-0.5, 0.0, 0.4)], _probe(), 1.0) is None
+    assert ran_faster_than_probe(ROW, "c", [1.08 * e_mid + d for d in (-0.5, 0.0, 0.4)], _probe(), 1.0) is None
+    # a probe whose windows changed mode: an interval that holds the cell, a value 22% under it
+    mixed = _probe(rate=27.4, low=23.0, high=37.8)
+    wide = ran_faster_than_probe(ROW, "c", [1.22 * e_mid + d for d in (-0.5, 0.0, 0.4)], mixed, 1.0)
+    assert wide is not None and wide.verdict == "as expected"
+    slow = [0.5 * e_mid + d for d in (-0.5, 0.0, 0.4)]  # below: the alarm itself, never a reason to measure again
+    assert ran_faster_than_probe(ROW, "c", slow, _probe(), 1.0) is None
+    assert ran_faster_than_probe(ROW, "c", [2 * e_mid], None, 1.0) is None  # no engine probe
+    assert ran_faster_than_probe({**ROW, "gpus": 1}, "c", [2 * e_mid], _probe(), 1.0) is None
+
+
+def test_a_probe_measured_again_for_a_run_of_its_cell_stands_for_that_run_first():
+    from dataclasses import replace as with_
+
+    from bench.analysis.probe import engine_words, match
+
+    key, host = engine_key(ROW), "vm"
+    first = to_entry(key, with_(_probe(rate=23.0), measured_unix=1000.0, identity={"hostname": host}), [])
+    again = to_entry(key, with_(_probe(rate=35.0), measured_unix=1100.0, identity={"hostname": host},
+                                again_for={"cell_id": "c", "started_unix": 1030.0, "why": "the cell ran 48% faster"}),
+                     [])
+    entries = json.loads(json.dumps([first, again]))
+    # that run of the cell (it started at 1030, before the probe measured again): the probe measured for it
+    assert match(entries, ROW, host, 1030.0, key_of=engine_key).rate == 35.0
+    # another run, started before either: the newest probe measured before it started, as for any cell
+    assert match(entries, ROW, host, 1010.0, key_of=engine_key).rate == 23.0
+    # another cell of the same settings and stack is not that run
+    assert match(entries, {**ROW, "cell_id": "d"}, host, 1030.0, key_of=engine_key).rate == 23.0
+    assert "measured again: the cell ran 48% faster" in engine_words(from_entry(again))
+
+
+@pytest.mark.e2e
+def test_an_engine_probe_the_cell_ran_faster_than_is_measured_again_after_it(tmp_path):
+    """The real thing, with the disagreement planted: a first run measures the probes; the stored engine probe's
+    rate is then cut to a third, as if it had caught the engine spinning; the next run of the cell reuses it, runs
+    faster than it allows, and measures it again right after. `bench status` judges that run against the probe
+    measured for it, and says why it was measured again."""
+    from bench.backends.local.engine_probe import AGAIN_AT_MOST
+    from tests.conftest import bench_cli
+
+    (tmp_path / "m.yaml").write_text("""
+name: again
+workload: {model: tiny, seq_len: 128, batch_per_gpu: 4, warmup_steps: 2, steps: 6, repeats: 3, threads: 1}
+axes: {gpu: [cpu], framework: [pytorch], mpi: [gloo], ib: [false], gpus: [2]}
+backend: {name: local, timeout_s: 300}
+""", encoding="utf-8")
+    first = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "engine, again" not in first.stdout + first.stderr  # measured for this run: the cell agreed with it
+    path = tmp_path / "results" / "probes" / "engine.json"
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"]
+    for k in ("rate", "rate_low", "rate_high"):
+        entry[k] /= 3
+    path.write_text(json.dumps(data))
+    second = bench_cli("run", "m.yaml", "--rerun", cwd=tmp_path, timeout=400)
+    assert second.returncode == 0, second.stderr[-2000:]
+    said = second.stdout + second.stderr
+    assert "engine: reused" in said and "engine, again: measured in" in said, said
+    entries = json.loads(path.read_text())["entries"]
+    assert 2 <= len(entries) <= 1 + AGAIN_AT_MOST and all(e.get("again_for") for e in entries[1:])
+    again = entries[-1]  # the newest: the one that agreed with the cell, or the last try
+    assert again["rate"] > 2 * entry["rate"] and "% above what the " in again["again_for"]["why"]
+    status = bench_cli("status", cwd=tmp_path).stdout
+    line = next(x for x in status.splitlines() if x.lstrip().startswith("engine probe for "))
+    assert "measured again: the cell ran" in line, status
+    verdict = next(x for x in status.splitlines() if "/2w " in x and "expected" in x and "probe for" not in x)
+    assert verdict.split()[0] == again["again_for"]["cell_id"], status
+    assert f"2 × {128 * again['rate']:,.0f} tokens/s" in verdict, status  # 128 tokens a sequence

@@ -318,6 +318,25 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
                    tolerance=tolerance)
 
 
+def ran_faster_than_probe(cell: Mapping[str, Any], cell_id: str, rates: list[float], ep,
+                          started: float | None) -> Expected | None:
+    """A co-located cell just measured (`rates`: its windows' rates) against the engine probe it ran with: its
+    Expected when the cell ran faster than the probe allows, else None: above expected, or its median above the
+    expected value by more than the tolerance (a probe whose windows changed mode has an interval wide enough to
+    hold the cell while its value is 22% under it). Faster means the probe caught the engine in a state the cell
+    was not in: Horovod's idle loop over MPICH spins in MPI in some launches and not others (docs/diagnose.md, "An
+    engine probe in two modes"). The local backend measures the probe again then. A cell slower than its probe is
+    never a reason to: that is the verdict's alarm."""
+    from bench.analysis.stats import bootstrap_ci
+
+    if ep is None or not rates or int(cell.get("gpus") or 1) < 2:
+        return None
+    ci = bootstrap_ci(rates)
+    lead = Expected(cell_id, int(cell["gpus"]), ci.estimate, ci.low, ci.high, None)
+    e = engine_probed(lead, cell, ep, started=started)
+    return e if e.verdict.startswith("above") or e.measured > e.expected * (1 + e.tolerance) else None
+
+
 def probed(lead: Expected, row: Mapping[str, Any], probe, windows: list[list[Mapping[str, Any]]],
            earlier: list[list[list[Mapping[str, Any]]]], x1: float | None, tolerance: float = TOLERANCE, *,
            flavours: FlavourFacts, stored: Iterable[Mapping[str, float]] = ()) -> Expected:

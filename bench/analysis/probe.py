@@ -135,6 +135,9 @@ class ProbeResult:
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
     # Engine probes: one step's gradient collectives as the engine sends them, timed alone, the slowest rank's median
     allreduce_s: float | None = None
+    # An engine probe measured again after its cell ran faster than it allowed: {"cell_id", "started_unix" (the
+    # cell's first window), "why"} (bench/backends/local/engine_probe.py, again); it stands for that run of the cell
+    again_for: dict = field(default_factory=dict)
 
     @property
     def spread(self) -> float:
@@ -161,7 +164,8 @@ def engine_words(r: ProbeResult, unit: RateUnit = IMAGES) -> str:
             f"[{format_value(r.rate_low, unit)}, {format_value(r.rate_high, unit)}]"
             + (f", compute {r.compute_s:.3f} s a step" if r.compute_s else "")
             + (f"; one step's gradient collectives timed alone: {r.allreduce_s:.3f} s" if r.allreduce_s else "")
-            + ("" if r.other_load is None else f", other processes {r.other_load:.1f} CPU-s/s"))
+            + ("" if r.other_load is None else f", other processes {r.other_load:.1f} CPU-s/s")
+            + (f"; measured again: {r.again_for['why']}" if r.again_for.get("why") else ""))
 
 
 def overlapping(processes: list[list[Mapping[str, Any]]]) -> list[list[Mapping[str, Any]]]:
@@ -223,6 +227,7 @@ def to_entry(key: Mapping[str, Any], result: ProbeResult, raw: list[list[Mapping
             "rate_low": result.rate_low, "rate_high": result.rate_high, "compute_s": result.compute_s,
             "process_compute_s": list(result.process_compute_s), "windows": result.windows,
             "other_load": result.other_load, "allreduce_s": result.allreduce_s,
+            **({"again_for": dict(result.again_for)} if result.again_for else {}),
             "processes": [[{"samples_per_sec": w["samples_per_sec"], "compute_s": _compute_per_step(w),
                             "start_unix": w["start_unix"], "end_unix": w["end_unix"]} for w in p] for p in raw]}
 
@@ -236,7 +241,8 @@ def from_entry(entry: Mapping[str, Any]) -> ProbeResult:
                        windows=int(entry.get("windows") or 0), measured_unix=float(entry.get("measured_unix") or 0),
                        seconds=float(entry.get("seconds") or 0), identity=dict(entry.get("identity") or {}),
                        other_load=None if entry.get("other_load") is None else float(entry["other_load"]),
-                       allreduce_s=None if entry.get("allreduce_s") is None else float(entry["allreduce_s"]))
+                       allreduce_s=None if entry.get("allreduce_s") is None else float(entry["allreduce_s"]),
+                       again_for=dict(entry.get("again_for") or {}))
 
 
 def fresh(entries: Iterable[Mapping[str, Any]], key: Mapping[str, Any], identity: Mapping[str, Any],
@@ -251,10 +257,17 @@ def match(entries: Iterable[Mapping[str, Any]], cell: Mapping[str, Any], host: s
           max_age_s: float = MAX_AGE_S, key_of=None) -> ProbeResult | None:
     """The probe that stands for a measured cell: its key (`key_of`: compute_key, or engine_key for engine probes),
     the cell's host, measured before the cell started (a minute's slack) and at most max_age_s before; the newest
-    such. None for cells no probe is for."""
+    such; but a probe measured again for this run of the cell (ProbeResult.again_for) stands for it first. None for
+    cells no probe is for."""
     if not colocated(cell) or host is None or started is None:
         return None
     want = key_text((key_of or compute_key)(cell))
+    again = [e for e in entries if key_text(e.get("key") or {}) == want
+             and (e.get("identity") or {}).get("hostname") == host
+             and (e.get("again_for") or {}).get("cell_id") == cell.get("cell_id")
+             and abs(float(e["again_for"].get("started_unix") or 0.0) - started) < 1.0]
+    if again:
+        return from_entry(max(again, key=lambda e: e["measured_unix"]))
     best = None
     for e in entries:
         if key_text(e.get("key") or {}) != want or (e.get("identity") or {}).get("hostname") != host:

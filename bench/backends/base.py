@@ -74,6 +74,7 @@ class Backend:
     def cancel(self, handle: Any) -> None:
         raise NotImplementedError(f"backend {self.name}: no cancel")
 
-    def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]) -> None:
+    def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]):
         """Bookkeeping after a measured cell, given its ok records as JSON dicts (the local backend keeps what a
-        co-located cell measured beyond its probe). Default: none."""
+        co-located cell measured beyond its probe, and measures an engine probe again that the cell disagreed with:
+        that probe's outcome is returned, shown and counted as a probe's). Default: none."""

@@ -191,23 +191,29 @@ def _probe(cell: PlannedCell, backend: Backend, summary: RunSummary, console: Co
     from the cells' time."""
     outcomes = backend.before_cell(cell)
     for outcome in outcomes if isinstance(outcomes, list) else [outcomes] if outcomes is not None else []:
-        summary.probe_s += outcome.seconds
-        if outcome.reused:
-            summary.probes_reused += 1
-        elif outcome.result is None:
-            summary.probes_failed += 1
-        else:
-            summary.probes_measured += 1
-        console.print(f"probe  {cell.label():<{width}} {escape(outcome.note)}", highlight=False)
+        _count_probe(outcome, summary, cell, console, width)
 
 
-def _after(cell: PlannedCell, backend: Backend, run_id: str, records: list[Record], console: Console) -> None:
+def _count_probe(outcome, summary: RunSummary, cell: PlannedCell, console: Console, width: int) -> None:
+    summary.probe_s += outcome.seconds
+    if outcome.reused:
+        summary.probes_reused += 1
+    elif outcome.result is None:
+        summary.probes_failed += 1
+    else:
+        summary.probes_measured += 1
+    console.print(f"probe  {cell.label():<{width}} {escape(outcome.note)}", highlight=False)
+
+
+def _after(cell: PlannedCell, backend: Backend, run_id: str, records: list[Record], console: Console):
     """The backend's bookkeeping after a measured cell (the local backend keeps what a co-located cell measured
-    beyond its compute probe; none elsewhere). Never fails the run: the records are stored already."""
+    beyond its compute probe, and measures an engine probe again that the cell disagreed with; none elsewhere):
+    those probes' outcomes, or None. Never fails the run: the records are stored already."""
     try:
-        backend.after_cell(cell, run_id, [r.model_dump(mode="json") for r in records if r.status == "ok"])
+        return backend.after_cell(cell, run_id, [r.model_dump(mode="json") for r in records if r.status == "ok"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         console.print(f"[yellow]  not kept beside the compute probe[/]: {escape(str(e))}", highlight=False)
+        return None
 
 
 def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, summary: RunSummary,
@@ -248,9 +254,11 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
     summary.cells_s += elapsed
     if outcome.status == "ok":
         summary.ok += 1
-        _after(cell, backend, run_id, records, console)
+        again = _after(cell, backend, run_id, records, console)
         console.print(f"[green]ok[/]     {cell.label():<{width}} {_headline(records)}  (median of {len(records)}, "
                       f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
+        for outcome in again if isinstance(again, list) else [again] if again is not None else []:
+            _count_probe(outcome, summary, cell, console, width)
         if any(r.transport_verdict == "mismatch" for r in records):
             console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
                           f"shows {records[0].effective_transport} ({records[0].transport_evidence})",
