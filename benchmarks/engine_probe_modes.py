@@ -6,6 +6,10 @@ which computes, and the engine's: Horovod's background loop, the MPI library's o
 
     .venv/bin/python benchmarks/engine_probe_modes.py --mpi mpich openmpi --launches 6
     .venv/bin/python benchmarks/engine_probe_modes.py --mpi mpich --launches 4 --cell
+    .venv/bin/python benchmarks/engine_probe_modes.py --mpi mpich --first-runs 6
+
+--first-runs K: instead, K first runs of the cell as a user makes them (`bench run` in a new folder, then
+`bench status`): the first engine probe's rate, the probes measured again after the cell, and the verdict.
 
 Prints one JSON line a launch (and appends it to --out when given). docs/diagnose.md, "An engine probe in two
 modes", quotes its figures. Run from the repository root with nothing else running: a co-runner's threads share
@@ -16,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -100,17 +106,53 @@ def one_launch(planned, backend, results: Path) -> dict:
             "threads_cpu_s_per_s": ranks, "sampled_s": round(t1 - t0, 1)}
 
 
+VERDICT = re.compile(r"/2w .*: measured ([\d.,]+) img/s, expected ([\d.,]+) .*?\): "
+                     r"((?:as|above|below) expected[^;:\n]*)")
+PROBE = re.compile(r"engine(, again)?: measured in (\d+) s .*?no gradient traffic: ([\d.]+) img/s")
+
+
+def first_run(mpi: str, folder: Path) -> dict:
+    """One first run of the cell in `folder`: what `bench run` printed of its engine probes, what `bench status`
+    said of the cell."""
+    (folder / "m.yaml").write_text(MATRIX.format(mpi=mpi) + "backend: {name: local, timeout_s: 900}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=folder, env=env, capture_output=True,
+                         text=True)
+    status = subprocess.run([sys.executable, "-m", "bench", "status"], cwd=folder, env=env, capture_output=True,
+                            text=True)
+    probes = [(bool(m[1]), int(m[2]), float(m[3])) for m in PROBE.finditer(run.stdout + run.stderr)]
+    v = VERDICT.search(status.stdout)
+    return {"exit": run.returncode, "first_probe": next((r for again, _, r in probes if not again), None),
+            "again": [r for again, _, r in probes if again], "again_s": sum(t for again, t, _ in probes if again),
+            "measured": v and float(v[1].replace(",", "")), "expected": v and float(v[2].replace(",", "")),
+            "verdict": v and v[3]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mpi", nargs="+", default=["mpich"], help="flavours (default: mpich)")
     ap.add_argument("--launches", type=int, default=6, help="launches a flavour (default 6)")
     ap.add_argument("--out", type=Path, help="also append each launch's line to this file")
+    ap.add_argument("--first-runs", type=int, default=0, help="K first runs of the cell through bench run instead")
     ap.add_argument("--cell", action="store_true",
                     help="launch the cell itself instead (gradients averaged), the same way and sampled the same")
     args = ap.parse_args()
     if not 1 <= args.launches <= 20:
         print("engine_probe_modes: --launches must be 1 to 20", file=sys.stderr)
         return 2
+    if not 0 <= args.first_runs <= 20:
+        print("engine_probe_modes: --first-runs must be 0 to 20", file=sys.stderr)
+        return 2
+    for mpi in args.mpi if args.first_runs else []:
+        for k in range(args.first_runs):
+            with tempfile.TemporaryDirectory(prefix="engine-probe-first-run-") as folder:
+                line = json.dumps({"mpi": mpi, "what": "first run", "run": k, **first_run(mpi, Path(folder))})
+            print(line, flush=True)
+            if args.out:
+                with args.out.open("a") as f:
+                    f.write(line + "\n")
+    if args.first_runs:
+        return 0
     if args.cell:
         # engine_probe.measure asks the workers for the probe through this variable: pointed at one no worker
         # reads, the same launch runs the cell as `bench run` would (its windows sized as the probe's here)

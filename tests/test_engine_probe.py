@@ -142,8 +142,10 @@ def test_a_probe_measured_again_for_a_run_of_its_cell_stands_for_that_run_first(
     assert match(entries, ROW, host, 1030.0, key_of=engine_key).rate == 35.0
     # another run, started before either: the newest probe measured before it started, as for any cell
     assert match(entries, ROW, host, 1010.0, key_of=engine_key).rate == 23.0
-    # another cell of the same settings and stack is not that run
+    # another cell of the same settings and stack is not that run, nor is a row that names no cell
     assert match(entries, {**ROW, "cell_id": "d"}, host, 1030.0, key_of=engine_key).rate == 23.0
+    unnamed = {k: v for k, v in ROW.items() if k != "cell_id"}
+    assert match(entries, unnamed, host, 1010.0, key_of=engine_key).rate == 23.0
     assert "measured again: the cell ran 48% faster" in engine_words(from_entry(again))
 
 

@@ -262,9 +262,9 @@ def match(entries: Iterable[Mapping[str, Any]], cell: Mapping[str, Any], host: s
     if not colocated(cell) or host is None or started is None:
         return None
     want = key_text((key_of or compute_key)(cell))
-    again = [e for e in entries if key_text(e.get("key") or {}) == want
+    again = [e for e in entries if e.get("again_for") and key_text(e.get("key") or {}) == want
              and (e.get("identity") or {}).get("hostname") == host
-             and (e.get("again_for") or {}).get("cell_id") == cell.get("cell_id")
+             and e["again_for"].get("cell_id") == cell.get("cell_id")
              and abs(float(e["again_for"].get("started_unix") or 0.0) - started) < 1.0]
     if again:
         return from_entry(max(again, key=lambda e: e["measured_unix"]))
