@@ -166,19 +166,21 @@ backend: {name: local, timeout_s: 300}
 """, encoding="utf-8")
     first = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert "engine, again" not in first.stdout + first.stderr  # measured for this run: the cell agreed with it
     path = tmp_path / "results" / "probes" / "engine.json"
     data = json.loads(path.read_text())
-    (entry,) = data["entries"]
+    # the newest probe is the one the next run reuses (the first run's, or one it measured again: a tiny cell's
+    # first run can read more than 10% over its own probe)
+    entry = max(data["entries"], key=lambda e: e["measured_unix"])
     for k in ("rate", "rate_low", "rate_high"):
         entry[k] /= 3
     path.write_text(json.dumps(data))
+    before = len(data["entries"])
     second = bench_cli("run", "m.yaml", "--rerun", cwd=tmp_path, timeout=400)
     assert second.returncode == 0, second.stderr[-2000:]
     said = second.stdout + second.stderr
     assert "engine: reused" in said and "engine, again: measured in" in said, said
     entries = json.loads(path.read_text())["entries"]
-    assert 2 <= len(entries) <= 1 + AGAIN_AT_MOST and all(e.get("again_for") for e in entries[1:])
+    assert before < len(entries) <= before + AGAIN_AT_MOST and all(e.get("again_for") for e in entries[before:])
     again = entries[-1]  # the newest: the one that agreed with the cell, or the last try
     assert again["rate"] > 2 * entry["rate"] and "% above what the " in again["again_for"]["why"]
     status = bench_cli("status", cwd=tmp_path).stdout
