@@ -32,8 +32,8 @@ ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
 WINDOW_S, MAX_STEPS = 1.0, 50
 ENGINE_TIMEOUT_S = 240.0
 # Launches more at most for a cell that ran faster than its engine probe allowed (again): MPICH's probe caught the
-# engine spinning in 7 of 17 launches here (11 first runs, docs/diagnose.md), so three more leave about one first
-# run in 20 to 30 judged on a spinning probe; each is one launch (8-11 s for that cell)
+# engine spinning in about 4 launches of 10 here, but slow launches come in runs, so three more brought back 3 of 4
+# slow first runs of 6 (docs/diagnose.md); each is one launch, 8-11 s for that cell
 AGAIN_AT_MOST = 3
 # The worker programs with the probe mode (models/resnet50_pytorch.py and models/transformer_engines.py under Horovod,
 # DDP and FSDP2; models/resnet50_tensorflow.py and models/resnet50_keras.py under Horovod).
@@ -91,8 +91,9 @@ def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_
     """The engine probe measured once more, right after its cell ran faster than the probe allowed (`above`: the
     cell's Expected, bench/analysis/expected.py ran_faster_than_probe), and stored as the probe for that run of the
     cell (`started_unix`: its first window's start) and for later runs (the newest). One launch more, only for a
-    cell that disagreed: an engine whose idle loop settles differently from launch to launch (MPICH's) is caught in
-    the cell's state the next time at even odds, and a probe that still disagrees leaves the cell above expected."""
+    cell that disagreed: an engine whose idle loop settles differently from launch to launch (MPICH's: slow in 7 of
+    17 launches here) is likelier caught in the cell's state the next time, and a probe that still disagrees leaves
+    the cell above expected."""
     from bench.cells.units import IMAGES, unit_of_cell
 
     unit = unit_of_cell(planned.cell) or IMAGES
@@ -105,7 +106,7 @@ def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_
         result = replace(result, again_for={"cell_id": planned.cell_id, "started_unix": started_unix, "why": why})
     return kept(cache_path(results_dir), engine_key(planned.cell), result, raw, time.monotonic() - started,
                 why, lambda r: engine_words(replace(r, again_for={}), unit),
-                f"{problem}; the cell stays judged against the first",
+                f"{problem}; the cell stays judged against the probe before it",
                 prefix="engine, again: ")
 
 
