@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,18 @@ BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass"
 
 def _busy(seconds: float, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)], env={**os.environ, **(env or {})})
+
+
+def _weighty() -> None:
+    """In the child before exec: ten nice levels above the default, for the process and for its session's autogroup
+    (with autogroups on, a task's nice weighs only within its session). At equal weight the scheduler starves a busy
+    loop for whole 0.35 s windows after it ran alone between them: 3 of 5 windows saw 0.00-0.08 CPU-s/s of it in a
+    failing run here, and the median window was a quiet one."""
+    os.nice(-10)
+    try:
+        Path("/proc/self/autogroup").write_text("-10")
+    except OSError:  # no autogroups (a kernel without them, or one that has them off): the task's nice is its weight
+        pass
 
 
 def _sampled_beside(env: dict | None = None) -> tuple[int, dict | None]:
@@ -85,6 +98,21 @@ def test_a_neighbour_in_one_window_of_five_is_not_the_cells_condition():
     assert not beside_cell(windows).contended
 
 
+def test_a_neighbour_in_two_windows_of_five_is_said_with_its_windows_and_the_median_stands():
+    # the rank it held back in those windows and the process are named from the contended windows themselves
+    windows = [[_rank(0, [HOG] if i in (1, 3) else [], compute=0.5),
+                _rank(1, [HOG] if i in (1, 3) else [], compute=0.9 if i in (1, 3) else 0.5)] for i in range(5)]
+    b = beside_cell(windows)
+    assert not b.contended and not b.slowing and b.in_some_windows and (b.contended_windows, b.windows) == (2, 5)
+    assert (b.name, b.pid, b.rank) == ("python3", 4242, 1)
+    assert b.describe() == "in 2 of 5 windows a process outside the cell, `python3` pid 4242, used 0.98 CPU-s/s " \
+                           "beside rank 1"
+    e = with_beside(_expected("as expected", 66.0), b)
+    assert e.verdict == f"as expected, though {b.describe()}" and not e.below
+    # in no window: nothing said
+    assert not beside_cell([[_rank(0, [])] for _ in range(5)]).in_some_windows
+
+
 def test_steal_time_is_named():
     b = beside_cell([[_rank(0, [], steal=0.4)]])
     assert b.slowing and "steal" in b.describe()
@@ -122,10 +150,11 @@ def test_a_slowed_cell_is_judged_against_its_expected_value_not_its_own_parts():
 @pytest.mark.e2e
 def test_a_cell_beside_a_busy_process_is_flagged_on_its_first_run_naming_it(tmp_path):
     """The real thing: a 2-worker cell (the tiny transformer: seconds a window) runs once, in a new store, while a
-    busy process outside it holds CPU 1; `bench status` calls it below expected and names that process. The ranks are
-    not pinned, so the scheduler keeps the busy process off a rank's core for some windows and not others: eight runs
-    here (9 windows each) spread 4,554–18,000 tokens/s within a run, and in 2 of them the median's interval reached
-    the expected value; the median, 24–49% below, decides where the cause is named (expected.with_beside)."""
+    busy process outside it holds CPU 1; `bench status` calls it below expected and names that process. The busy
+    process weighs ten nice levels more than the cell (_weighty): at equal weight the scheduler let it run only in
+    bursts longer than a 0.35 s window, so some runs had it in 2 of 5 windows (said, with the median standing: the
+    unit test above) rather than the steady neighbour this test is about. Where windows are still uneven, the
+    median, not its interval, decides once the cause is named (expected.with_beside)."""
     (tmp_path / "m.yaml").write_text("""
 name: beside
 workload: {model: tiny, seq_len: 128, batch_per_gpu: 4, warmup_steps: 2, steps: 6, repeats: 5, threads: 1}
@@ -136,13 +165,16 @@ backend: {name: local, timeout_s: 300}
     assert probe.returncode == 0, probe.stderr[-2000:]
     # the engine probe ran under the cell's own launcher: its ranks' rate and one step's allreduce, stored
     entries = json.loads((tmp_path / "results" / "probes" / "engine.json").read_text())["entries"]
-    assert len(entries) == 1 and entries[0]["rate"] > 0 and entries[0]["allreduce_s"] > 0
-    assert entries[0]["key"]["stack"] == "gloo/horovod"
+    # (one more where the cell ran faster than the probe allowed: measured again after it, engine_probe.again)
+    assert len([e for e in entries if not e.get("again_for")]) == 1, entries
+    assert all(e["rate"] > 0 and e["allreduce_s"] > 0 and e["key"]["stack"] == "gloo/horovod" for e in entries)
     quiet = bench_cli("status", cwd=tmp_path).stdout
     assert "(engine probe: 2 × " in quiet and "engine probe for " in quiet, quiet
     (tmp_path / "results" / "bench.db").unlink()  # a new store: the next run is the cell's first
-    cmd = ["taskset", "-c", "1", sys.executable, "-c", BUSY.format(s=240)]
-    hog = subprocess.Popen(cmd) if 1 in os.sched_getaffinity(0) else _busy(240)
+    cmd = [sys.executable, "-c", BUSY.format(s=240)]
+    if 1 in os.sched_getaffinity(0):
+        cmd = ["taskset", "-c", "1"] + cmd
+    hog = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_weighty)
     try:
         run = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=400)
     finally:

@@ -259,8 +259,12 @@ def with_beside(e: Expected, beside: Beside | None) -> Expected:
     if beside is None:
         return e
     e = replace(e, beside=beside)
-    if not beside.slowing or e.expected is None:
+    if e.expected is None:
         return e
+    if not beside.slowing:
+        # a neighbour in a minority of windows is not the cell's condition (the median stands), but the windows it
+        # slowed are part of the measurement: say so rather than hide them
+        return replace(e, verdict=f"{e.verdict}, though {beside.describe()}") if beside.in_some_windows else e
     cause = beside.describe()
     if e.below:
         return replace(e, verdict=f"{e.verdict.split(', unexplained:')[0]}: {cause}")

@@ -37,6 +37,12 @@ class Beside:
     throttles: int = 0
     mhz: float | None = None  # the lowest clock any rank read at a window's end
     windows: int = 0
+    contended_windows: int = 0  # windows whose cores were saturated with outside work
+
+    @property
+    def in_some_windows(self) -> bool:
+        """Outside work contended in some windows but not most: not the cell's condition, though it slowed those."""
+        return not self.contended and self.contended_windows > 0
 
     @property
     def slowing(self) -> bool:
@@ -59,6 +65,11 @@ class Beside:
             parts.append(f"the hypervisor took {self.steal_s_per_s:.2f} CPU-s/s per core (steal time)")
         if self.throttles:
             parts.append(f"the CPU throttled {self.throttles} times (thermal)")
+        if self.in_some_windows:
+            who = (f"a process outside the cell, `{self.name}` pid {self.pid}, used {self.process_cpu_s_per_s:.2f} "
+                   f"CPU-s/s beside rank {self.rank}" if self.name is not None
+                   else f"processes outside the cell contended for rank {self.rank}'s cores")
+            parts.append(f"in {self.contended_windows} of {self.windows} windows {who}")
         if not parts:
             return (f"nothing outside the cell contended for its cores (at most {self.cpu_s_per_s:.2f} CPU-s/s beside "
                     f"rank {self.rank})")
@@ -114,18 +125,21 @@ def beside_cell(windows: Iterable[Iterable[Mapping[str, Any]]]) -> Beside | None
     if not per_window:
         return None
     mid = statistics.median(w[0] for w in per_window)
-    # the window whose figure is the median's (the lower middle): its rank and contention stand for the cell
-    rep = sorted(per_window, key=lambda w: w[0])[(len(per_window) - 1) // 2]
-    names = Counter((w[2]["name"], w[2]["pid"]) for w in per_window if w[2] is not None)
+    contended_windows = sum(1 for w in per_window if w[3])
+    contended = contended_windows * 2 > len(per_window)  # in most windows
+    # the window whose figure is the median's (the lower middle): its rank and contention stand for the cell; where
+    # a minority of windows were contended, those windows name the rank and the process
+    pool = per_window if contended or not contended_windows else [w for w in per_window if w[3]]
+    rep = sorted(pool, key=lambda w: w[0])[(len(pool) - 1) // 2]
+    names = Counter((w[2]["name"], w[2]["pid"]) for w in pool if w[2] is not None)
     name, pid, cpu = None, None, None
     if names:
         (name, pid), _ = names.most_common(1)[0]
-        cpu = statistics.median(w[2]["cpu_s_per_s"] for w in per_window
+        cpu = statistics.median(w[2]["cpu_s_per_s"] for w in pool
                                 if w[2] is not None and (w[2]["name"], w[2]["pid"]) == (name, pid))
     steals = [s[4] for w in per_window for s in w[7] if s[4] is not None]
     mhz = [float(s[6]) for w in per_window for s in w[7] if s[6]]
-    contended = sum(1 for w in per_window if w[3]) * 2 > len(per_window)  # in most windows
     return Beside(cpu_s_per_s=mid, rank=rep[1], contended=contended, name=name, pid=pid, process_cpu_s_per_s=cpu,
                   steal_s_per_s=statistics.median(steals) if steals else None,
                   throttles=sum(s[5] for w in per_window for s in w[7]), mhz=min(mhz) if mhz else None,
-                  windows=len(per_window))
+                  windows=len(per_window), contended_windows=contended_windows)
