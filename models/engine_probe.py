@@ -2,8 +2,8 @@
 (Horovod's background loop, MPI's progress threads, DDP's or FSDP2's Gloo process group) and one small collective a
 step, but no gradient traffic: each rank updates its own model (FSDP2's stays sharded, gradient sync off). What the
 cell's ranks compute beside the engine, apart from what the gradients' collectives cost, which it times afterwards
-(bench/backends/local/engine_probe.py runs it and keeps the figures; bench/analysis/expected.py builds the expected
-value on them).
+(alone; FSDP2's as its steps with sync on less off; bench/backends/local/engine_probe.py runs it and keeps the
+figures; bench/analysis/expected.py builds the expected value on them).
 
 Asked for by the environment (ENV=1), which every launcher forwards to every rank, so the probe is the cell's own
 launch command. Imports nothing of bench.
@@ -32,6 +32,10 @@ def ping(torch, device, hvd: Any = None) -> Callable[[], None]:
 
 
 ALLREDUCE_TIMES = 5  # timed after one untimed (3 read 0.081-0.196 s for one Open MPI setting in three probes)
+# A difference of two steps is noisier than a collective timed alone: 5 pairs read 0.008-0.024 s in six probes of
+# the tiny transformer here (0.06 s steps); the pairs cost 2 steps each.
+SYNC_PAIRS = 15
+SYNC_STEPS = "steps with gradient sync on less off"  # the record's `how` for report_sync_cost's figure
 DDP_BUCKET_BYTES = 25 * 2 ** 20  # DDP's default bucket_cap_mb, which bench does not change
 
 
@@ -64,6 +68,33 @@ def report_timings(comm, out: str | None, nbytes: int, collectives: Callable[[],
                       "times": ALLREDUCE_TIMES}, out)
 
 
+def report_sync_cost(comm, out: str | None, nbytes: int, step: Callable[[bool], None],
+                     sync: Callable[[], None] = lambda: None) -> None:
+    """FSDP2's report_timings: what its gradient sync adds to a step as FSDP2 pays for it, the step with gradient
+    sync on less the step with it off (`step(on)`), SYNC_PAIRS pairs after one untimed pair, the two interleaved. Besides the reduce-scatters, sync on copies each unit's gradients into the collective's buffer,
+    divides them, and gives the shards gradients that AdamW then updates; timed as bare reduce-scatters, the tiny
+    transformer's FSDP2 cell ran 8-12% under its expected value in 5 first runs of 6, and 21% under in one
+    (docs/diagnose.md). Rank 0 writes the slowest rank's median difference as `allreduce_s`, as report_timings does."""
+    import statistics
+    import time
+
+    from models.record import write_record
+
+    def timed(on: bool) -> float:
+        comm.barrier()
+        sync()
+        t = time.perf_counter()
+        step(on)
+        sync()
+        return time.perf_counter() - t
+
+    pairs = [(timed(True), timed(False)) for _ in range(SYNC_PAIRS + 1)][1:]
+    figures = comm.allgather_object(max(0.0, statistics.median(a - b for a, b in pairs)))
+    if comm.rank == 0:
+        write_record({"kind": "engine_probe", "allreduce_s": max(figures), "bytes": nbytes,
+                      "times": SYNC_PAIRS, "how": SYNC_STEPS}, out)
+
+
 def buckets_of(sizes: list[int], cap_bytes: int = DDP_BUCKET_BYTES) -> list[int]:
     """DDP's buckets of fp32 gradients: filled in backward's order (the parameters reversed), up to cap_bytes."""
     out, size = [], 0
@@ -81,8 +112,7 @@ def time_gradient_allreduce(torch, device, sizes: list[int], comm, out: str | No
     """PyTorch's report_timings: one step's gradients (fp32) as the engine sends them — `per-tensor`: through
     Horovod, one tensor per parameter, each negotiated and fused by its background loop as DistributedOptimizer's
     hooks submit them; `buckets`: DDP's 25 MiB buckets, each filled from the gradients, allreduced over
-    torch.distributed's default group and copied back;
-    `reduce-scatter`: FSDP2's, one per unit (`sizes`: each unit's parameters), each rank keeping its shard."""
+    torch.distributed's default group and copied back (FSDP2's: report_sync_cost)."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if hvd is not None:
         bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in sizes]
@@ -95,28 +125,18 @@ def time_gradient_allreduce(torch, device, sizes: list[int], comm, out: str | No
         import torch.distributed as dist
 
         world = dist.get_world_size()
-        if how == "reduce-scatter":
-            units = [-(-n // world) * world for n in sizes]  # padded to a multiple of the world, as FSDP2 pads
-            bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in units]
-            shards = [torch.empty(n // world, dtype=torch.float32, device=device) for n in units]
+        # DDP copies each bucket's gradients into the bucket, divides by the world size, allreduces it and copies
+        # the result back into the gradients: the copies are its cost on the cores as much as the allreduce
+        bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in buckets_of(sizes)]
+        grads = [torch.ones_like(b) for b in bufs]
 
-            def collectives():
-                works = [dist.reduce_scatter_tensor(o, b, async_op=True) for o, b in zip(shards, bufs)]
-                for w in works:
-                    w.wait()
-        else:
-            # DDP copies each bucket's gradients into the bucket, divides by the world size, allreduces it and copies
-            # the result back into the gradients: the copies are its cost on the cores as much as the allreduce
-            bufs = [torch.ones(n, dtype=torch.float32, device=device) for n in buckets_of(sizes)]
-            grads = [torch.ones_like(b) for b in bufs]
-
-            def collectives():
-                works = []
-                for b, g in zip(bufs, grads):
-                    b.copy_(g).div_(world)
-                    works.append(dist.all_reduce(b, async_op=True))
-                for b, g, w in zip(bufs, grads, works):
-                    w.wait()
-                    g.copy_(b)
+        def collectives():
+            works = []
+            for b, g in zip(bufs, grads):
+                b.copy_(g).div_(world)
+                works.append(dist.all_reduce(b, async_op=True))
+            for b, g, w in zip(bufs, grads, works):
+                w.wait()
+                g.copy_(b)
 
     report_timings(comm, out, 4 * sum(sizes), collectives, sync)

@@ -277,12 +277,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         instruments.close()
     if code == 0 and engine_probe.active() and (hvd or native):
-        if args.engine == "fsdp2":  # one reduce-scatter per unit: each block, and the root's own parameters
-            units = [sum(p.numel() for p in block.parameters()) for block in model.blocks]
-            sizes, how = [*units, sum(p.numel() for p in model.parameters()) - sum(units)], "reduce-scatter"
+        if args.engine == "fsdp2":
+            # its gradient sync as FSDP2 runs it: the probe's own steps with sync on, less with it off
+            def fsdp2_step(on: bool) -> None:
+                model.set_requires_gradient_sync(on)
+                trainer.step(data())
+
+            nbytes = 4 * sum(p.numel() for p in model.parameters())  # a DTensor's numel is the whole parameter's
+            engine_probe.report_sync_cost(comm, args.out, nbytes, fsdp2_step, sync)
         else:
             sizes, how = [p.numel() for p in model.parameters()], "per-tensor" if hvd else "buckets"
-        engine_probe.time_gradient_allreduce(torch, device, sizes, comm, args.out, hvd, how)
+            engine_probe.time_gradient_allreduce(torch, device, sizes, comm, args.out, hvd, how)
     if hvd is not None:
         hvd.shutdown()
     if native is not None:

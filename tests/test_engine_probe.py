@@ -121,10 +121,49 @@ def test_a_cell_that_outran_its_engine_probe_is_found_and_a_cell_within_it_is_no
     mixed = _probe(rate=27.4, low=23.0, high=37.8)
     wide = ran_faster_than_probe(ROW, "c", [1.22 * e_mid + d for d in (-0.5, 0.0, 0.4)], mixed, 1.0)
     assert wide is not None and wide.verdict == "as expected"
-    slow = [0.5 * e_mid + d for d in (-0.5, 0.0, 0.4)]  # below: the alarm itself, never a reason to measure again
+    slow = [0.5 * e_mid + d for d in (-0.5, 0.0, 0.4)]  # below: ran_slower_than_probe's case, not this one's
     assert ran_faster_than_probe(ROW, "c", slow, _probe(), 1.0) is None
     assert ran_faster_than_probe(ROW, "c", [2 * e_mid], None, 1.0) is None  # no engine probe
     assert ran_faster_than_probe({**ROW, "gpus": 1}, "c", [2 * e_mid], _probe(), 1.0) is None
+
+
+def test_a_cell_slower_than_its_engine_probe_with_nothing_beside_it_is_found_once():
+    from dataclasses import replace as with_
+
+    from bench.analysis.expected import ran_slower_than_probe
+    from bench.analysis.outside import Beside
+
+    e_mid = 2 * 16 / (16 / 27.4 + 0.122)  # 45.3 img/s
+    slow = [0.87 * e_mid + d for d in (-0.5, 0.0, 0.4, 0.2, -0.3)]  # 13% under, inside the probe's interval
+    found = ran_slower_than_probe(ROW, "c", slow, _probe(), 1.0)
+    assert found is not None and found.gap > 0 and found.engine_probe.rate == 27.4
+    assert ran_slower_than_probe(ROW, "c", [0.92 * e_mid + d for d in (-0.5, 0.0, 0.4)], _probe(), 1.0) is None
+    # a cause named beside the cell: said by the verdict, no probe measured beside it
+    hog = Beside(0.98, rank=1, contended=True, name="python3", pid=4242, process_cpu_s_per_s=0.98)
+    assert ran_slower_than_probe(ROW, "c", slow, _probe(), 1.0, hog) is None
+    # a probe already measured again because its cell was slower: not again
+    again = with_(_probe(), again_for={"cell_id": "c", "started_unix": 1.0, "why": "…", "slower": True})
+    assert ran_slower_than_probe(ROW, "c", slow, again, 1.0) is None
+    assert ran_slower_than_probe({**ROW, "gpus": 1}, "c", slow, _probe(), 1.0) is None
+
+
+def test_a_cell_still_slower_than_the_probe_measured_again_is_below_at_its_median():
+    from dataclasses import replace as with_
+
+    e_low = 2 * 16 / (16 / 25.5 + 0.122)
+    # the median 17% under the low end, the windows' interval reaching it: as expected against a first probe
+    lead = Expected("c", 2, 0.83 * e_low, 0.70 * e_low, 0.95 * e_low, None)
+    assert engine_probed(lead, ROW, _probe()).verdict == "as expected"
+    # against a probe measured again after it, that still allows as much: the median decides
+    again = with_(_probe(), again_for={"cell_id": "c", "started_unix": 1.0, "why": "…", "slower": True})
+    e = engine_probed(lead, ROW, again)
+    assert e.verdict.startswith("below expected by ") and "at the median (interval " in e.verdict
+    assert "the engine probe measured again after the cell still allows more" in e.verdict
+    # a probe measured again that agrees with the cell: as expected, the number near the measurement
+    agrees = with_(_probe(rate=0.83 * 27.4, low=0.80 * 25.5, high=0.86 * 27.7),
+                   again_for={"cell_id": "c", "started_unix": 1.0, "why": "…", "slower": True})
+    near = engine_probed(lead, ROW, agrees)
+    assert near.verdict == "as expected" and abs(1 - near.measured / near.expected) < 0.1
 
 
 def test_a_probe_measured_again_for_a_run_of_its_cell_stands_for_that_run_first():
@@ -189,3 +228,15 @@ backend: {name: local, timeout_s: 300}
     verdict = next(x for x in status.splitlines() if "/2w " in x and "expected" in x and "probe for" not in x)
     assert verdict.split()[0] == again["again_for"]["cell_id"], status
     assert f"2 × {128 * again['rate']:,.0f} tokens/s" in verdict, status  # 128 tokens a sequence
+
+
+def test_the_first_runs_benchmark_refuses_bad_input_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "first_runs.py"
+    for argv, says in ((["--where", "gpus=2", "--runs", "0"], "--runs must be 1 to 30"),
+                       (["--where", "gpus=2", "--matrix", "no-such.yaml"], "no such file")):
+        out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr

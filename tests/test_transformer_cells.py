@@ -78,6 +78,12 @@ def test_run_status_and_history_speak_tokens(workdir):
     engines = re.findall(r"engine probe for .*: 2 ranks, engine up, no gradient traffic: [\d,]+ tokens/s each",
                          status.stdout)
     assert len(engines) == 3, status.stdout
+    # what the gradients add: Horovod's and DDP's collectives timed alone, FSDP2's as its steps with sync on less off
+    engine_of = {ln.split()[0]: next((e for e in ("ddp", "fsdp2") if f"+{e}/" in ln), "horovod") for ln in expected}
+    lines = {engine_of[ln.split()[3].rstrip(":")]: ln for ln in status.stdout.splitlines()
+             if ln.lstrip().startswith("engine probe for ")}
+    assert re.search(r"one step's gradient sync, its steps with it on less off: \d\.\d{3} s", lines["fsdp2"]), lines
+    assert all("one step's gradient collectives timed alone: " in lines[e] for e in ("horovod", "ddp")), lines
     history = bench_cli("history", cwd=d)
     assert history.returncode == 0 and "tokens/s" in history.stdout and "img/s" not in history.stdout
 

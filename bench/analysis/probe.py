@@ -29,7 +29,7 @@ from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
 from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 from bench.analysis.traffic import samples_per_step
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: FSDP2's engine probe times its gradient sync as steps with it on less off
 MAX_AGE_S = 7 * 24 * 3600
 # A probe measured while other processes used more than this many CPU-seconds per second per core measured the node
 # as that load left it: the cells it stood for then keep it, but a later run measures it again (on this project's
@@ -135,6 +135,7 @@ class ProbeResult:
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
     # Engine probes: one step's gradient collectives as the engine sends them, timed alone, the slowest rank's median
     allreduce_s: float | None = None
+    sync_steps: bool = False  # allreduce_s is FSDP2's: its steps with gradient sync on less off (models/engine_probe.py)
     # An engine probe measured again after its cell ran faster than it allowed: {"cell_id", "started_unix" (the
     # cell's first window), "why"} (bench/backends/local/engine_probe.py, again); it stands for that run of the cell
     again_for: dict = field(default_factory=dict)
@@ -163,7 +164,8 @@ def engine_words(r: ProbeResult, unit: RateUnit = IMAGES) -> str:
     return (f"{r.workers} ranks, engine up, no gradient traffic: {format_rate(r.rate, unit)} each "
             f"[{format_value(r.rate_low, unit)}, {format_value(r.rate_high, unit)}]"
             + (f", compute {r.compute_s:.3f} s a step" if r.compute_s else "")
-            + (f"; one step's gradient collectives timed alone: {r.allreduce_s:.3f} s" if r.allreduce_s else "")
+            + ((f"; one step's gradient sync, its steps with it on less off: {r.allreduce_s:.3f} s" if r.sync_steps
+                else f"; one step's gradient collectives timed alone: {r.allreduce_s:.3f} s") if r.allreduce_s else "")
             + ("" if r.other_load is None else f", other processes {r.other_load:.1f} CPU-s/s")
             + (f"; measured again: {r.again_for['why']}" if r.again_for.get("why") else ""))
 
@@ -227,6 +229,7 @@ def to_entry(key: Mapping[str, Any], result: ProbeResult, raw: list[list[Mapping
             "rate_low": result.rate_low, "rate_high": result.rate_high, "compute_s": result.compute_s,
             "process_compute_s": list(result.process_compute_s), "windows": result.windows,
             "other_load": result.other_load, "allreduce_s": result.allreduce_s,
+            **({"sync_steps": True} if result.sync_steps else {}),
             **({"again_for": dict(result.again_for)} if result.again_for else {}),
             "processes": [[{"samples_per_sec": w["samples_per_sec"], "compute_s": _compute_per_step(w),
                             "start_unix": w["start_unix"], "end_unix": w["end_unix"]} for w in p] for p in raw]}
@@ -242,6 +245,7 @@ def from_entry(entry: Mapping[str, Any]) -> ProbeResult:
                        seconds=float(entry.get("seconds") or 0), identity=dict(entry.get("identity") or {}),
                        other_load=None if entry.get("other_load") is None else float(entry["other_load"]),
                        allreduce_s=None if entry.get("allreduce_s") is None else float(entry["allreduce_s"]),
+                       sync_steps=bool(entry.get("sync_steps")),
                        again_for=dict(entry.get("again_for") or {}))
 
 

@@ -121,9 +121,11 @@ class LocalBackend(Backend):
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]):
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs; and
         where the cell ran faster than its engine probe allowed, the engine probe measured again for it, up to
-        engine_probe.AGAIN_AT_MOST times until it agrees (their outcomes returned, to be shown as probes'; None
+        engine_probe.AGAIN_AT_MOST times until it agrees, or once where it ran slower with nothing outside the cell
+        named (their outcomes returned, to be shown as probes'; None
         otherwise)."""
-        from bench.analysis.expected import ran_faster_than_probe
+        from bench.analysis.expected import ran_faster_than_probe, ran_slower_than_probe
+        from bench.analysis.outside import beside_cell
         from bench.backends.local import engine_probe
         from bench.backends.local.compute_probe import record_costs
 
@@ -135,14 +137,20 @@ class LocalBackend(Backend):
         starts = [float(r["start_unix"]) for r in records if r.get("start_unix")]
         if not starts:
             return None
+        beside = beside_cell([r.get("per_rank") or [] for r in records])
         outcomes = []
-        for _ in range(engine_probe.AGAIN_AT_MOST):
-            above = ran_faster_than_probe(planned.cell, planned.cell_id, rates, ep, min(starts))
-            if above is None:
+        for i in range(engine_probe.AGAIN_AT_MOST):
+            off = ran_faster_than_probe(planned.cell, planned.cell_id, rates, ep, min(starts))
+            # slower: once, the first time only (a second launch that agrees with the first decides the verdict)
+            off = off or (ran_slower_than_probe(planned.cell, planned.cell_id, rates, ep, min(starts), beside)
+                          if i == 0 else None)
+            if off is None:
                 break
-            outcomes.append(engine_probe.again(planned, self, self.results_dir, above, min(starts),
+            outcomes.append(engine_probe.again(planned, self, self.results_dir, off, min(starts),
                                                min(self.timeout_s, engine_probe.ENGINE_TIMEOUT_S), step_s=step_s))
             ep = outcomes[-1].result
+            if off.gap > 0:
+                break
         return outcomes or None
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:

@@ -23,7 +23,7 @@ from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, 
 from bench.backends.local.compute_probe import ProbeOutcome, busy_cpu_s, children_cpu_s, identity, kept, load
 from bench.cells.units import format_rate
 from bench.planning.cell import PlannedCell
-from models.engine_probe import ENV
+from models.engine_probe import ENV, SYNC_STEPS
 
 CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
 ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
@@ -89,7 +89,8 @@ def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = 
 def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_unix: float,
           timeout_s: float = ENGINE_TIMEOUT_S, step_s: float | None = None) -> ProbeOutcome:
     """The engine probe measured once more, right after its cell ran faster than the probe allowed (`above`: the
-    cell's Expected, bench/analysis/expected.py ran_faster_than_probe), and stored as the probe for that run of the
+    cell's Expected, bench/analysis/expected.py ran_faster_than_probe) or slower with nothing outside the cell named
+    (ran_slower_than_probe), and stored as the probe for that run of the
     cell (`started_unix`: its first window's start) and for later runs (the newest). One launch more, only for a
     cell that disagreed: an engine whose idle loop settles differently from launch to launch (MPICH's: slow in 7 of
     17 launches here) is likelier caught in the cell's state the next time, and a probe that still disagrees leaves
@@ -98,12 +99,14 @@ def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_
 
     unit = unit_of_cell(planned.cell) or IMAGES
     first = above.engine_probe
-    why = (f"the cell ran {-100 * above.gap:.0f}% above what the {_ago(first.measured_unix)} probe allowed, "
-           f"{format_rate(first.rate, unit)} a rank")
+    slower = above.gap > 0  # ran_slower_than_probe: measured again once, and the verdict may rest on the two
+    why = (f"the cell ran {100 * abs(above.gap):.0f}% {'below' if slower else 'above'} what the "
+           f"{_ago(first.measured_unix)} probe allowed, {format_rate(first.rate, unit)} a rank")
     started = time.monotonic()
     result, raw, problem = measure(planned, backend, results_dir, timeout_s, identity(), steps_for(step_s))
     if result is not None:
-        result = replace(result, again_for={"cell_id": planned.cell_id, "started_unix": started_unix, "why": why})
+        result = replace(result, again_for={"cell_id": planned.cell_id, "started_unix": started_unix, "why": why,
+                                            **({"slower": True} if slower else {})})
     return kept(cache_path(results_dir), engine_key(planned.cell), result, raw, time.monotonic() - started,
                 why, lambda r: engine_words(replace(r, again_for={}), unit),
                 f"{problem}; the cell stays judged against the probe before it",
@@ -157,7 +160,8 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
         return None, raw, "no window had every rank"
     timed = [r for r in end.records if r.get("kind") == "engine_probe" and r.get("allreduce_s")]
     if timed:
-        result = replace(result, allreduce_s=float(timed[-1]["allreduce_s"]))
+        result = replace(result, allreduce_s=float(timed[-1]["allreduce_s"]),
+                         sync_steps=timed[-1].get("how") == SYNC_STEPS)
     return result, raw, ""
 
 
