@@ -28,7 +28,7 @@ quiet_pip() { "$py" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 # line each) for a CMake build under the folder $1. The MPICH-ABI build after the Open MPI one (and a build after a
 # pin change) then compiles again only what differs: ccache's preprocessor mode hashes the preprocessed source, not
 # the -I paths, so a file that does not include mpi.h is one object for both ABIs; CCACHE_BASEDIR makes the build's
-# temporary folder relative and CCACHE_NOHASHDIR keeps it out of the hash of this -g build. Measured on a 2-core VM
+# temporary folder relative and CCACHE_NOHASHDIR keeps it out of the hash (a -g build would carry it). Measured on a 2-core VM
 # (docs/install.md): the MPICH-ABI build 103 s after the Open MPI one against 138 s without ccache; the first build's
 # misses cost nothing measurable (224 s with ccache, 241 s without).
 ccache_env() {
@@ -137,6 +137,11 @@ if ! ls "$dest"/horovod-*.whl >/dev/null 2>&1; then
   sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
   grep -q 'CMAKE_CXX_STANDARD 17' "$src/horovod/torch/CMakeLists.txt" || { say "C++17 patch did not apply"; exit 1; }
   sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+  # Release instead of setup.py's RelWithDebInfo: the same flags less -g (-O3 -DNDEBUG either way: Horovod's CMakeLists
+  # raises RelWithDebInfo's -O2 to -O3), and GCC's -g does not change the code it generates; the debug information of
+  # the torch and TensorFlow headers is what made the build slow (docs/install.md has the times).
+  sed -i "s/else 'RelWithDebInfo'/else 'Release'/" "$src/setup.py"
+  grep -q "else 'Release'" "$src/setup.py" || { say "Release build patch did not apply"; exit 1; }
   mkdir -p "$dest.partial"
   mapfile -t launcher < <(ccache_env "$work")
   (cd "$src" && env $build_flags "${launcher[@]}" MAKEFLAGS=-j"$(nproc)" \
