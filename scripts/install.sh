@@ -27,8 +27,8 @@ case "$purpose" in run|test|images|build-tools) ;;
 # This machine's pip config names local index folders that may not exist; pip warns once per package. Drop that noise.
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
-# uv installs the same pinned set as pip in a third of the time (docs/install.md: 16 s against 52 s here, `pip freeze`
-# identical). It reads none of pip's configuration, so pip's sources and limits are handed to it
+# uv installs the same pinned set as pip in well under half the time (docs/install.md: 19 s against 52 s here, both
+# compiling bytecode; `pip freeze` identical). It reads none of pip's configuration, so pip's sources and limits are handed to it
 # (scripts/pip_config_for_uv.py), and it picks a version across indexes as pip does. pip installs instead with
 # BENCH_INSTALLER=pip, in an image build (BENCH_MPI set: its own pip settings), or where uv fails.
 UV_VERSION=0.13.9
@@ -36,8 +36,11 @@ uv_pip() {
   local lines=() vars=() args=()
   mapfile -t lines < <("$venv/bin/python" "$here/scripts/pip_config_for_uv.py")
   for l in "${lines[@]}"; do if [[ "$l" == [A-Z_]*=* ]]; then vars+=("$l"); else args+=("$l"); fi; done
+  # --compile-bytecode, as pip does by default: where PYTHONDONTWRITEBYTECODE=1 (this machine sets it) a venv without
+  # .pyc files compiles torch and TensorFlow again in every process, and the first `make run` without it took 21 min
+  # 45 s, every cell's launch longer (the tiny transformer's 1-worker cell 16 s against 6 s)
   env "${vars[@]}" UV_CACHE_DIR="${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/uv}" "$venv/bin/uv" pip install -q \
-    --python "$venv/bin/python" --index-strategy unsafe-best-match "${args[@]}" "$@"
+    --compile-bytecode --python "$venv/bin/python" --index-strategy unsafe-best-match "${args[@]}" "$@"
 }
 pins_install() {
   if [ "${BENCH_INSTALLER:-uv}" = uv ] && [ -z "$image_mpi" ] && quiet_pip install -q "uv==$UV_VERSION" \
