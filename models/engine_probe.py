@@ -71,7 +71,8 @@ def report_timings(comm, out: str | None, nbytes: int, collectives: Callable[[],
 def report_sync_cost(comm, out: str | None, nbytes: int, step: Callable[[bool], None],
                      sync: Callable[[], None] = lambda: None) -> None:
     """FSDP2's report_timings: what its gradient sync adds to a step as FSDP2 pays for it, the step with gradient
-    sync on less the step with it off (`step(on)`), SYNC_PAIRS pairs after one untimed pair, the two interleaved. Besides the reduce-scatters, sync on copies each unit's gradients into the collective's buffer,
+    sync on less the step with it off (`step(on)`), SYNC_PAIRS pairs after one untimed pair, the two interleaved.
+    Besides the reduce-scatters, sync on copies each unit's gradients into the collective's buffer,
     divides them, and gives the shards gradients that AdamW then updates; timed as bare reduce-scatters, the tiny
     transformer's FSDP2 cell ran 8-12% under its expected value in 5 first runs of 6, and 21% under in one
     (docs/diagnose.md). Rank 0 writes the slowest rank's median difference as `allreduce_s`, as report_timings does."""

@@ -291,8 +291,9 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
     """A co-located cell's expected value from its engine probe (bench/backends/local/engine_probe.py): N ranks
     computing beside the engine and each other at the probe's rate, each step longer by the gradients' collectives
     as the engine sends them (Horovod: a tensor per parameter; DDP: 25 MiB buckets; FSDP2: its gradient sync, the
-    probe's steps with it on less off, its probe keeping the parameter gathers), timed by the probe on its own: on shared cores the ranks compute on
-    every core, so the collectives' work takes turns with compute instead of hiding behind it. With no timing, the
+    probe's steps with it on less off, its probe keeping the parameter gathers), timed by the probe on its own: on
+    shared cores the ranks compute on every core, so the collectives' work takes turns with compute instead of hiding
+    behind it. With no timing, the
     collectives' fit or the data sheet's allreduce, the gradients' share of the engine's traffic (registry
     `gradient_traffic`).
 
@@ -337,14 +338,19 @@ def ran_faster_than_probe(cell: Mapping[str, Any], cell_id: str, rates: list[flo
     was not in: Horovod's idle loop over MPICH spins in MPI in some launches and not others (docs/diagnose.md, "An
     engine probe in two modes"). The local backend measures the probe again then (and once for a slower cell:
     ran_slower_than_probe)."""
-    from bench.analysis.stats import bootstrap_ci
-
     if ep is None or not rates or int(cell.get("gpus") or 1) < 2:
         return None
-    ci = bootstrap_ci(rates)
-    lead = Expected(cell_id, int(cell["gpus"]), ci.estimate, ci.low, ci.high, None)
-    e = engine_probed(lead, cell, ep, started=started)
+    e = _against_probe(cell, cell_id, rates, ep, started)
     return e if e.verdict.startswith("above") or e.measured > e.expected * (1 + e.tolerance) else None
+
+
+def _against_probe(cell: Mapping[str, Any], cell_id: str, rates: list[float], ep, started: float | None) -> Expected:
+    """A cell just measured (its windows' rates) judged against an engine probe."""
+    from bench.analysis.stats import bootstrap_ci
+
+    ci = bootstrap_ci(rates)
+    return engine_probed(Expected(cell_id, int(cell["gpus"]), ci.estimate, ci.low, ci.high, None), cell, ep,
+                         started=started)
 
 
 def ran_slower_than_probe(cell: Mapping[str, Any], cell_id: str, rates: list[float], ep, started: float | None,
@@ -356,15 +362,11 @@ def ran_slower_than_probe(cell: Mapping[str, Any], cell_id: str, rates: list[flo
     7,970, 8,433 and 9,807 tokens/s a rank in three launches on one VM), so a cell 17% under a probe that caught a
     fast launch is judged against the next one too; if that one also allows more, the median is below expected
     (engine_probed), else the newer probe, measured nearer the cell's time, stands for it."""
-    from bench.analysis.stats import bootstrap_ci
-
     if ep is None or not rates or int(cell.get("gpus") or 1) < 2 or (ep.again_for or {}).get("slower"):
         return None
     if beside is not None and beside.slowing:
         return None  # the cause is named: the verdict says so (with_beside), and a probe beside it would be slowed too
-    ci = bootstrap_ci(rates)
-    lead = Expected(cell_id, int(cell["gpus"]), ci.estimate, ci.low, ci.high, None)
-    e = engine_probed(lead, cell, ep, started=started)
+    e = _against_probe(cell, cell_id, rates, ep, started)
     return e if e.measured < e.expected * (1 - e.tolerance) else None
 
 

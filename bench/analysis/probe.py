@@ -135,7 +135,8 @@ class ProbeResult:
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
     # Engine probes: one step's gradient collectives as the engine sends them, timed alone, the slowest rank's median
     allreduce_s: float | None = None
-    sync_steps: bool = False  # allreduce_s is FSDP2's: its steps with gradient sync on less off (models/engine_probe.py)
+    # allreduce_s is FSDP2's: its steps with gradient sync on less off (models/engine_probe.py)
+    sync_steps: bool = False
     # An engine probe measured again after its cell ran faster than it allowed: {"cell_id", "started_unix" (the
     # cell's first window), "why"} (bench/backends/local/engine_probe.py, again); it stands for that run of the cell
     again_for: dict = field(default_factory=dict)
