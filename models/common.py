@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from models.allocator import hold_freed_memory
-from models import host_load
+from models import engine_probe, host_load
 from models.fail import fail
 from models.faults import StepFaults
 from models.meter import EmptyWindowError, WindowMeter, combine
@@ -227,7 +227,8 @@ def measure_windows(args: argparse.Namespace, comm: Comm, train_step: Callable[[
     add their fields to each record. `rate` says what a sample is (default: an image)."""
     fetch = next_batch or (lambda: None)
     clock = phases or PhaseClock()
-    fault = StepFaults.from_env(comm.rank, args.cell_id)  # test hooks (models/faults.py): inert unless set
+    # test hooks (models/faults.py): inert unless set, and planted in the cell, never in the engine probe run first
+    fault = StepFaults([]) if engine_probe.active() else StepFaults.from_env(comm.rank, args.cell_id)
     for _ in range(args.warmup_steps):
         fault.tick()
         train_step(fetch())

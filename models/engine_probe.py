@@ -5,19 +5,62 @@ cell's ranks compute beside the engine, apart from what the gradients' collectiv
 (alone; FSDP2's as its steps with sync on less off; bench/backends/local/engine_probe.py runs it and keeps the
 figures; bench/analysis/expected.py builds the expected value on them).
 
-Asked for by the environment (ENV=1), which every launcher forwards to every rank, so the probe is the cell's own
-launch command. Imports nothing of bench.
+Asked for by the environment, which every launcher forwards to every rank, so the probe is the cell's own launch
+command: ENV=1, a launch that is the probe alone (measured again after a cell); FIRST_ENV, the probe first and then
+the cell in the same processes (`first_then`), which saves a launch (interpreter, imports, the launcher's and the
+engine's start: 4-16 s a cell here) and measures the engine in the very launch the cell runs in. Imports nothing of
+bench.
 """
 from __future__ import annotations
 
+import argparse
 import os
+import time
 from typing import Any, Callable
 
 ENV = "BENCH_ENGINE_PROBE"
+# "WARMUP,STEPS,REPEATS,PATH": the probe's windows first, written to PATH, then the cell as asked
+FIRST_ENV = "BENCH_ENGINE_PROBE_FIRST"
+PHASE_KIND = "engine_probe_phase"  # the record that closes a probe run first: its start, end and exit code
+_in_phase = False  # first_then's probe part is running
 
 
 def active() -> bool:
-    return os.environ.get(ENV) == "1"
+    """Whether this process is computing as the engine probe (no gradient traffic) right now."""
+    return _in_phase or os.environ.get(ENV) == "1"
+
+
+def first_spec() -> tuple[int, int, int, str] | None:
+    """FIRST_ENV's windows and file (None: not asked for, or malformed: then the cell runs alone)."""
+    parts = os.environ.get(FIRST_ENV, "").split(",", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[:3]) or not parts[3]:
+        return None
+    warmup, steps, repeats = (int(p) for p in parts[:3])
+    return warmup, steps, repeats, parts[3]
+
+
+def first_then(args: argparse.Namespace, rank: int, run: Callable[[argparse.Namespace], int]) -> int:
+    """`run(args)`, the cell, after `run` as the engine probe where FIRST_ENV asks for it: the same process, engine
+    and launch; the probe's windows, timings and a PHASE_KIND record go to FIRST_ENV's file, never to the cell's.
+    `run` builds its model and steps afresh each time (the probe's plain optimizer, the cell's averaging one)."""
+    global _in_phase
+    spec = first_spec()
+    if spec is not None and not active():
+        warmup, steps, repeats, path = spec
+        probe = argparse.Namespace(**{**vars(args), "warmup_steps": warmup, "steps": steps, "repeats": repeats,
+                                      "out": path, "cell_id": f"engine-probe-{args.cell_id}"})
+        started = time.time()
+        _in_phase = True
+        try:
+            code = run(probe)
+        finally:
+            _in_phase = False
+        if rank == 0:
+            from models.record import write_record
+
+            write_record({"kind": PHASE_KIND, "started_unix": started, "ended_unix": time.time(), "code": code},
+                         path)
+    return run(args)
 
 
 def ping(torch, device, hvd: Any = None) -> Callable[[], None]:

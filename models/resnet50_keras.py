@@ -141,40 +141,46 @@ def main(argv: list[str] | None = None) -> int:
     if hvd_tf is not None:
         import horovod.tensorflow.keras as hvd  # the same Horovod core, initialised by start()
 
-    tf.random.set_seed(1234)  # the model's initial weights
-    dataset, unpack, counter = synthetic_dataset(args, tf, comm, data_format), (lambda batch: batch), None
-    if args.data == "imagenet":
-        dataset, unpack, counter = imagenet_dataset(args, tf, comm)
-    model = compiled_model(args, tf, hvd, comm, data_format, unpack)
+    def measure(args) -> int:
+        """The model, its data and model.fit's windows (the cell's, or the engine probe's: engine_probe.active())."""
+        tf.random.set_seed(1234)  # the model's initial weights
+        dataset, unpack, counter = synthetic_dataset(args, tf, comm, data_format), (lambda batch: batch), None
+        if args.data == "imagenet":
+            dataset, unpack, counter = imagenet_dataset(args, tf, comm)
+        model = compiled_model(args, tf, hvd, comm, data_format, unpack)
 
-    base = record_base(args, "keras", VERSION, data_format=data_format, threads_per_worker=threads,
-                       device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
-                       env_probe=probe_tensorflow(hvd_tf, "keras"), data=args.data)
-    if args.data == "imagenet":
-        base["data_layout"] = args.data_layout
-    loop = WindowLoop(args, comm, lambda: None, base)
-    callbacks = [windows_callback(args, tf, model, loop)]
-    if hvd is not None:
-        callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
-    if hvd is not None and engine_probe.active():
-        callbacks.insert(1, probe_ping(tf, hvd_tf))
-    try:  # (model.fit itself catches StopIteration: a dry pipeline ends training early, with fewer windows)
-        model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
-                  callbacks=callbacks, verbose=0)
-    except DataError as e:
-        fail(str(e))
-    if counter is not None:
-        report_dropped(comm.rank, counter.bad, counter.consumed)
-    if hvd is not None and engine_probe.active() and not loop.failed:
-        # one step's gradients as Horovod's Keras optimizer sends them: one grouped allreduce, a tensor a variable
-        bufs = [tf.ones_like(v) for v in model.trainable_variables]
-        # (arguments, not captured constants: Horovod names the group after its graph tensors)
-        grouped = tf.function(lambda *ts: hvd_tf.grouped_allreduce(list(ts), op=hvd_tf.Average)[0])
-        engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
-                                    lambda: float(tf.reduce_sum(grouped(*bufs))))
+        base = record_base(args, "keras", VERSION, data_format=data_format, threads_per_worker=threads,
+                           device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
+                           env_probe=probe_tensorflow(hvd_tf, "keras"), data=args.data)
+        if args.data == "imagenet":
+            base["data_layout"] = args.data_layout
+        loop = WindowLoop(args, comm, lambda: None, base)
+        callbacks = [windows_callback(args, tf, model, loop)]
+        if hvd is not None:
+            callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+        if hvd is not None and engine_probe.active():
+            callbacks.insert(1, probe_ping(tf, hvd_tf))
+        try:  # (model.fit itself catches StopIteration: a dry pipeline ends training early, with fewer windows)
+            model.fit(dataset, steps_per_epoch=args.warmup_steps + args.repeats * args.steps, epochs=1,
+                      callbacks=callbacks, verbose=0)
+        except DataError as e:
+            fail(str(e))
+        if counter is not None and not engine_probe.active():  # the cell's own input, not the probe's
+            report_dropped(comm.rank, counter.bad, counter.consumed)
+        if hvd is not None and engine_probe.active() and not loop.failed:
+            # one step's gradients as Horovod's Keras optimizer sends them: one grouped allreduce, a tensor a variable
+            bufs = [tf.ones_like(v) for v in model.trainable_variables]
+            # (arguments, not captured constants: Horovod names the group after its graph tensors)
+            grouped = tf.function(lambda *ts: hvd_tf.grouped_allreduce(list(ts), op=hvd_tf.Average)[0])
+            engine_probe.report_timings(comm, args.out, 4 * sum(int(tf.size(b)) for b in bufs),
+                                        lambda: float(tf.reduce_sum(grouped(*bufs))))
+        return 1 if loop.failed else 0
+
+    # the engine probe first where the control plane asks for it (models/engine_probe.py), then the cell
+    code = engine_probe.first_then(args, comm.rank, measure)
     if hvd is not None:
         hvd.shutdown()
-    return 1 if loop.failed else 0
+    return code
 
 
 def probe_ping(tf, hvd):

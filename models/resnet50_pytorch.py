@@ -320,9 +320,24 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     w = start(args, torch)
+    loader, batches = imagenet_batches(args, w) if args.data == "imagenet" else (None, None)
+    # the engine probe first where the control plane asks for it (models/engine_probe.py), then the cell
+    code = engine_probe.first_then(args, w.comm.rank, lambda a: measure(a, torch, w, loader, batches))
+    if batches is not None:
+        report_dropped(w.comm.rank, batches.bad, batches.seen)
+    if w.hvd is not None:
+        w.hvd.shutdown()
+    if w.native is not None:
+        w.native.shutdown()
+        w.native.leave(code)
+    return code
+
+
+def measure(args, torch, w: Worker, loader: str | None, batches) -> int:
+    """The model, its step and its measured windows (the cell's, or the engine probe's: engine_probe.active()),
+    built afresh on the started engine; the exit code."""
     model, optimizer = build_model(args, torch, w)
     synthetic = synthetic_batch(args, torch, w)
-    loader, batches = imagenet_batches(args, w) if args.data == "imagenet" else (None, None)
 
     def sync() -> None:
         if w.cuda:
@@ -341,17 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if instruments is not None:
             instruments.close()
-    if batches is not None:
-        report_dropped(w.comm.rank, batches.bad, batches.seen)
     if code == 0 and engine_probe.active() and w.engine != "none":
         sizes = [p.numel() for p in model.parameters()]
         engine_probe.time_gradient_allreduce(torch, w.device, sizes, w.comm, args.out, w.hvd,
                                              "per-tensor" if w.hvd is not None else "buckets")
-    if w.hvd is not None:
-        w.hvd.shutdown()
-    if w.native is not None:
-        w.native.shutdown()
-        w.native.leave(code)
     return code
 
 

@@ -127,22 +127,28 @@ def main(argv: list[str] | None = None) -> int:
     from models.tf_env import start
 
     tf, hvd, comm, threads, on_gpu, data_format = start(args, "tensorflow")
-    model, opt, loss_fn = build_model(args, tf, hvd, comm, data_format)
-    synthetic = synthetic_batch(args, tf, comm, data_format)
     next_batch, counter = imagenet_fetcher(args, tf, comm) if args.data == "imagenet" else (None, None)
-    train_step = make_train_step(args, tf, hvd, model, opt, loss_fn, synthetic)
 
-    base = record_base(args, "tensorflow", VERSION, data_format=data_format, threads_per_worker=threads,
-                       device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
-                       env_probe=probe_tensorflow(hvd), data=args.data)
-    if args.data == "imagenet":
-        base["data_layout"] = args.data_layout
-    code = measure_windows(args, comm, train_step, float, lambda: None, base, next_batch,
-                           batch_samples=lambda batch: int(batch[1].shape[0]))
+    def measure(args) -> int:
+        """The model, its step and its windows (the cell's, or the engine probe's: engine_probe.active())."""
+        model, opt, loss_fn = build_model(args, tf, hvd, comm, data_format)
+        synthetic = synthetic_batch(args, tf, comm, data_format)
+        train_step = make_train_step(args, tf, hvd, model, opt, loss_fn, synthetic)
+        base = record_base(args, "tensorflow", VERSION, data_format=data_format, threads_per_worker=threads,
+                           device="gpu" if on_gpu else "cpu", engine="horovod" if hvd else "none",
+                           env_probe=probe_tensorflow(hvd), data=args.data)
+        if args.data == "imagenet":
+            base["data_layout"] = args.data_layout
+        code = measure_windows(args, comm, train_step, float, lambda: None, base, next_batch,
+                               batch_samples=lambda batch: int(batch[1].shape[0]))
+        if code == 0 and hvd is not None and engine_probe.active():
+            time_engine_probe(args, tf, hvd, comm, model)
+        return code
+
+    # the engine probe first where the control plane asks for it (models/engine_probe.py), then the cell
+    code = engine_probe.first_then(args, comm.rank, measure)
     if counter is not None:
         report_dropped(comm.rank, counter.bad, counter.consumed)
-    if code == 0 and hvd is not None and engine_probe.active():
-        time_engine_probe(args, tf, hvd, comm, model)
     if hvd is not None:
         hvd.shutdown()
     return code

@@ -220,74 +220,85 @@ def main(argv: list[str] | None = None) -> int:
         fail(why_not)
     shape, seq = args.shape, args.seq_len
 
-    model = tfm.build(shape, checkpointing=args.activation_checkpointing, device=device, seed=0)
-    if args.compile != "off":
-        model.compile_parts(None if args.compile == "default" else args.compile)
-    trainer = wrap(torch, model, args.engine if (hvd or native) else "none", hvd=hvd, device=device,
-                   precision=args.precision, grad_accum=args.grad_accum, lr=args.lr,
-                   optimizer_impl=args.optimizer_impl, world_size=comm.size)
-    if args.data == "tokens":
-        try:
-            data = TokenFile(torch, args.tokens_file, vocab=shape.vocab, dtype=args.tokens_dtype, seq=seq,
-                             micro_batch=args.batch_size, grad_accum=args.grad_accum, rank=comm.rank, device=device)
-        except ValueError as e:  # too short for one window: one line, nothing trained
-            fail(str(e))
-    else:
-        data = SyntheticTokens(torch, vocab=shape.vocab, seq=seq, micro_batch=args.batch_size,
-                               grad_accum=args.grad_accum, rank=comm.rank, device=device)
-
-    def sync() -> None:
-        if dev.cuda:
-            torch.cuda.synchronize(device)
-
-    phases = PhaseClock(sync, enabled=not dev.cuda)
-    initial: dict[str, float] = {}
-
-    def train_step(windows):
-        loss = trainer.step(windows, phases)
-        initial["steps"] = initial.get("steps", 0) + 1
-        if "value" not in initial:
-            initial["value"] = comm.broadcast_object(float(loss))  # rank 0's first loss, the one every check reads
-        return loss
-
-    compute_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
-    base = {"framework": "pytorch", "workload": TRANSFORMER_WORKLOAD["name"], "workload_version": VERSION,
-            "model": args.model, "shape": shape.as_dict(), "params": shape.params(),
-            "sample_unit": "sequence", "tokens_per_sample": seq, "flops_per_sample": shape.flops_per_sequence(seq),
-            "flops_convention": "6N+12LHQT", "batch_per_worker": args.sequences_per_step,
-            "micro_batch": args.batch_size, "grad_accum": args.grad_accum, "seq_len": seq,
-            "precision": args.precision, "engine": trainer.engine, "device": device.type,
-            "threads_per_worker": torch.get_num_threads(), "data": args.data,
-            "sdpa_kernel": tfm.sdpa_kernel_used(shape, args.batch_size, seq, compute_dtype, device),
-            "activation_checkpointing": args.activation_checkpointing, "compile": args.compile,
-            "compile_scope": "blocks, head+loss" if args.compile != "off" else None,
-            "optimizer": "adamw", "lr": args.lr, **trainer.facts}
-    gpu = None
-    if dev.cuda:
-        from models.gpu_window import gpu_window
-
-        base["gpu"] = gpu_what_ran(torch, device, dev, args)
-        gpu = gpu_window(torch, device)
-    instruments = PeakMemory(torch, device, gpu)
-    model.train()
-    try:
-        code = measure_windows(args_for_loop(args), comm, train_step, lambda loss: float(loss), sync, base,
-                               next_batch=data, batch_samples=lambda _: args.sequences_per_step, phases=phases,
-                               instruments=instruments, rate=sequence_rate(seq, initial))
-    finally:
-        instruments.close()
-    if code == 0 and engine_probe.active() and (hvd or native):
-        if args.engine == "fsdp2":
-            # its gradient sync as FSDP2 runs it: the probe's own steps with sync on, less with it off
-            def fsdp2_step(on: bool) -> None:
-                model.set_requires_gradient_sync(on)
-                trainer.step(data())
-
-            nbytes = 4 * sum(p.numel() for p in model.parameters())  # a DTensor's numel is the whole parameter's
-            engine_probe.report_sync_cost(comm, args.out, nbytes, fsdp2_step, sync)
+    def measure(args) -> int:
+        """The model, its engine's wrapping, its data and its windows (the cell's, or the engine probe's:
+        engine_probe.active()), built afresh on the started engine; the exit code."""
+        model = tfm.build(shape, checkpointing=args.activation_checkpointing, device=device, seed=0)
+        if args.compile != "off":
+            model.compile_parts(None if args.compile == "default" else args.compile)
+        trainer = wrap(torch, model, args.engine if (hvd or native) else "none", hvd=hvd, device=device,
+                       precision=args.precision, grad_accum=args.grad_accum, lr=args.lr,
+                       optimizer_impl=args.optimizer_impl, world_size=comm.size)
+        if args.data == "tokens":
+            try:
+                data = TokenFile(torch, args.tokens_file, vocab=shape.vocab, dtype=args.tokens_dtype, seq=seq,
+                                 micro_batch=args.batch_size, grad_accum=args.grad_accum, rank=comm.rank,
+                                 device=device)
+            except ValueError as e:  # too short for one window: one line, nothing trained
+                fail(str(e))
         else:
-            sizes, how = [p.numel() for p in model.parameters()], "per-tensor" if hvd else "buckets"
-            engine_probe.time_gradient_allreduce(torch, device, sizes, comm, args.out, hvd, how)
+            data = SyntheticTokens(torch, vocab=shape.vocab, seq=seq, micro_batch=args.batch_size,
+                                   grad_accum=args.grad_accum, rank=comm.rank, device=device)
+
+        def sync() -> None:
+            if dev.cuda:
+                torch.cuda.synchronize(device)
+
+        phases = PhaseClock(sync, enabled=not dev.cuda)
+        initial: dict[str, float] = {}
+
+        def train_step(windows):
+            loss = trainer.step(windows, phases)
+            initial["steps"] = initial.get("steps", 0) + 1
+            if "value" not in initial:
+                # rank 0's first loss, the one every check reads
+                initial["value"] = comm.broadcast_object(float(loss))
+            return loss
+
+        compute_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+        base = {"framework": "pytorch", "workload": TRANSFORMER_WORKLOAD["name"], "workload_version": VERSION,
+                "model": args.model, "shape": shape.as_dict(), "params": shape.params(),
+                "sample_unit": "sequence", "tokens_per_sample": seq,
+                "flops_per_sample": shape.flops_per_sequence(seq),
+                "flops_convention": "6N+12LHQT", "batch_per_worker": args.sequences_per_step,
+                "micro_batch": args.batch_size, "grad_accum": args.grad_accum, "seq_len": seq,
+                "precision": args.precision, "engine": trainer.engine, "device": device.type,
+                "threads_per_worker": torch.get_num_threads(), "data": args.data,
+                "sdpa_kernel": tfm.sdpa_kernel_used(shape, args.batch_size, seq, compute_dtype, device),
+                "activation_checkpointing": args.activation_checkpointing, "compile": args.compile,
+                "compile_scope": "blocks, head+loss" if args.compile != "off" else None,
+                "optimizer": "adamw", "lr": args.lr, **trainer.facts}
+        gpu = None
+        if dev.cuda:
+            from models.gpu_window import gpu_window
+
+            base["gpu"] = gpu_what_ran(torch, device, dev, args)
+            gpu = gpu_window(torch, device)
+        instruments = PeakMemory(torch, device, gpu)
+        model.train()
+        try:
+            code = measure_windows(args_for_loop(args), comm, train_step, lambda loss: float(loss), sync, base,
+                                   next_batch=data, batch_samples=lambda _: args.sequences_per_step, phases=phases,
+                                   instruments=instruments, rate=sequence_rate(seq, initial))
+        finally:
+            instruments.close()
+        if code == 0 and engine_probe.active() and (hvd or native):
+            if args.engine == "fsdp2":
+                # its gradient sync as FSDP2 runs it: the probe's own steps with sync on, less with it off
+                def fsdp2_step(on: bool) -> None:
+                    model.set_requires_gradient_sync(on)
+                    trainer.step(data())
+
+                # a DTensor's numel is the whole parameter's
+                nbytes = 4 * sum(p.numel() for p in model.parameters())
+                engine_probe.report_sync_cost(comm, args.out, nbytes, fsdp2_step, sync)
+            else:
+                sizes, how = [p.numel() for p in model.parameters()], "per-tensor" if hvd else "buckets"
+                engine_probe.time_gradient_allreduce(torch, device, sizes, comm, args.out, hvd, how)
+        return code
+
+    # the engine probe first where the control plane asks for it (models/engine_probe.py), then the cell
+    code = engine_probe.first_then(args, comm.rank, measure)
     if hvd is not None:
         hvd.shutdown()
     if native is not None:

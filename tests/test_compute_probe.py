@@ -303,10 +303,10 @@ def test_the_local_backend_keeps_a_cells_costs_against_the_probe_it_ran_with(tmp
                         lambda *a, **k: compute_probe.ProbeOutcome(loaded, 9.0, False, "measured"))
     from bench.backends.local import engine_probe
 
-    monkeypatch.setattr(engine_probe, "ensure",  # (its own test: tests/test_outside.py's run, the cells' e2e)
-                        lambda *a, **k: compute_probe.ProbeOutcome(None, 2.0, False, "engine: failed"))
+    monkeypatch.setattr(engine_probe, "first_or_stored",  # (its own test: tests/test_outside.py's run, the e2e)
+                        lambda *a, **k: compute_probe.ProbeOutcome(None, 0.0, True, "engine: reused"))
     backend = LocalBackend(tmp_path, 60)
-    assert [o.seconds for o in backend.before_cell(planned)] == [9.0, 2.0]
+    assert [o.seconds for o in backend.before_cell(planned)] == [9.0, 0.0]
     backend.after_cell(planned, "20261128T0500Z-a", [{"samples_per_sec": 2 * BATCH / 1.5167, "end_unix": 2000.0,
                                                       "per_rank": [rank(0, 1.40, 0.05), rank(1, 1.40, 0.05)]}])
     (kept,) = compute_probe.read(compute_probe.cache_path(tmp_path))["costs"]

@@ -265,19 +265,24 @@ def test_interrupting_run_stops_the_cell_and_records_it(tmp_path, sig, code):
 
 
 def test_interrupting_run_during_an_engine_probe_leaves_no_process(tmp_path):
-    """Ctrl-C while the engine probe (the cell's own launch, bench/backends/local/engine_probe.py) runs: the run stops
-    with 130 and none of the probe's processes outlives it."""
+    """Ctrl-C while the cell's launch runs its engine probe first (bench/backends/local/engine_probe.py): the run
+    stops with 130, none of the launch's processes outlives it, and the cell is recorded as interrupted."""
     (tmp_path / "m.yaml").write_text(MATRIX.replace("gpu: [cpu, V100]", "gpu: [cpu]")
                                      .replace("mpi: [gloo, openmpi]", "mpi: [openmpi]"), encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "bench", "run", "m.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def probing() -> bool:  # a probe window written, none of the cell's yet
+        return any(not (p.parent / "records.jsonl").exists()
+                   for p in (tmp_path / "results").glob("runs/**/engine-probe.jsonl"))
+
     try:
-        for _ in range(1200):  # wait until the engine probe's workers exist
-            if _workers_running(tmp_path, probes=True) and not _workers_running(tmp_path):
+        for _ in range(2400):  # wait until the probe's first window is written
+            if probing() and _workers_running(tmp_path):
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("no engine probe was seen running")
+            pytest.fail("no engine probe was seen running in the cell's launch")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -286,7 +291,8 @@ def test_interrupting_run_during_an_engine_probe_leaves_no_process(tmp_path):
             proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     time.sleep(1.0)
-    assert not _workers_running(tmp_path, probes=True), "the engine probe's workers survived the interrupt"
+    assert not _workers_running(tmp_path, probes=True), "the launch's workers survived the interrupt"
+    assert list(read_records(tmp_path).status) == ["interrupted"]
 
 
 def _workers_running(tmp_path: Path, probes: bool = False) -> bool:

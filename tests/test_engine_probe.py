@@ -240,3 +240,71 @@ def test_the_first_runs_benchmark_refuses_bad_input_in_one_line():
                        (["--where", "gpus=2", "--matrix", "no-such.yaml"], "no such file")):
         out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+
+
+def test_a_probe_run_first_in_the_cells_launch_runs_before_the_cell_with_its_own_windows_and_file(tmp_path,
+                                                                                                  monkeypatch):
+    """models/engine_probe.first_then: FIRST_ENV asks for the probe's windows first, to their own file; the
+    probe part computes as the probe (active()), the cell after it does not; rank 0 closes the probe's file with
+    the phase record; a malformed ask runs the cell alone."""
+    import argparse
+
+    from models import engine_probe as worker
+
+    out = tmp_path / "probe.jsonl"
+    seen = []
+
+    def run(args):
+        seen.append((args.warmup_steps, args.steps, args.repeats, args.out, args.cell_id, worker.active()))
+        return 0
+
+    args = argparse.Namespace(warmup_steps=3, steps=8, repeats=5, out="cell.jsonl", cell_id="abc")
+    monkeypatch.setenv(worker.FIRST_ENV, f"2,25,3,{out}")
+    assert worker.first_then(args, 0, run) == 0
+    assert seen == [(2, 25, 3, str(out), "engine-probe-abc", True), (3, 8, 5, "cell.jsonl", "abc", False)]
+    phase = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [p["kind"] for p in phase] == [worker.PHASE_KIND] and phase[0]["code"] == 0
+    assert phase[0]["ended_unix"] >= phase[0]["started_unix"]
+    seen.clear()
+    assert worker.first_then(args, 1, run) == 0 and len(seen) == 2  # another rank: the same runs, no record
+    assert len(out.read_text().splitlines()) == 1
+    for bad in ("2,25,3", "2,x,3,/p", "2,25,3,"):
+        monkeypatch.setenv(worker.FIRST_ENV, bad)
+        seen.clear()
+        worker.first_then(args, 0, run)
+        assert [s[-1] for s in seen] == [False], bad
+
+
+def test_a_probe_launch_of_its_own_never_runs_a_probe_first(monkeypatch, tmp_path):
+    """A launch that is the probe alone (ENV=1, measured again after a cell) runs once, as the probe."""
+    import argparse
+
+    from models import engine_probe as worker
+
+    monkeypatch.setenv(worker.ENV, "1")
+    monkeypatch.setenv(worker.FIRST_ENV, f"2,25,3,{tmp_path / 'p.jsonl'}")
+    seen = []
+    args = argparse.Namespace(warmup_steps=3, steps=8, repeats=5, out="o", cell_id="abc")
+    worker.first_then(args, 0, lambda a: seen.append(a.cell_id) or 0)
+    assert seen == ["abc"] and not (tmp_path / "p.jsonl").exists()
+
+
+def test_the_load_beside_a_probe_run_first_is_what_its_ranks_sampled():
+    from bench.backends.local.engine_probe import outside_load
+
+    def window(*cpu):
+        return {"per_rank": [{"rank": i, "outside": {"cpu_s_per_s": c}} for i, c in enumerate(cpu)]}
+
+    assert outside_load([window(0.1, 0.3), window(0.5, 0.2)]) == pytest.approx((0.3 + 0.5) / 2)
+    assert outside_load([{"per_rank": [{"rank": 0}]}]) is None  # not sampled: not known, so never reused
+
+
+def test_a_probe_run_first_that_wrote_nothing_fails_in_one_line_and_stores_nothing(tmp_path):
+    from bench.backends.local.engine_probe import First, cache_path, from_first
+    from bench.planning.cell import PlannedCell
+
+    planned = PlannedCell(cell={**ROW, "repeats": 5}, cell_id="c", status="planned")
+    outcome = from_first(planned, tmp_path, First("none stored", 3, tmp_path / "missing.jsonl"))
+    assert outcome.result is None and outcome.in_cell_launch and not outcome.reused
+    assert "no window measured in the cell's launch" in outcome.note and "rests on the compute probe" in outcome.note
+    assert not cache_path(tmp_path).exists()

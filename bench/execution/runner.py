@@ -189,9 +189,13 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
 def _probe(cell: PlannedCell, backend: Backend, summary: RunSummary, console: Console, width: int = 0) -> None:
     """The backend's preparation of one cell (the local backend's compute probe; none elsewhere), counted apart
     from the cells' time."""
-    outcomes = backend.before_cell(cell)
-    for outcome in outcomes if isinstance(outcomes, list) else [outcomes] if outcomes is not None else []:
+    for outcome in _listed(backend.before_cell(cell)):
         _count_probe(outcome, summary, cell, console, width)
+
+
+def _listed(outcomes) -> list:
+    """A backend's probe outcomes (before_cell, after_cell: one, a list, or None) as a list."""
+    return outcomes if isinstance(outcomes, list) else [outcomes] if outcomes is not None else []
 
 
 def _count_probe(outcome, summary: RunSummary, cell: PlannedCell, console: Console, width: int) -> None:
@@ -251,19 +255,22 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
             break  # the cell has failed; its remaining jobs would not change that
     summary.ran += 1
     elapsed = time.monotonic() - started
-    summary.cells_s += elapsed
     if outcome.status == "ok":
         summary.ok += 1
         again = _after(cell, backend, run_id, records, console)
+        # an engine probe run first in the cell's launch is counted as a probe's time, not the cell's
+        elapsed -= sum(o.seconds for o in _listed(again) if getattr(o, "in_cell_launch", False))
+        summary.cells_s += elapsed
         console.print(f"[green]ok[/]     {cell.label():<{width}} {_headline(records)}  (median of {len(records)}, "
                       f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
-        for outcome in again if isinstance(again, list) else [again] if again is not None else []:
+        for outcome in _listed(again):
             _count_probe(outcome, summary, cell, console, width)
         if any(r.transport_verdict == "mismatch" for r in records):
             console.print(f"[yellow]  transport mismatch[/]: asked {records[0].requested_transport}, the log "
                           f"shows {records[0].effective_transport} ({records[0].transport_evidence})",
                           highlight=False)
     else:
+        summary.cells_s += elapsed
         reason = redact_text(outcome.reason) or outcome.status
         summary.failed.append((cell, reason))
         console.print(f"[red]{outcome.status:<6}[/] {cell.label():<{width}} {escape(reason)}  {cell.cell_id}",

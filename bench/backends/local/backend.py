@@ -49,6 +49,7 @@ class LocalBackend(Backend):
         self.imagenet_sample = imagenet_sample
         self._probed: dict = {}  # cell_id → the compute probe its run rests on (before_cell → after_cell)
         self._engines: dict = {}  # cell_id → (its engine probe, the compute probe's step), likewise
+        self._first: dict = {}  # cell_id → the engine probe its launch runs first (before_cell → submit, after_cell)
 
     @classmethod
     def from_settings(cls, settings, results_dir: Path, timeout_s: float | None = None) -> "LocalBackend":
@@ -97,12 +98,14 @@ class LocalBackend(Backend):
     def before_cell(self, planned: PlannedCell):
         """The probes a co-located multi-worker CPU cell's expected value needs: the compute probe, and the engine
         probe where the worker has one; each the stored one while it stands (same settings, same machine, under 7
-        days old), else measured now. None for every other cell."""
+        days old), else measured: the compute probe now, the engine probe first in the cell's own launch. None for
+        every other cell."""
         from bench.analysis.probe import colocated
         from bench.backends.local.compute_probe import ensure
 
         from bench.backends.local import engine_probe
 
+        self._first.pop(planned.cell_id, None)  # a launch that failed before after_cell leaves its own
         if not self.probe_compute or not colocated({**planned.cell, "nodes": planned.nodes}):
             return None
         threads = threads_for(planned, os.cpu_count() or 1)
@@ -111,16 +114,20 @@ class LocalBackend(Backend):
         if not engine_probe.probed(planned.cell):
             return outcome
         # and the cell's own launch with its engine up and no gradient traffic: what its ranks compute beside the
-        # engine, measured apart from the cell (bench/backends/local/engine_probe.py)
+        # engine, measured apart from the cell's windows (bench/backends/local/engine_probe.py): the stored one, or
+        # one run first in the cell's launch (submit), its outcome told after the cell (after_cell)
         step_s = outcome.result.step_s if outcome.result is not None else None
-        engine = engine_probe.ensure(planned, self, self.results_dir,
-                                     min(self.timeout_s, engine_probe.ENGINE_TIMEOUT_S), step_s=step_s)
+        engine = engine_probe.first_or_stored(planned, self.results_dir, step_s=step_s)
+        if isinstance(engine, engine_probe.First):
+            self._first[planned.cell_id] = engine
+            self._engines[planned.cell_id] = (None, step_s)
+            return outcome
         self._engines[planned.cell_id] = (engine.result, step_s)
         return [outcome, engine]
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]):
-        """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs; and
-        where the cell ran faster than its engine probe allowed, the engine probe measured again for it, up to
+        """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs; the
+        engine probe its launch ran first, read and stored; and where the cell ran faster than its engine probe allowed, the engine probe measured again for it, up to
         engine_probe.AGAIN_AT_MOST times until it agrees, or once where it ran slower with nothing outside the cell
         named (their outcomes returned, to be shown as probes'; None
         otherwise)."""
@@ -133,12 +140,16 @@ class LocalBackend(Backend):
         if probe is not None:
             record_costs(planned, self.results_dir, run_id, records, probe)
         ep, step_s = self._engines.pop(planned.cell_id, (None, None))
+        outcomes = []
+        first = self._first.pop(planned.cell_id, None)
+        if first is not None and first.path is not None:  # run first in the cell's launch: now read and stored
+            outcomes.append(engine_probe.from_first(planned, self.results_dir, first))
+            ep = outcomes[-1].result
         rates = [float(r["samples_per_sec"]) for r in records if r.get("samples_per_sec")]
         starts = [float(r["start_unix"]) for r in records if r.get("start_unix")]
         if not starts:
-            return None
+            return outcomes or None
         beside = beside_cell([r.get("per_rank") or [] for r in records])
-        outcomes = []
         for i in range(engine_probe.AGAIN_AT_MOST):
             off = ran_faster_than_probe(planned.cell, planned.cell_id, rates, ep, min(starts))
             # slower: once, the first time only (a second launch that agrees with the first decides the verdict)
@@ -154,8 +165,16 @@ class LocalBackend(Backend):
         return outcomes or None
 
     def submit(self, planned: PlannedCell, run_id: str, job: int = 0) -> Handle:
+        from bench.backends.local import engine_probe
+
         launch = self.launch(planned, run_id, job)
-        return launcher_job.start(planned, launch.render(), launch.dir, self.timeout_s, launch.runtime.bin_dirs)
+        first, extra = self._first.get(planned.cell_id), {}
+        if first is not None and first.path is None:  # the cell's first job runs its engine probe first
+            first.path = launch.dir / engine_probe.FIRST_FILE
+            first.path.unlink(missing_ok=True)
+            extra = engine_probe.first_env(first)
+        return launcher_job.start(planned, launch.render(), launch.dir, self.timeout_s, launch.runtime.bin_dirs,
+                                  extra_env=extra)
 
     def poll(self, handle: Handle) -> bool:
         return launcher_job.poll(handle, launcher_job.kill)

@@ -134,6 +134,7 @@ class ProbeOutcome:
     seconds: float  # spent now (0 when reused)
     reused: bool
     note: str  # one line for the run's output
+    in_cell_launch: bool = False  # measured in its cell's own launch: its seconds are within the cell's
 
 
 def probe_cell(planned: PlannedCell, repeats: int = PROBE_REPEATS) -> PlannedCell:

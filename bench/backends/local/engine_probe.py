@@ -7,14 +7,19 @@ threads cost on shared cores is measured apart from the cell, so a first run slo
 absorbed as "the engine".
 
 Workloads whose worker has the probe mode (ENGINE_PROBE_FRAMEWORKS) are probed; the others keep the compute probe's
-rule. Cost: one launch of the cell (start-up is most of it) per stack and settings, then reused for 7 days.
+rule. A probe that must be measured runs first in the cell's own launch (`first_or_stored`, `first_env`,
+`from_first`; the worker's side is models/engine_probe.first_then): its windows before the cell's, in the same
+processes, so it costs a few seconds of steps and no launch of its own (a launch took 4-16 s a cell here:
+interpreter, imports, the launcher's and the engine's start), and it measures the engine as that launch has it. A
+probe measured again after a cell (`again`) is a launch of its own. Stored probes are reused for 7 days.
 """
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +28,10 @@ from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, 
 from bench.backends.local.compute_probe import ProbeOutcome, busy_cpu_s, children_cpu_s, identity, kept, load
 from bench.cells.units import format_rate
 from bench.planning.cell import PlannedCell
-from models.engine_probe import ENV, SYNC_STEPS
+from models.engine_probe import ENV, FIRST_ENV, PHASE_KIND, SYNC_STEPS
 
 CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
+FIRST_FILE = "engine-probe.jsonl"  # in the cell's job folder: what the probe run first in its launch wrote
 ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
 # Windows of at least this long where the compute probe says how long a step takes (a tiny transformer's 0.04 s
 # steps in windows of 3 read 12,042 and 10,584 tokens/s a rank in two probes of one setting); at most MAX_STEPS
@@ -61,29 +67,67 @@ def probe_cell(planned: PlannedCell, repeats: int = ENGINE_REPEATS, steps: int =
     return replace(planned, cell=cell, cell_id=f"engine-probe-{planned.cell_id}")
 
 
-def ensure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float = ENGINE_TIMEOUT_S,
-           now: float | None = None, step_s: float | None = None) -> ProbeOutcome:
-    """The engine probe for the cell's settings and stack on this machine: the stored one while it stands, else
-    measured now (through `backend`'s own launch of the cell, in windows sized by `step_s`, the compute probe's
-    step) and stored."""
+@dataclass
+class First:
+    """An engine probe to run first in its cell's launch: why it is measured, its window's steps, and (once the
+    launch is started) the file its windows go to."""
+    why: str
+    steps: int
+    path: Path | None = None
+
+
+def first_or_stored(planned: PlannedCell, results_dir: Path, now: float | None = None,
+                    step_s: float | None = None) -> ProbeOutcome | First:
+    """The stored engine probe for the cell's settings and stack while it stands (its outcome), else a First: the
+    probe to run in the cell's launch, before its windows, in windows sized by `step_s` (the compute probe's)."""
     from bench.cells.units import IMAGES, unit_of_cell
 
-    path = cache_path(results_dir)
     key = engine_key(planned.cell)
     unit = unit_of_cell(planned.cell) or IMAGES
     me, now = identity(), time.time() if now is None else now
-    entries = load(path)
+    entries = load(cache_path(results_dir))
     hit = fresh(entries, key, me, now)
     if hit is not None:
         r = from_entry(hit)
         return ProbeOutcome(r, 0.0, True, f"engine: reused ({(now - r.measured_unix) / 3600:.1f} h old): "
                                           f"{engine_words(r, unit)}")
     older = [e for e in entries if key_text(e.get("key") or {}) == key_text(key)]
-    why = stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored"
-    started = time.monotonic()
-    result, raw, problem = measure(planned, backend, results_dir, timeout_s, me, steps_for(step_s))
-    return kept(path, key, result, raw, time.monotonic() - started, why, lambda r: engine_words(r, unit),
-                f"{problem}; the expected value rests on the compute probe", prefix="engine: ")
+    return First(stale_reason(max(older, key=lambda e: e["measured_unix"]), me, now) if older else "none stored",
+                 steps_for(step_s))
+
+
+def first_env(first: First) -> dict[str, str]:
+    """What the cell's launch adds to its environment for the probe first (models/engine_probe.FIRST_ENV)."""
+    return {FIRST_ENV: f"{ENGINE_WARMUP},{first.steps},{ENGINE_REPEATS},{first.path}"}
+
+
+def from_first(planned: PlannedCell, results_dir: Path, first: First) -> ProbeOutcome:
+    """The probe run first in the cell's launch, read from its file, summarised and stored as a probe launched
+    apart is. Quiet or not is what the cell's ranks sampled beside its windows (models/host_load.py)."""
+    from bench.backends.shared.records import read_records
+    from bench.cells.units import IMAGES, unit_of_cell
+
+    unit = unit_of_cell(planned.cell) or IMAGES
+    records = read_records(first.path)[0] if first.path is not None and first.path.exists() else []
+    phase = next((r for r in reversed(records) if r.get("kind") == PHASE_KIND), None)
+    seconds = float(phase["ended_unix"]) - float(phase["started_unix"]) if phase else 0.0
+    ok = [r for r in records if r.get("kind") == "measurement" and r.get("status") == "ok"]
+    result, raw, problem = None, [], "no window measured in the cell's launch"
+    if ok:
+        started = float(phase["started_unix"]) if phase else min(float(r["start_unix"]) for r in ok)
+        result, raw, problem = summarized(planned, records, ok, started, identity(), outside_load(ok))
+    outcome = kept(cache_path(results_dir), engine_key(planned.cell), result, raw, seconds,
+                   f"{first.why}; run first in the cell's launch", lambda r: engine_words(r, unit),
+                   f"{problem}; the expected value rests on the compute probe", prefix="engine: ")
+    return replace(outcome, in_cell_launch=True)
+
+
+def outside_load(windows: list[dict]) -> float | None:
+    """CPU-s per second processes outside the cell used beside its windows, as its ranks sampled them (the busiest
+    rank's figure a window, their mean); None where no window was sampled."""
+    each = [max(float((r.get("outside") or {}).get("cpu_s_per_s") or 0.0) for r in w["per_rank"])
+            for w in windows if any("outside" in r for r in w.get("per_rank") or [])]
+    return statistics.fmean(each) if each else None
 
 
 def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_unix: float,
@@ -153,12 +197,19 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
         return None, [], (outcome.reason or "no window measured")[:200]
     others = None if busy0 is None or busy1 is None or wall <= 0 else \
         max(0.0, (busy1 - busy0) - (mine1 - mine0)) / wall
+    return summarized(planned, end.records, ok, measured_at, me, others)
+
+
+def summarized(planned: PlannedCell, records: list[dict], ok: list[dict], measured_at: float, me: dict[str, Any],
+               others: float | None) -> tuple[ProbeResult | None, list[list[dict]], str]:
+    """A probe's result from its launch's records (`ok`: its measured windows): each rank's windows summarised,
+    and one step's gradient collectives as the worker timed them."""
     raw = per_rank_windows(ok)
     result = summarize(raw, int(planned.cell["batch_per_gpu"]), measured_unix=measured_at, identity=me,
                        other_load=others)
     if result is None:
         return None, raw, "no window had every rank"
-    timed = [r for r in end.records if r.get("kind") == "engine_probe" and r.get("allreduce_s")]
+    timed = [r for r in records if r.get("kind") == "engine_probe" and r.get("allreduce_s")]
     if timed:
         result = replace(result, allreduce_s=float(timed[-1]["allreduce_s"]),
                          sync_steps=timed[-1].get("how") == SYNC_STEPS)

@@ -33,14 +33,17 @@ class Handle:
 
 
 def start(planned: PlannedCell, rendered: Rendered, cell_dir: Path, timeout_s: float, path_dirs=(),
-          token: str | None = None, reap_then: tuple[str, ...] = ()) -> Handle:
+          token: str | None = None, reap_then: tuple[str, ...] = (),
+          extra_env: dict[str, str] | None = None) -> Handle:
     """Starts the launcher in a session of its own, its output redacted into cell_dir/log.txt, with a watchdog.
     `path_dirs` go first on PATH (the cell's runtime: Hydra's proxies and horovodrun find their helpers there);
-    `reap_then` is what the watchdog runs after its own kill if this controller dies (a sweep of other hosts)."""
+    `reap_then` is what the watchdog runs after its own kill if this controller dies (a sweep of other hosts);
+    `extra_env`: asked of this launch only, never recorded as the cell's launch environment (the engine probe run
+    first, bench/backends/local/engine_probe.py)."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / "records.jsonl").unlink(missing_ok=True)
     token = token or uuid.uuid4().hex
-    env = {**os.environ, **rendered.env, TOKEN_VAR: token}
+    env = {**os.environ, **rendered.env, **(extra_env or {}), TOKEN_VAR: token}
     env["PATH"] = os.pathsep.join((*path_dirs, env.get("PATH", "")))
     now = time.monotonic()
     # The launcher's output goes through a pipe into a redacting writer: a secret a worker prints never reaches the
