@@ -242,6 +242,21 @@ def test_the_first_runs_benchmark_refuses_bad_input_in_one_line():
         assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
 
 
+def test_the_two_refs_benchmark_refuses_bad_input_in_one_line_and_leaves_no_worktree():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "benchmarks" / "first_run_refs.sh"
+    before = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    for argv, says in (([], "usage: "), (["HEAD", "HEAD", "--runs", "0"], "--runs must be a positive"),
+                       (["HEAD", "no-such-ref"], "'no-such-ref' is not a commit here"),
+                       (["HEAD", "HEAD", "--fast"], "unknown argument '--fast'")):
+        out = subprocess.run([str(script), *argv], cwd=root, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    assert subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout == before
+
+
 def test_a_probe_run_first_in_the_cells_launch_runs_before_the_cell_with_its_own_windows_and_file(tmp_path,
                                                                                                   monkeypatch):
     """models/engine_probe.first_then: FIRST_ENV asks for the probe's windows first, to their own file; the
