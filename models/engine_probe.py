@@ -8,8 +8,8 @@ figures; bench/analysis/expected.py builds the expected value on them).
 Asked for by the environment, which every launcher forwards to every rank, so the probe is the cell's own launch
 command: ENV=1, a launch that is the probe alone (measured again after a cell); FIRST_ENV, the probe first and then
 the cell in the same processes (`first_then`), which saves a launch (interpreter, imports, the launcher's and the
-engine's start: 4-16 s a cell here) and measures the engine in the very launch the cell runs in. Imports nothing of
-bench.
+engine's start: 2-8 s a probe here, benchmarks/first_run_refs.sh) and measures the engine in the very launch the
+cell runs in. Imports nothing of bench.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ absorbed as "the engine".
 Workloads whose worker has the probe mode (ENGINE_PROBE_FRAMEWORKS) are probed; the others keep the compute probe's
 rule. A probe that must be measured runs first in the cell's own launch (`first_or_stored`, `first_env`,
 `from_first`; the worker's side is models/engine_probe.first_then): its windows before the cell's, in the same
-processes, so it costs a few seconds of steps and no launch of its own (a launch took 4-16 s a cell here:
+processes, so it costs its steps and no launch of its own (a launch took 2-8 s more a probe here:
 interpreter, imports, the launcher's and the engine's start), and it measures the engine as that launch has it. A
 probe measured again after a cell (`again`) is a launch of its own. Stored probes are reused for 7 days.
 """
