@@ -54,6 +54,9 @@ for ((k = 1; k <= runs; k++)); do
     grep -hE '^probe .* engine' "$run/err.txt" | sed -E 's/^probe +//; s/\): .*/)/' | sed 's/^/    /' || true
   done
 done
-median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+median() {
+  tr ' ' '\n' | sed '/^$/d' | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 ma=$(echo "${walls[a]}" | median) mb=$(echo "${walls[b]}" | median)
 echo "median wall: $a $ma s, $b $mb s, ratio $(awk -v x="$mb" -v y="$ma" 'BEGIN { printf "%.3f", x / y }')"

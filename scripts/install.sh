@@ -28,9 +28,9 @@ case "$purpose" in run|test|images|build-tools) ;;
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
 # uv installs the same pinned set as pip in well under half the time (docs/install.md: 19 s against 52 s here, both
-# compiling bytecode; `pip freeze` identical). It reads none of pip's configuration, so pip's sources and limits are handed to it
-# (scripts/pip_config_for_uv.py), and it picks a version across indexes as pip does. pip installs instead with
-# BENCH_INSTALLER=pip, in an image build (BENCH_MPI set: its own pip settings), or where uv fails.
+# compiling bytecode; `pip freeze` identical). It reads none of pip's configuration, so pip's sources and limits are
+# handed to it (scripts/pip_config_for_uv.py), and it picks a version across indexes as pip does. pip installs instead
+# with BENCH_INSTALLER=pip, in an image build (BENCH_MPI set: its own pip settings), or where uv fails.
 UV_VERSION=0.13.9
 uv_pip() {
   local lines=() vars=() args=()

@@ -293,9 +293,8 @@ def engine_probed(lead: Expected, row: Mapping[str, Any], ep, probe=None, fit=No
     as the engine sends them (Horovod: a tensor per parameter; DDP: 25 MiB buckets; FSDP2: its gradient sync, the
     probe's steps with it on less off, its probe keeping the parameter gathers), timed by the probe on its own: on
     shared cores the ranks compute on every core, so the collectives' work takes turns with compute instead of hiding
-    behind it. With no timing, the
-    collectives' fit or the data sheet's allreduce, the gradients' share of the engine's traffic (registry
-    `gradient_traffic`).
+    behind it. With no timing, the collectives' fit or the data sheet's allreduce, the gradients' share of the
+    engine's traffic (registry `gradient_traffic`).
 
         expected X(N) = N · batch / (batch / r + c)        interval: r at the probe's slowest and fastest window
 

@@ -49,7 +49,8 @@ class LocalBackend(Backend):
         self.imagenet_sample = imagenet_sample
         self._probed: dict = {}  # cell_id → the compute probe its run rests on (before_cell → after_cell)
         self._engines: dict = {}  # cell_id → (its engine probe, the compute probe's step), likewise
-        self._first: dict = {}  # cell_id → the engine probe its launch runs first (before_cell → submit, after_cell)
+        # cell_id → the engine probe its launch runs first (before_cell → submit, after_cell)
+        self._first: dict = {}
 
     @classmethod
     def from_settings(cls, settings, results_dir: Path, timeout_s: float | None = None) -> "LocalBackend":
@@ -127,10 +128,10 @@ class LocalBackend(Backend):
 
     def after_cell(self, planned: PlannedCell, run_id: str, records: list[dict[str, Any]]):
         """After a co-located cell measured: its parts beyond the probe, kept beside the probe for later runs; the
-        engine probe its launch ran first, read and stored; and where the cell ran faster than its engine probe allowed, the engine probe measured again for it, up to
-        engine_probe.AGAIN_AT_MOST times until it agrees, or once where it ran slower with nothing outside the cell
-        named (their outcomes returned, to be shown as probes'; None
-        otherwise)."""
+        engine probe its launch ran first, read and stored; and where the cell ran faster than its engine probe
+        allowed, the engine probe measured again for it, up to engine_probe.AGAIN_AT_MOST times until it agrees, or
+        once where it ran slower with nothing outside the cell named (their outcomes returned, to be shown as
+        probes'; None otherwise)."""
         from bench.analysis.expected import ran_faster_than_probe, ran_slower_than_probe
         from bench.analysis.outside import beside_cell
         from bench.backends.local import engine_probe
