@@ -43,7 +43,7 @@ class Trainer:
 
     scaler: Any = None  # fp16: torch.amp.GradScaler
     hvd: Any = None  # Horovod's module when it averages: its wait is timed apart from the update
-    ping: Any = None  # the engine probe's one small collective a step (models/engine_probe.py), timed as the wait
+    ping: Any = None  # the engine probe's pings a step (models/engine_probe.ping), timed as the wait
 
     def step(self, windows, phases=None) -> Any:
         """One optimizer step over `windows`, (grad_accum, micro_batch, seq + 1) token ids; returns the mean loss
@@ -119,14 +119,15 @@ def wrap(torch, module, engine: str, *, hvd=None, device=None, precision: str = 
     device_type = device.type if device is not None else "cpu"
     probe = engine != "none" and engine_probe.active()
     if probe and engine != "fsdp2":
-        # The engine probe: every rank its own whole model and AdamW, the engine up, one small collective a step
+        # The engine probe: every rank its own whole model and AdamW, the engine up, pings and no gradients a step
         # (models/engine_probe.py).
         optimizer, kernel = adamw(torch, module.parameters(), lr=lr, impl=optimizer_impl, device_type=device_type)
         return Trainer(module, module, optimizer, engine, grad_accum, autocast_for(torch, precision, device_type,
                                                                                   "native"),
                        no_sync=contextlib.nullcontext, facts={"optimizer_impl": kernel},
                        scaler=scaler_for(torch, precision, device_type),
-                       ping=engine_probe.ping(torch, device, hvd if engine == "horovod" else None))
+                       ping=engine_probe.ping(torch, device, hvd if engine == "horovod" else None,
+                                             tensors=sum(1 for p in module.parameters() if p.requires_grad)))
     cast = autocast_for(torch, precision, device_type, engine)
     facts: dict[str, Any] = {}
     if engine == "fsdp2":

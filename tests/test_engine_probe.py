@@ -2,6 +2,7 @@
 (bench/analysis/expected.py engine_probed): N ranks at the probe's rate, each step longer by the gradients'
 allreduce the probe timed; the verdict is the plain one against that value."""
 import json
+import re
 
 import pytest
 
@@ -323,3 +324,33 @@ def test_a_probe_run_first_that_wrote_nothing_fails_in_one_line_and_stores_nothi
     assert outcome.result is None and outcome.in_cell_launch and not outcome.reused
     assert "no window measured in the cell's launch" in outcome.note and "rests on the compute probe" in outcome.note
     assert not cache_path(tmp_path).exists()
+
+
+PING_UNDER_HOROVOD = """
+import sys
+import torch
+import horovod.torch as hvd
+from models import engine_probe
+hvd.init()
+ping = engine_probe.ping(torch, torch.device("cpu"), hvd, tensors=int(sys.argv[1]))
+ping()
+ping()
+hvd.shutdown()
+"""
+
+
+@pytest.mark.parametrize("tensors", [1, 5])
+def test_horovods_probe_pings_one_tensor_per_gradient_through_its_loop(tmp_path, tensors):
+    """Real Horovod (one process): the tensors Horovod's loop negotiated, read from its timeline, are one per
+    gradient the step asked for, each under its own stable name (so its response cache hits as the cell's do)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    timeline = tmp_path / "timeline.json"
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", PING_UNDER_HOROVOD, str(tensors)], cwd=root, check=True, timeout=120,
+                   env={**os.environ, "HOROVOD_TIMELINE": str(timeline), "PYTHONPATH": str(root)})
+    names = set(re.findall(r"bench_engine_probe\.\d+", timeline.read_text()))
+    assert names == {f"bench_engine_probe.{i}" for i in range(tensors)}

@@ -1,5 +1,5 @@
 """The engine probe, run: a co-located cell's own launch — its launcher, its engine, its N ranks — with the engine
-up and one small collective a step but no gradient traffic (models/engine_probe.py), in short windows; the rate each
+up and a few floats a step but no gradient traffic (models/engine_probe.py), in short windows; the rate each
 rank computes at beside the engine and the other ranks, stored beside the compute probe under the same rules
 (bench/analysis/probe.py: same machine, same settings, under 7 days old, measured on a quiet machine) with the stack
 (flavour and engine) in its key. The cell's expected value rests on it (bench/analysis/expected.py): what the engine's
