@@ -77,12 +77,13 @@ case "$image_mpi" in ""|openmpi|mpich) ;; *) say "BENCH_MPI must be openmpi or m
 
 # 1. System packages: Open MPI (runtime + compiler wrappers Horovod builds against); cmake/g++ for the build.
 # (MPICH and Intel MPI come as wheels, into a venv: step 4.)
-if [ "$image_mpi" = mpich ]; then apt_install cmake g++ make
-else apt_install openmpi-bin libopenmpi-dev cmake g++ make
-fi
 # ccache on this machine (not in images, which compile once): the MPICH-ABI build reuses the Open MPI one's objects
-# that do not include mpi.h (scripts/build_horovod.sh, ccache_env).
-[ -z "$image_mpi" ] && apt_install ccache
+# that do not include mpi.h (scripts/build_horovod.sh, ccache_env). One apt_install call: one `apt-get update`.
+case "$image_mpi" in
+  mpich) apt_install cmake g++ make ;;
+  openmpi) apt_install openmpi-bin libopenmpi-dev cmake g++ make ;;
+  *) apt_install openmpi-bin libopenmpi-dev cmake g++ make ccache ;;
+esac
 phase_done "system packages"
 [ "$purpose" = build-tools ] && exit 0
 if [ "$purpose" = images ]; then
@@ -93,9 +94,8 @@ fi
 if [ "$purpose" = test ]; then
   # Headless browser for the report test; a real single-node Slurm (munge for its authentication) for the Slurm
   # backend's tests.
-  apt_install chromium slurm-wlm munge
   # The emulated cluster of the multi-node tests (scripts/testcluster.sh): namespaces, tc, an sshd per node.
-  apt_install iproute2 openssh-server openssh-client
+  apt_install chromium slurm-wlm munge iproute2 openssh-server openssh-client
   phase_done "test system packages"
 fi
 
