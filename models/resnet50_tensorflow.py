@@ -92,8 +92,9 @@ def make_train_step(args, tf, hvd, model, opt, loss_fn, default_batch):
             loss = loss_fn(y, model(x, training=True))
             scaled = opt.get_scaled_loss(loss) if fp16 else loss
         grads = tape.gradient(scaled, model.trainable_variables)
-        if hvd is not None and probe:  # the engine probe: one small collective, no gradient averaging
-            loss = loss + 0.0 * hvd.allreduce(tf.zeros([1]), name="bench_engine_probe")[0]
+        if hvd is not None and probe:  # the engine probe: a 1-element ping per gradient, grouped as the cell's are
+            pings = hvd.grouped_allreduce([tf.zeros([1]) for _ in grads], name="bench_engine_probe")
+            loss = loss + 0.0 * tf.add_n([p[0] for p in pings])
         elif hvd is not None:
             grads = hvd.grouped_allreduce(grads, op=hvd.Average)
         if fp16:
