@@ -1,9 +1,9 @@
 """The engine probe, worker side: the cell's own program under its own launcher and engine, with the engine up
 (Horovod's background loop, MPI's progress threads, DDP's or FSDP2's Gloo process group) and a few floats of
 traffic a step (`ping`), but no gradient traffic: each rank updates its own model (FSDP2's stays sharded, gradient
-sync off). What the cell's ranks compute beside the engine, apart from what the gradients' collectives cost, which it times afterwards
-(alone; FSDP2's as its steps with sync on less off; bench/backends/local/engine_probe.py runs it and keeps the
-figures; bench/analysis/expected.py builds the expected value on them).
+sync off). What the cell's ranks compute beside the engine, apart from what the gradients' collectives cost, which
+it times afterwards (alone; FSDP2's as its steps with sync on less off; bench/backends/local/engine_probe.py runs
+it and keeps the figures; bench/analysis/expected.py builds the expected value on them).
 
 Asked for by the environment, which every launcher forwards to every rank, so the probe is the cell's own launch
 command: ENV=1, a launch that is the probe alone (measured again after a cell); FIRST_ENV, the probe first and then
@@ -63,16 +63,17 @@ def first_then(args: argparse.Namespace, rank: int, run: Callable[[argparse.Name
     return run(args)
 
 
-def ping(torch, device, hvd: Any = None, tensors: int = 1) -> Callable[[], None]:
-    """The step's only traffic, no gradient bytes. Through Horovod: one 1-element tensor for each of the `tensors`
-    gradients the cell's step submits (its parameters), all submitted, then waited for, so the background loop
-    negotiates as many tensors a step as in the cell. With one ping a step, Horovod's loop over MPICH had nothing
-    to do between steps and spun in MPI in some launches (its thread 0.23-0.27 CPU-s/s, the probe 20-25% under the
-    cell's own rate a rank); with a ping per gradient it did not spin in any of 4 launches (0.06-0.10 CPU-s/s, the
-    rate at the cell's), and Open MPI's and Intel MPI's probes read within 3% of one ping's (docs/diagnose.md, "An
+def ping(torch, device, hvd: Any = None, model: Any = None) -> Callable[[], None]:
+    """The step's only traffic, no gradient bytes. Through Horovod: a 1-element tensor for each gradient the cell's
+    step submits (each trainable parameter of `model`; one without a model), all submitted, then waited for, so the
+    background loop negotiates as many tensors a step as in the cell. With one ping a step, Horovod's loop over
+    MPICH had nothing to do between steps and spun in MPI in some launches (its thread 0.23-0.27 CPU-s/s in 3 of 4,
+    the probe under the cell's own rate a rank); with a ping per gradient it did not spin in any of 6 launches
+    (0.03-0.10 CPU-s/s), and Open MPI's and Intel MPI's probes read within 3% of one ping's (docs/diagnose.md, "An
     engine probe in two modes"). Else one small collective through torch.distributed's default process group (DDP
     and FSDP2 have no per-tensor negotiation)."""
     if hvd is not None:
+        tensors = sum(1 for p in model.parameters() if p.requires_grad) if model is not None else 1
         pings = [torch.zeros(1, device=device) for _ in range(max(1, tensors))]
 
         def negotiated() -> None:

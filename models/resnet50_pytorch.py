@@ -224,8 +224,7 @@ def make_train_step(args, torch, w: Worker, model, optimizer, default_batch,
     scaler = torch.amp.GradScaler(w.device.type) if w.compute.grad_scaler else None
     # The engine probe: the optimizer is the plain one; a 1-element ping per gradient where the allreduce's wait
     # would be (models/engine_probe.ping).
-    probe = engine_probe.ping(torch, w.device, w.hvd, tensors=sum(1 for p in model.parameters() if p.requires_grad)) \
-        if engine_probe.active() and w.engine != "none" else None
+    probe = engine_probe.ping(torch, w.device, w.hvd, model) if engine_probe.active() and w.engine != "none" else None
     averaged = w.hvd is not None and probe is None  # Horovod's DistributedOptimizer wraps the optimizer
 
     def train_step(batch=None) -> torch.Tensor:

@@ -126,8 +126,7 @@ def wrap(torch, module, engine: str, *, hvd=None, device=None, precision: str = 
                                                                                   "native"),
                        no_sync=contextlib.nullcontext, facts={"optimizer_impl": kernel},
                        scaler=scaler_for(torch, precision, device_type),
-                       ping=engine_probe.ping(torch, device, hvd if engine == "horovod" else None,
-                                             tensors=sum(1 for p in module.parameters() if p.requires_grad)))
+                       ping=engine_probe.ping(torch, device, hvd if engine == "horovod" else None, module))
     cast = autocast_for(torch, precision, device_type, engine)
     facts: dict[str, Any] = {}
     if engine == "fsdp2":

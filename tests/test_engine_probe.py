@@ -332,7 +332,9 @@ import torch
 import horovod.torch as hvd
 from models import engine_probe
 hvd.init()
-ping = engine_probe.ping(torch, torch.device("cpu"), hvd, tensors=int(sys.argv[1]))
+model = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(3)) for _ in range(int(sys.argv[1])))
+model.append(torch.nn.Parameter(torch.zeros(3), requires_grad=False))  # frozen: no gradient, no ping
+ping = engine_probe.ping(torch, torch.device("cpu"), hvd, model)
 ping()
 ping()
 hvd.shutdown()

@@ -38,8 +38,9 @@ ENGINE_WARMUP, ENGINE_STEPS, ENGINE_REPEATS = 2, 3, 3
 WINDOW_S, MAX_STEPS = 1.0, 50
 ENGINE_TIMEOUT_S = 240.0
 # Launches more at most for a cell that ran faster than its engine probe allowed (again): MPICH's probe caught the
-# engine spinning in about 4 launches of 10 here, but slow launches come in runs, so three more brought back 3 of 4
-# slow first runs of 6 (docs/diagnose.md); each is one launch, 8-11 s for that cell
+# engine spinning in about 4 launches of 10 here while it pinged once a step (pinging once per gradient, in none of
+# 6), but slow launches came in runs, so three more brought back 3 of 4 slow first runs of 6 (docs/diagnose.md);
+# each is one launch, 8-11 s for that cell
 AGAIN_AT_MOST = 3
 # The worker programs with the probe mode (models/resnet50_pytorch.py and models/transformer_engines.py under Horovod,
 # DDP and FSDP2; models/resnet50_tensorflow.py and models/resnet50_keras.py under Horovod).
