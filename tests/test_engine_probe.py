@@ -356,3 +356,49 @@ def test_horovods_probe_pings_one_tensor_per_gradient_through_its_loop(tmp_path,
                    env={**os.environ, "HOROVOD_TIMELINE": str(timeline), "PYTHONPATH": str(root)})
     names = set(re.findall(r"bench_engine_probe\.\d+", timeline.read_text()))
     assert names == {f"bench_engine_probe.{i}" for i in range(tensors)}
+
+
+PINGS_UNDER_TENSORFLOW = """
+import tensorflow as tf
+import horovod.tensorflow as hvd
+from models.resnet50_tensorflow import probe_pings
+
+hvd.init()
+w = tf.Variable(tf.ones([3, 2]))
+x = tf.ones([4, 3])
+
+@tf.function
+def step():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.matmul(x, w))
+    return probe_pings(tf, hvd, tape.gradient(loss, [w]))
+
+graph = step.get_concrete_function().graph
+group = [op for op in graph.get_operations() if "Allreduce" in op.type]
+assert len(group) == 1, [op.type for op in graph.get_operations()]
+seen, todo = set(), list(group[0].inputs)
+while todo:
+    t = todo.pop()
+    if t.op.name not in seen:
+        seen.add(t.op.name)
+        todo.extend(t.op.inputs)
+print("MATMUL" if any(graph.get_operation_by_name(n).type == "MatMul" for n in seen) else "NO MATMUL")
+print(float(step()[0][0]))
+hvd.shutdown()
+"""
+
+
+def test_tensorflows_probe_pings_are_made_from_the_gradients():
+    """Real TensorFlow and Horovod (one process): the probe's grouped ping reads the backward pass's output (its
+    inputs trace back to the gradient's MatMul), so it waits for the backward pass as the cell's allreduce does;
+    each ping is 0."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", PINGS_UNDER_TENSORFLOW], cwd=root, capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["MATMUL", "0.0"]

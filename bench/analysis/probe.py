@@ -29,8 +29,9 @@ from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
 from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 from bench.analysis.traffic import samples_per_step
 
-PROBE_VERSION = 3  # 2: FSDP2's engine probe times its gradient sync as steps with it on less off; 3: Horovod's engine
-# probe pings one 1-element tensor per gradient a step (PyTorch: models/engine_probe.ping; TensorFlow: grouped)
+PROBE_VERSION = 4  # 2: FSDP2's engine probe times its gradient sync as steps with it on less off; 3: Horovod's engine
+# probe pings one 1-element tensor per gradient a step (PyTorch: models/engine_probe.ping; TensorFlow: grouped);
+# 4: TensorFlow's pings are made from the gradients, so they wait for the backward pass as the cell's allreduce does
 MAX_AGE_S = 7 * 24 * 3600
 # A probe measured while other processes used more than this many CPU-seconds per second per core measured the node
 # as that load left it: the cells it stood for then keep it, but a later run measures it again (on this project's
