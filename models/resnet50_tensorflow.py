@@ -83,10 +83,11 @@ def imagenet_fetcher(args, tf, comm):
 # --- step -----------------------------------------------------------------------------------------------------------
 def probe_pings(tf, hvd, grads):
     """The engine probe's traffic in a step: a 1-element ping per gradient, grouped as the cell's gradients are. Each
-    ping is made from its gradient (0 × its first element, 0 even where that is inf or NaN, as fp16's scaled gradients
-    can be), so the group waits for the backward pass as the cell's allreduce does. Constant pings could run anywhere in the step's graph: with them the cell read 0.88-0.96 of its
-    expected value in ten runs and 0.91-0.92 in three side by side; with pings from the gradients 0.93-0.97 in those
-    three, and with the update waiting for them too 0.95-1.09 in seven runs of a series (docs/diagnose.md)."""
+    ping is made from its gradient (0 × its first element, 0 even where that is inf or NaN, as fp16's scaled
+    gradients can be), so the group waits for the backward pass as the cell's allreduce does. Constant pings could
+    run anywhere in the step's graph: with them the cell read 0.88-0.96 of its expected value in ten runs and
+    0.91-0.92 in three side by side; with pings from the gradients 0.93-0.97 in those three, and with the update
+    waiting for them too 0.95-1.09 in seven runs of a series (docs/diagnose.md)."""
     return hvd.grouped_allreduce([tf.math.multiply_no_nan(tf.reshape(g, [-1])[:1], tf.zeros([1], g.dtype))
                                   for g in grads], name="bench_engine_probe")
 

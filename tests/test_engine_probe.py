@@ -384,7 +384,8 @@ while todo:
         todo.extend(t.op.inputs)
 print("MATMUL" if any(graph.get_operation_by_name(n).type == "MatMul" for n in seen) else "NO MATMUL")
 print(float(step()[0][0]))
-print(float(probe_pings(tf, hvd, [tf.constant([float("inf"), 1.0]), tf.constant([float("nan")])])[0][0]))
+print(float(tf.add_n([p[0] for p in probe_pings(tf, hvd, [tf.constant([float("inf"), 1.0]),
+                                                          tf.constant([float("nan")])])])))
 hvd.shutdown()
 """
 
