@@ -53,7 +53,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 from models.collective_data import ROOT, check, expected, pattern  # noqa: E402
-from models.common import Comm, local_rank_and_size_from_env, threads_for  # noqa: E402
+from models.common import Comm, import_horovod, local_rank_and_size_from_env, threads_for  # noqa: E402
 from models.fail import fail  # noqa: E402
 from models.contention import Probe, contended_sizes, contention, replay  # noqa: E402
 from models.faults import corrupt_sent  # noqa: E402
@@ -123,9 +123,8 @@ class Engine:
             self._shutdown = torch_native.shutdown
             self._leave = torch_native.leave
         else:
-            try:
-                import horovod.torch as hvd
-            except ImportError:
+            hvd = import_horovod("horovod.torch")  # stops with the reason under a launcher of several ranks
+            if hvd is None:
                 fail("the collective sweep needs Horovod (horovod.torch) for engine=horovod")
             hvd.init()
             self.hvd, self.dist, self.backend = hvd, None, "horovod"

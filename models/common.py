@@ -97,6 +97,30 @@ _LOCAL_SIZE_VARS = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOC
                     "LOCAL_WORLD_SIZE")
 
 
+# How many processes the launcher started in all: horovodrun, Open MPI, Hydra (MPICH, Intel MPI), Slurm's srun.
+_WORLD_SIZE_VARS = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def import_horovod(module: str):
+    """Horovod's binding `module` (horovod.torch, horovod.tensorflow), or None for a worker started alone, which runs
+    as one process without it. A worker that a launcher started beside others and that cannot import it stops with
+    which module, which environment, why and the fix: running on alone would measure one process and call it the
+    cell (it used to show only as "1 workers ran, the cell asked for 2")."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        size = next((int(os.environ[v]) for v in _WORLD_SIZE_VARS if os.environ.get(v, "").isdigit()), 1)
+        if size > 1:
+            why = " ".join(str(e).split())[:200]
+            # the cause and the fix first: the cell's error keeps the head of a long line
+            fail(f"{module} cannot be imported in the environment {sys.prefix}: its Horovod was built without this "
+                 f"binding, or does not load; `make run` builds it (scripts/install.sh). ImportError: {why}")
+        print("bench worker: horovod is not installed; running as a single process", flush=True)
+        return None
+
+
 def local_rank_and_size_from_env() -> tuple[int, int]:
     """What the launcher told this process, for set-up that must happen before Horovod initialises
     (TensorFlow fixes its thread pools and visible GPUs at first use)."""

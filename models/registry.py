@@ -30,6 +30,8 @@ WORKLOADS = {
         # What `bench doctor` imports to find the framework, and Horovod's module for it (None: rides on another's).
         "imports": "torch",
         "horovod_module": "horovod.torch",
+        # The Horovod extension its horovod engine loads (bench/launch/bindings.py checks the build has it).
+        "horovod_binding": "torch",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg",),
         "engines": ("horovod", "native"),
@@ -46,6 +48,7 @@ WORKLOADS = {
         "version": "1",
         "imports": "tensorflow",
         "horovod_module": "horovod.tensorflow",
+        "horovod_binding": "tensorflow",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),
         "engines": ("horovod",),
@@ -63,6 +66,7 @@ WORKLOADS = {
         "imports": "tf_keras",
         "version_label": "tf-keras ",
         "horovod_module": None,  # horovod.tensorflow.keras, built with TensorFlow's
+        "horovod_binding": "tensorflow",
         "needed_for": "Keras 2 for Horovod's Keras integration",
         "data": ("synthetic", "imagenet"),
         "data_layout": ("jpeg", "tfrecord"),

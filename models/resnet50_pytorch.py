@@ -16,8 +16,8 @@ from typing import Any, Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 from models import engine_probe  # noqa: E402
-from models.common import (Comm, measure_windows, parse_args, record_base, report_dropped,  # noqa: E402
-                           single_process_comm, threads_for)
+from models.common import (Comm, import_horovod, measure_windows, parse_args, record_base,  # noqa: E402
+                           report_dropped, single_process_comm, threads_for)
 from models.fail import fail  # noqa: E402
 from models.gpu_plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device  # noqa: E402
 from models.phases import PhaseClock  # noqa: E402
@@ -74,10 +74,8 @@ def start_engine(args, torch) -> tuple[Comm, Any, Any, str | None, int]:
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
         comm, local_rank, native_backend = native.init(torch)
         return comm, None, native, native_backend, local_rank
-    try:
-        import horovod.torch as hvd
-    except ImportError:
-        print("bench worker: horovod is not installed; running as a single process", flush=True)
+    hvd = import_horovod("horovod.torch")
+    if hvd is None:
         return single_process_comm(), None, None, None, 0
     hvd.init()
     return horovod_comm(hvd, torch), hvd, None, None, hvd.local_rank()

@@ -41,22 +41,18 @@ def start(args, framework: str):
     Returns (tf, hvd or None, comm, threads, on_gpu, data_format)."""
     import tensorflow as tf
 
-    from models.common import local_rank_and_size_from_env, single_process_comm, threads_for
+    from models.common import import_horovod, local_rank_and_size_from_env, single_process_comm, threads_for
     from models.fail import fail
     from models.registry import workload_refusal
 
     local_rank, local_size = local_rank_and_size_from_env()
     threads = threads_for(args, local_size)
     on_gpu = configure(tf, threads, local_rank, args.precision)
-    try:
-        import horovod.tensorflow as hvd
-    except ImportError:
-        hvd = None
+    hvd = import_horovod("horovod.tensorflow")
     if hvd is not None:
         hvd.init()
         comm = horovod_comm(hvd, tf)
     else:
-        print("bench worker: horovod is not installed; running as a single process", flush=True)
         comm = single_process_comm()
     if refusal := workload_refusal(framework, vars(args), "gpu" if on_gpu else "cpu"):
         fail(refusal)

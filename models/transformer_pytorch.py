@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from models import engine_probe  # noqa: E402
 from models.allocator import hold_freed_memory  # noqa: E402
-from models.common import Comm, SampleRate, measure_windows, single_process_comm, threads_for  # noqa: E402
+from models.common import (Comm, SampleRate, import_horovod, measure_windows, single_process_comm,  # noqa: E402
+                           threads_for)
 from models.fail import fail  # noqa: E402
 from models.gpu_plan import plan_device  # noqa: E402
 from models.phases import PhaseClock  # noqa: E402
@@ -117,10 +118,8 @@ def start_engine(args, torch) -> tuple[Comm, Any, Any, int]:
         except RuntimeError as e:  # no launcher told it its rank
             fail(f"engine={args.engine}: {e}")
         return comm, None, native, local_rank
-    try:
-        import horovod.torch as hvd
-    except ImportError:
-        print("bench worker: horovod is not installed; running as a single process", flush=True)
+    hvd = import_horovod("horovod.torch")
+    if hvd is None:
         return single_process_comm(), None, None, 0
     from models.resnet50_pytorch import horovod_comm
 

@@ -178,14 +178,21 @@ def run_on_node1(cluster, tmp: Path, matrix: str):
 
 FLAVOURS = [("openmpi", "horovod"), ("gloo", "horovod"), ("mpich", "horovod"), ("intelmpi", "horovod"),
             ("openmpi", "native")]
+# TensorFlow and Keras under the MPICH-ABI flavours (their own Horovod build, in .venv-mpich): the 2018 study's
+# TensorFlow + Intel MPI pairing across nodes. NHWC: TensorFlow's CPU convolutions take no other layout.
+TF_PAIRS = [("tensorflow", "mpich"), ("keras", "intelmpi")]
 
 
 @pytest.fixture(scope="module")
 def two_node_cells(cluster, tmp_path_factory):
-    """One `bench run` on node1 of a 2-node cpu cell (one worker on each node) per flavour and the native engine."""
+    """One `bench run` on node1 of a 2-node cpu cell (one worker on each node) per flavour and the native engine,
+    PyTorch's, and TensorFlow and Keras under MPICH and Intel MPI."""
     tmp = tmp_path_factory.mktemp("hosts2")
-    cells = "axes: {gpu: [cpu], gpus: [2], mpi: [openmpi, gloo, mpich, intelmpi], engine: [horovod, native]}\n" \
-            "exclude:\n" + "".join(f"  - {{mpi: {m}, engine: native}}\n" for m in ("gloo", "mpich", "intelmpi"))
+    cells = "axes: {gpu: [cpu], framework: [pytorch], gpus: [2], mpi: [openmpi, gloo, mpich, intelmpi], " \
+            "engine: [horovod, native]}\n" \
+            "exclude:\n" + "".join(f"  - {{mpi: {m}, engine: native}}\n" for m in ("gloo", "mpich", "intelmpi")) + \
+            "include:\n" + "".join(f"  - {{gpu: cpu, framework: {f}, gpus: 2, mpi: {m}, engine: horovod, "
+                                   f"channels_last: true}}\n" for f, m in TF_PAIRS)
     done, rows = run_on_node1(cluster, tmp, cluster_matrix(cluster, tmp / "shared", f"hostfile: {cluster.hostfile}",
                                                            cells))
     return done, rows
@@ -195,7 +202,7 @@ def two_node_cells(cluster, tmp_path_factory):
 @pytest.mark.parametrize("mpi,engine", FLAVOURS, ids=[f"{m}-{e}" for m, e in FLAVOURS])
 def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engine):
     done, rows = two_node_cells
-    mine = [r for r in rows if r["mpi"] == mpi and r["engine"] == engine]
+    mine = [r for r in rows if r["mpi"] == mpi and r["engine"] == engine and r["framework"] == "pytorch"]
     assert mine, done.stderr[-3000:]
     assert [r["status"] for r in mine] == ["ok", "ok"], (mine[-1]["error"], done.stderr[-3000:])
     for row in mine:
@@ -209,8 +216,20 @@ def test_a_two_node_cell_runs_one_worker_on_each_node(two_node_cells, mpi, engin
 @pytest.mark.parametrize("mpi", ["openmpi", "gloo", "mpich", "intelmpi"])
 def test_a_two_node_cells_log_shows_tcp_between_the_nodes(two_node_cells, mpi):
     _, rows = two_node_cells
-    [first, *_] = [r for r in rows if r["mpi"] == mpi and r["engine"] == "horovod"]
+    [first, *_] = [r for r in rows if r["mpi"] == mpi and r["engine"] == "horovod" and r["framework"] == "pytorch"]
     assert first["effective_transport"] == "tcp", first["transport_evidence"]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("framework,mpi", TF_PAIRS, ids=[f"{f}-{m}" for f, m in TF_PAIRS])
+def test_tensorflow_and_keras_run_across_two_nodes_under_the_mpich_abi(two_node_cells, framework, mpi):
+    done, rows = two_node_cells
+    mine = [r for r in rows if r["mpi"] == mpi and r["framework"] == framework]
+    assert [r["status"] for r in mine] == ["ok", "ok"], (mine and mine[-1]["error"], done.stderr[-3000:])
+    for row in mine:
+        record = json.loads(row["record_json"])
+        assert row["world_size"] == 2 and sorted(rank["host"] for rank in record["per_rank"]) == ["node1", "node2"]
+        assert record["env_probe"]["horovod_built"]["mpi"] and row["effective_transport"] == "tcp"
 
 
 @pytest.mark.cluster

@@ -228,6 +228,8 @@ def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
     # its own)
     assert isinstance(w.get("imports"), str) and w["imports"], f"workload {framework}: no module for doctor to import"
     assert "horovod_module" in w, f"workload {framework}: no horovod_module (None if it rides on another's)"
+    # the plan and doctor check the build has it (bench/launch/bindings.py): one of Horovod's compiled bindings
+    assert w.get("horovod_binding") in ("torch", "tensorflow"), f"workload {framework}: no horovod_binding"
     assert set(w["data"]) <= set(get_args(DataKind)), f"workload {framework}: data outside the matrix's"
     assert set(w["precision"]) <= set(get_args(Precision)), f"workload {framework}: precision outside the matrix's"
     assert set(w["engines"]) <= set(get_args(Workload.model_fields["engine"].annotation)), \

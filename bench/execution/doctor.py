@@ -15,6 +15,7 @@ from pathlib import Path
 import models
 from bench.backends.local.backend import local_gpus
 from bench.launch import LAUNCHERS, Flavour, LaunchSpec
+from bench.launch.bindings import built_bindings
 from bench.launch.runtimes import Runtime, image_abi, not_in_image, runtime_for
 from models.registry import WORKLOADS
 
@@ -140,6 +141,29 @@ def examine() -> tuple[list[str], list[str]]:
     return lines, missing
 
 
+def bindings_grid() -> tuple[list[str], list[str]]:
+    """Framework × MPI flavour as the installed builds serve them (bench/launch/bindings.py, what planning asks): each
+    flavour's column names the environment that runs its cells; (table lines, the pairs that cannot run)."""
+    columns = [name for name in LAUNCHERS if not not_in_image(name)]
+    pythons = {name: runtime_for(name, sys.executable).python for name in columns}
+    heads = [f"{name} ({Path(pythons[name]).parent.parent.name})" for name in columns]
+    widths = [max(len(h), 7) for h in heads]
+    lines = ["horovod binding, framework x mpi (the environment that runs the cells):",
+             "  " + f"{'':<12}" + "  ".join(f"{h:<{w}}" for h, w in zip(heads, widths)).rstrip()]
+    missing = []
+    for framework, workload in WORKLOADS.items():
+        binding = workload.get("horovod_binding")
+        marks = []
+        for name in columns:
+            built = built_bindings(pythons[name])
+            mark = "unknown" if built is None else "ok" if binding in built else "absent"
+            if mark == "absent":
+                missing.append(f"horovod.{binding} for {framework} under {name} (in {Path(pythons[name]).parent.parent})")
+            marks.append(mark)
+        lines.append("  " + f"{framework:<12}" + "  ".join(f"{m:<{w}}" for m, w in zip(marks, widths)).rstrip())
+    return lines, missing
+
+
 def flavours(timeout_s: float = 120) -> dict[str, Probe]:
     """Each MPI flavour (and Gloo) tried for real: a 2-rank Horovod allreduce under its launcher and runtime."""
     return {name: probe(flavour, timeout_s, sys.executable) for name, flavour in LAUNCHERS.items()
@@ -148,6 +172,9 @@ def flavours(timeout_s: float = 120) -> dict[str, Probe]:
 
 def report() -> tuple[str, int]:
     lines, missing = examine()
+    grid, unserved = bindings_grid()
+    lines += grid
+    missing += unserved
     for name in LAUNCHERS:
         if not_in_image(name):
             lines.append(f"mpi {name:<9} not in this image (built for the {image_abi()} ABI; bench images list)")

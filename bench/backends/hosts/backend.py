@@ -40,6 +40,7 @@ from bench.backends.shared.outcome import JobEnd, Outcome, classify
 from bench.backends.shared.process import kill_family
 from bench.core.errors import BenchInputError
 from bench.launch import LAUNCHERS, Rendered, Ssh
+from bench.launch.bindings import binding_reason
 from bench.launch.fabric import is_cidr
 from bench.planning.cell import PlannedCell
 from models.registry import TORCH_DISTRIBUTED_ENGINES
@@ -100,6 +101,9 @@ class HostsBackend(Backend):
         if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour.native == "torchrun" and nodes > 1:
             return (f"engine={cell['engine']} with mpi={cell['mpi']} on {nodes} nodes: one torchrun per host is not "
                     f"started by the hosts backend yet (mpi: openmpi starts DDP across hosts)")
+        # what the installed build serves, where the workers run this machine's environments (not a container's)
+        if self.config.container is None and (reason := binding_reason(cell, self.python)):
+            return reason
         try:  # what only the launch line can tell: an interface a layer cannot take (a CIDR for a name-only layer)
             self.launch(PlannedCell(cell, "plan", "planned", nodes=nodes), "plan", 0, "token").render()
         except ValueError as e:

@@ -18,6 +18,7 @@ from bench.backends.shared.outcome import Outcome, classify
 from bench.backends.shared.process import kill_family
 from bench.facts.catalog import catalog
 from bench.launch import Rendered
+from bench.launch.bindings import binding_reason
 from bench.planning.cell import PlannedCell
 
 
@@ -73,14 +74,15 @@ class LocalBackend(Backend):
             cores = os.cpu_count() or 1
             if workers > cores:
                 return f"{workers} CPU workers would oversubscribe this machine's {cores} cores"
-            return None
-        gpus = local_gpus()
-        if not gpus:
-            return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has no GPU"
-        matching = [g for g in gpus if sku.is_this_gpu(g)]
-        if len(matching) < workers:
-            return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has {len(gpus)}x {gpus[0]}"
-        return None
+        else:
+            gpus = local_gpus()
+            if not gpus:
+                return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has no GPU"
+            matching = [g for g in gpus if sku.is_this_gpu(g)]
+            if len(matching) < workers:
+                return f"{cell['gpu']} cell needs {workers}x {sku.gpu_model}; this machine has {len(gpus)}x {gpus[0]}"
+        # what the installed build serves: the worker would refuse a Horovod binding its environment lacks
+        return binding_reason(cell, self.python)
 
     def launch(self, planned: PlannedCell, run_id: str, job: int = 0) -> CellLaunch:
         """Every worker on this machine; CPU workers share its cores."""
