@@ -26,6 +26,7 @@ run: install
 	@status=0; $(PY) -m bench run matrix.yaml || status=$$?; \
 	$(PY) -m bench report; \
 	echo "store: results/bench.db   report: reports/index.html (also reports/summary.md)"; \
+	echo "the results, a line per cell: $(PY) -m bench status"; \
 	exit $$status
 
 # --durations: the slowest tests named in every CI log, so a test that starts to cost minutes is seen (the suite must

@@ -98,6 +98,8 @@ def test_missing_or_empty_dataset_is_a_clear_error(tmp_path):
 def test_make_sample_cli_and_bad_arguments(tmp_path):
     ok = bench_cli("data", "make-imagenet-sample", "d", "--classes", "2", "--per-class", "3", cwd=tmp_path)
     assert ok.returncode == 0 and "6 images in 2 classes" in ok.stdout
+    # the TFRecord layout imports TensorFlow: its C++ start-up lines stay off the user's terminal
+    assert (tmp_path / "d" / "tfrecord").is_dir() and "absl" not in ok.stderr and "oneDNN" not in ok.stderr, ok.stderr
     bad = bench_cli("data", "make-imagenet-sample", "e", "--classes", "0", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "e").exists()
     # The GPU session's sample: ImageNet-like files, the JPEG tree alone.

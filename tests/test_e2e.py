@@ -193,6 +193,45 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert os.path.exists(tmp_path / "results" / "runs" / df.run_id.iloc[0] / cell_id / "job0" / "log.txt")
 
 
+# The README's samples of `make run` and `bench status` (its ```text blocks) against this real run's output, line
+# kind by line kind: a change to what bench prints that leaves the README's samples behind fails here.
+RUN_SHAPES = {
+    "ok": re.compile(r"^ok +cpu/\S+(?: \S+)* +[\d.,]+ img/s {2}\(median of \d+, \d+ s\) {2}(?:…|[0-9a-f]{12}) {2}"
+                     r"via \S+$"),
+    "probe": re.compile(r"^probe +cpu/\S+(?: \S+)* +(?:engine(?:, again)?: )?(?:measured in \d+ s|reused) "),
+    "probes": re.compile(r"^probes \(compute and engine\): \d+ measured, \d+ reused, \d+ failed; "),
+    "run": re.compile(r"^run (?:…|\d{8}T\d{6}Z-[0-9a-f]+): \d+ ok, \d+ failed, \d+ already in the store, \d+ skipped; "
+                      r"store: \S+$"),
+}
+STATUS_SHAPES = {
+    "run": re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+ {2}\S+ {2}\S+ {2}cells run: \d+ {2}failed: \d+ {2}(?:un)?finished$"),
+    "row": re.compile(r"^[0-9a-f]{12} \S+ +[\d.,]+ \([\d.,]+–[\d.,]+\) .*(?:as expected|below expected by \d+%|"
+                      r"above expected by \d+%|no expected value|not measured apart)$"),
+    "complete": re.compile(r"^\d+ cell\(s\) complete in \S+$"),
+}
+
+
+def readme_samples() -> list[list[str]]:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    return [block.splitlines() for block in re.findall(r"^```text\n(.*?)^```", text, flags=re.M | re.S)]
+
+
+def test_the_readmes_samples_have_the_shape_of_a_real_runs_output(workdir):
+    d, first = workdir
+    run_sample, status_sample = readme_samples()
+    real = first.stderr.splitlines()
+    for kind, shape in RUN_SHAPES.items():
+        sample_lines = [line for line in run_sample if line.startswith(f"{kind} ")]
+        real_lines = [line for line in real if line.startswith(f"{kind} ")]
+        assert sample_lines and real_lines, (kind, first.stderr[-2000:])
+        assert [line for line in sample_lines + real_lines if not shape.match(line)] == [], kind
+    status = bench_cli("status", cwd=d).stdout.splitlines()
+    for lines in (status_sample, status):
+        assert STATUS_SHAPES["run"].match(lines[0]) and STATUS_SHAPES["complete"].match(lines[-1]), lines
+        rows = [line for line in lines if re.match(r"^[0-9a-f]{12} ", line)]
+        assert rows and all(STATUS_SHAPES["row"].match(row) for row in rows), rows
+
+
 def test_export_status_and_console_script(workdir):
     d, _ = workdir
     out = bench_cli("export", "--format", "csv", "-o", "out/records.csv", cwd=d)
@@ -219,6 +258,13 @@ def test_doctor_checks_horovod_by_importing(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "horovod      0.28.1" in out.stdout and "  pytorch    mpi, gloo" in out.stdout
     assert "  tensorflow mpi, gloo" in out.stdout and "Open MPI" in out.stdout
+    # framework x flavour as the installed builds serve them: every pair on the default install
+    lines = out.stdout.splitlines()
+    start = lines.index("horovod binding, framework x mpi (the environment that runs the cells):")
+    head, *rows = lines[start + 1:start + 5]
+    assert head.split() == ["openmpi", "(.venv)", "intelmpi", "(.venv-mpich)", "mpich", "(.venv-mpich)", "gloo",
+                            "(.venv)"]
+    assert [row.split() for row in rows] == [[f, "ok", "ok", "ok", "ok"] for f in ("pytorch", "tensorflow", "keras")]
 
 
 def test_doctor_names_what_is_missing(tmp_path, monkeypatch, capsys):
@@ -233,7 +279,8 @@ def test_doctor_names_what_is_missing(tmp_path, monkeypatch, capsys):
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     missing = out.split("MISSING", 1)[1]
-    for piece in ("pytorch", "tensorflow", "horovod for pytorch with gloo", "mpirun", "horovodrun", "tf-keras"):
+    for piece in ("pytorch", "tensorflow", "horovod for pytorch with gloo", "mpirun", "horovodrun", "tf-keras",
+                  "horovod.tensorflow for keras under gloo"):
         assert piece in missing, out
 
 
@@ -308,43 +355,6 @@ def _workers_running(tmp_path: Path, probes: bool = False) -> bool:
     return False
 
 
-def test_every_framework_writes_records_of_the_same_shape_and_jobs_repeat_the_cell(tmp_path):
-    (tmp_path / "m.yaml").write_text(f"""
-name: frameworks
-{TINY_WORKLOAD}
-  jobs: 2
-axes:
-  gpu: [cpu]
-  framework: [pytorch, tensorflow, keras]
-  mpi: [gloo]
-  gpus: [2]
-  channels_last: [true]
-""", encoding="utf-8")
-    result = bench_cli("run", "m.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    df = read_records(tmp_path)
-    assert len(df) == 3 * 2 * 2 and set(df.status) == {"ok"}
-    assert sorted(df.groupby("framework").job.nunique().items()) == [("keras", 2), ("pytorch", 2),
-                                                                     ("tensorflow", 2)]
-    shapes = {}
-    for row in df.itertuples():
-        rec = json.loads(row.record_json)
-        shape = (tuple(sorted(k for k in rec if rec[k] is not None or k in ("error",))),
-                 tuple(sorted(rec["per_rank"][0])), tuple(sorted(rec["step_time_s"])))
-        shapes.setdefault(row.framework, set()).add(shape)
-        assert rec["env_probe"]["framework"] == row.framework
-        assert rec["env_probe"]["horovod_built"] == {"mpi": True, "gloo": True, "nccl": False}
-        assert rec["env_probe"]["malloc"].startswith("glibc mallopt")  # every framework holds freed memory
-    assert all(len(s) == 1 for s in shapes.values())
-    core = {fw: {k for k in next(iter(s))[0]} for fw, s in shapes.items()}
-    # TensorFlow paths also record their data_format; the PyTorch worker also records its step settings (what ran:
-    # loader, compile, optimizer kernel, CUDA graphs; TF and Keras have none); everything else is common to all three.
-    step_settings = {"loader", "compile", "optimizer_impl", "cuda_graphs"}
-    assert core["tensorflow"] == core["keras"] == (core["pytorch"] - step_settings) | {"data_format"}
-    report = bench_cli("report", cwd=tmp_path)
-    assert report.returncode == 0 and "2 jobs" in (tmp_path / "reports" / "index.html").read_text()
-
-
 def test_real_data_cells_for_every_framework_and_layout(tmp_path):
     (tmp_path / "m.yaml").write_text(f"""
 name: real-data
@@ -365,7 +375,9 @@ backend:
     plan = json.loads(bench_cli("plan", "m.yaml", "--format", "json", cwd=tmp_path).stdout)
     skipped = [r for r in plan if r["status"] == "skipped"]
     assert [(r["framework"], r["data_layout"]) for r in skipped] == [("pytorch", "tfrecord")]
-    result = bench_cli("run", "m.yaml", cwd=tmp_path)
+    # --no-probe: what the real-data path reads and records, not the cells' expected values (a first run's probes
+    # add about 40% to its cells' time, docs/install.md); this test overran 600 s with them on a slow 2-core VM
+    result = bench_cli("run", "m.yaml", "--no-probe", cwd=tmp_path, timeout=850)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "made an ImageNet sample" in result.stderr and (tmp_path / "sample" / "tfrecord").is_dir()
     df = read_records(tmp_path)
@@ -376,27 +388,6 @@ backend:
         assert 0 <= rec["input_wait_s"] < rec["window_s"]  # Keras too: its batches are fetched outside the step
         command = rec["command"]
         assert command[command.index("--data-dir") + 1] == str(tmp_path / "sample")
-
-
-def test_native_engine_cells_run_under_torchrun_and_mpirun(tmp_path):
-    (tmp_path / "m.yaml").write_text(f"""
-name: native
-{TINY_WORKLOAD}
-  engine: native
-axes:
-  gpu: [cpu]
-  mpi: [gloo, openmpi]
-  gpus: [2]
-""", encoding="utf-8")
-    result = bench_cli("run", "m.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    df = read_records(tmp_path)
-    assert len(df) == 4 and set(df.status) == {"ok"} and set(df.engine) == {"native"}
-    for row in df.itertuples():
-        rec = json.loads(row.record_json)
-        assert rec["engine"] == "native" and rec["env_probe"]["torch_distributed_backend"] == "gloo"
-        assert rec["env_probe"]["horovod_version"] is None  # Horovod is not involved
-        assert ("torch.distributed.run" in rec["command"]) == (row.mpi == "gloo")
 
 
 def test_an_unusable_dataset_fails_its_cell_with_the_reason(tmp_path):

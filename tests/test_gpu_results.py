@@ -1,6 +1,6 @@
-"""The GPU results (docs/gpu-results.md, one H200: ResNet-50 2026-11-26, the transformer 2026-12-04) stay readable
-and stay what the page says: every stored record parses with today's record schema, the page's medians are the
-store's, and the report tells apart two cells that differ only by memory layout."""
+"""The GPU results (docs/gpu-results.md and its lab notes, one H200: ResNet-50 2026-11-26, the transformer
+2026-12-04) stay readable and stay what the pages say: every stored record parses with today's record schema, the
+notes' medians are the store's, and the report tells apart two cells that differ only by memory layout."""
 import json
 import re
 import shutil
@@ -14,18 +14,19 @@ import pytest
 from bench.records.schema import parse_record
 from tests.conftest import ROOT
 
-STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"
+STORE = ROOT / "benchmarks" / "results" / "h200-resnet50.db"
 PAGE = ROOT / "docs" / "gpu-results.md"
-TRANSFORMER_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-12-04" / "bench.db"
+NOTES = {"ResNet-50 on one NVIDIA H200, 2026-11-26": ROOT / "docs" / "lab" / "2026-11-26-h200-resnet50.md",
+         "The transformer on one NVIDIA H200, 2026-12-04": ROOT / "docs" / "lab" / "2026-12-04-h200-transformer.md"}
+TRANSFORMER_STORE = ROOT / "benchmarks" / "results" / "h200-transformer.db"
 ROW = re.compile(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){4} \**([\d,]+)\** \|", re.M)
 
 
 def section(title: str) -> str:
-    """The page's text from the heading `title` to the next top-level heading."""
-    text = PAGE.read_text()
-    start = text.index(f"\n# {title}")
-    end = text.find("\n# ", start + 1)
-    return text[start:end if end > 0 else None]
+    """The loan's lab note, titled `title` (docs/gpu-results.md keeps the headline rows and links it)."""
+    text = NOTES[title].read_text()
+    assert text.startswith(f"# {title}\n") and f"]({NOTES[title].relative_to(ROOT / 'docs')})" in PAGE.read_text()
+    return text
 
 
 def ok_records():

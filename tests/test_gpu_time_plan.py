@@ -1,5 +1,5 @@
 """scripts/gpu_time_plan.py --against: the loan's time plan beside what a loan took, read from the 2026-11-26 H200
-loan's real store (docs/gpu-results/h200-2026-11-26/bench.db), from a session folder with phase markers and from
+loan's real store (benchmarks/results/h200-resnet50.db), from a session folder with phase markers and from
 its archive; a loan slower than its plan exits 1 naming the fix; bad input is one line and exit 2."""
 import re
 import shutil
@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_time_plan.py"
-H200_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"
+H200_STORE = ROOT / "benchmarks" / "results" / "h200-resnet50.db"
 HEADLINE = "87f3f262f3d7"  # Horovod, AMP fp16, channels-last, batch 256, synthetic: in matrix-gpu.yaml then and now
 
 

@@ -1,7 +1,7 @@
 """MFU of every GPU cell (issue 33 item 3): the model FLOPs per trained image counted two independent ways and
 written to bench/data/model_flops.yaml, the catalogue's dense peaks, the arithmetic, and MFU beside the sampled
 power and energy in `bench status`, the report and `bench export` — on the real store of the first H200 run
-(docs/gpu-results/h200-2026-11-26/bench.db, always copied first: opening the tracked file would leave -wal/-shm
+(benchmarks/results/h200-resnet50.db, always copied first: opening the tracked file would leave -wal/-shm
 files beside it)."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from models import flops
 from tests.conftest import ROOT, bench_cli
 
 TABLE = ROOT / "bench" / "data" / "model_flops.yaml"
-H200_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db"
+H200_STORE = ROOT / "benchmarks" / "results" / "h200-resnet50.db"
 HEADLINE = "87f3f262f3d7"  # the H200 run's best synthetic cell: Horovod, AMP fp16, channels-last, 5,940 img/s
 
 
@@ -237,7 +237,7 @@ def test_the_h200_headline_cell_mfu(h200):
 
 
 def test_status_shows_mfu_power_and_energy_for_gpu_cells(h200):
-    out = bench_cli("status", "--store", "bench.db", cwd=h200)
+    out = bench_cli("status", "-v", "--store", "bench.db", cwd=h200)  # the MFU lines come after the table
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.strip().startswith(HEADLINE) and "MFU" in x)
     assert "5,940.1 img/s per GPU, MFU 14.7% (fp16 peak 989.4 TFLOP/s, 24.54 GFLOP/img), 615 W/GPU, 0.104 J/img" \
@@ -306,7 +306,7 @@ def test_export_columns_on_an_empty_store():
 
 
 def test_the_results_page_quotes_the_stores_mfu(h200):
-    """docs/gpu-results.md's MFU column is what the store gives, to 0.1 %."""
+    """The ResNet-50 loan's MFU column (its lab note, docs/lab/2026-11-26-h200-resnet50.md) is the store's, to 0.1 %."""
     import re
 
     from bench.analysis.scaling import cell_summary, latest_complete
@@ -314,8 +314,7 @@ def test_the_results_page_quotes_the_stores_mfu(h200):
 
     with Store(h200 / "bench.db", create=False) as store:
         table = with_mfu(cell_summary(latest_complete(store.dataframe(record_json=False)))).set_index("cell_id")
-    page = (ROOT / "docs" / "gpu-results.md").read_text(encoding="utf-8")
-    resnet = page[page.index("\n# ResNet-50 on one NVIDIA H200"):]
+    resnet = (ROOT / "docs" / "lab" / "2026-11-26-h200-resnet50.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){7} ([\d.]+) % \|", resnet, re.M)
     assert len(rows) == 4
     for cell, shown in rows:
@@ -331,8 +330,7 @@ def test_the_results_page_quotes_the_transformer_stores_mfu(h200_gpt2):
 
     with Store(h200_gpt2 / "bench.db", create=False) as store:
         table = with_mfu(cell_summary(latest_complete(store.dataframe(record_json=False)))).set_index("cell_id")
-    page = (ROOT / "docs" / "gpu-results.md").read_text(encoding="utf-8")
-    transformer = page[page.index("\n# The transformer on one NVIDIA H200"):page.index("\n# ResNet-50 on one NVIDIA H200")]
+    transformer = (ROOT / "docs" / "lab" / "2026-12-04-h200-transformer.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| ([0-9a-f]{12}) \|(?:[^|]*\|){7} \**([\d.]+) %\** \|", transformer, re.M)
     assert len(rows) == 8
     for cell, shown in rows:
@@ -349,7 +347,7 @@ def test_reading_the_tracked_h200_store_leaves_it_byte_for_byte():
     with Store(H200_STORE, read_only=True) as store:
         assert store.schema_version == STORE_SCHEMA_VERSION and len(store.records()) > 0
     assert hashlib.sha256(H200_STORE.read_bytes()).hexdigest() == before
-    assert sorted(p.name for p in H200_STORE.parent.glob("bench.db*")) == ["bench.db"]
+    assert sorted(p.name for p in H200_STORE.parent.glob(H200_STORE.name + "*")) == [H200_STORE.name]
 
 
 def test_transformer_flops_are_counted_from_the_shape_at_the_cells_sequence_length():
@@ -364,8 +362,8 @@ def test_transformer_flops_are_counted_from_the_shape_at_the_cells_sequence_leng
     assert gpt2.flops_per_sequence(1024) == 1024 * (6 * n + 12 * 12 * 12 * 64 * 1024)
 
 
-# --- the transformer's H200 store (docs/gpu-results.md, 2026-12-04) -------------------------------------------------
-GPT2_STORE = ROOT / "docs" / "gpu-results" / "h200-2026-12-04" / "bench.db"
+# --- the transformer's H200 store (docs/lab/2026-12-04-h200-transformer.md) -------------------------------------------
+GPT2_STORE = ROOT / "benchmarks" / "results" / "h200-transformer.db"
 GPT2_B64_DDP = "b1711f9bb4cd"  # GPT-2 124M, DDP, bf16, 64 x 1,024 tokens, compiled
 
 
@@ -379,7 +377,7 @@ def h200_gpt2(tmp_path_factory):
 def test_status_speaks_tokens_and_sequences_for_transformer_gpu_cells(h200_gpt2):
     # The MFU line in the cell's own unit: tokens/s per GPU, GFLOP and joules per sequence (the worker's energy is
     # per sample, and a sample here is a sequence of 1,024 tokens), never img/s.
-    out = bench_cli("status", "--store", "bench.db", cwd=h200_gpt2)
+    out = bench_cli("status", "-v", "--store", "bench.db", cwd=h200_gpt2)
     assert out.returncode == 0, out.stderr
     lines = [x for x in out.stdout.splitlines() if x.startswith("  ") and "MFU" in x]
     line = next(x for x in lines if x.strip().startswith(GPT2_B64_DDP))

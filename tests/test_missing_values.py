@@ -86,7 +86,9 @@ def outputs(tmp_path_factory):
         texts[name] = r.stdout
 
     cli("report", "report", "--store", "bench.db", "--out", "out")
-    cli("status", "status", "--store", "bench.db")
+    cli("status", "status", "-v", "--store", "bench.db")  # the table and the sentences behind it
+    cli("status.json", "status", "--store", "bench.db", "--format", "json")
+    cli("status.md", "status", "--store", "bench.db", "--format", "md")
     for table in ("records", "collectives"):
         for fmt in ("csv", "json"):
             cli(f"export {table} {fmt}", "export", "--store", "bench.db", "--table", table, "--format", fmt,

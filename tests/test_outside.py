@@ -168,7 +168,7 @@ backend: {name: local, timeout_s: 300}
     # (one more where the cell ran faster than the probe allowed: measured again after it, engine_probe.again)
     assert len([e for e in entries if not e.get("again_for")]) == 1, entries
     assert all(e["rate"] > 0 and e["allreduce_s"] > 0 and e["key"]["stack"] == "gloo/horovod" for e in entries)
-    quiet = bench_cli("status", cwd=tmp_path).stdout
+    quiet = bench_cli("status", "-v", cwd=tmp_path).stdout
     assert "(engine probe: 2 × " in quiet and "engine probe for " in quiet, quiet
     (tmp_path / "results" / "bench.db").unlink()  # a new store: the next run is the cell's first
     cmd = [sys.executable, "-c", BUSY.format(s=240)]
@@ -181,6 +181,6 @@ backend: {name: local, timeout_s: 300}
         hog.kill()
         hog.wait()
     assert run.returncode == 0, run.stderr[-2000:]
-    status = bench_cli("status", cwd=tmp_path)
-    line = next(x for x in status.stdout.splitlines() if "/2w " in x and "expected" in x and "probe for" not in x)
+    status = bench_cli("status", "-v", cwd=tmp_path)
+    line = next(x for x in status.stdout.splitlines() if "/2w " in x and ": measured " in x and "probe for" not in x)
     assert "below expected by" in line and f"pid {hog.pid}" in line, status.stdout

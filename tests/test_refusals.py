@@ -66,6 +66,10 @@ REFUSALS = {
         _no_setting("fault injection, set by tests only"),
     "'the collective sweep needs Horovod (horovod.torch) for engine=horovod'":
         _no_setting("what is installed on the node (`bench doctor` reports it)"),
+    "f'{module} cannot be imported in the environment {sys.prefix}: its Horovod was built without this binding, or "
+    "does not load; `make run` builds it (scripts/install.sh). ImportError: {why}'":
+        _no_setting("what the environment's Horovod build has: the local and hosts backends' plan skips a pair its "
+                    "environment lacks (bench/launch/bindings.py), tests/test_bindings.py"),
     "f'{op} of {size} bytes returned a wrong value on rank {rank}: element {i} is {float(result[i])}, "
     "expected {float(want[i])}'": _no_setting("a wrong result of a collective: the measurement itself failed"),
     "f'allreduce of replayed gradient {gradients[i].name} ({t.numel() * 4} bytes) returned a wrong value on rank "

@@ -34,7 +34,7 @@ def test_a_workload_registered_outside_bench_is_planned_run_stored_and_reported(
                             "FROM records").fetchall()
     assert len(rows) == 6 and {r[:4] for r in rows} == {("ok", "row", "rows/s", 1)}
     assert all(r[4] > 0 for r in rows) and {r[5] for r in rows} == {1, 2}
-    status = bench_cli("status", cwd=tmp_path, env=REGISTERED)
+    status = bench_cli("status", "-v", cwd=tmp_path, env=REGISTERED)
     assert status.returncode == 0 and re.search(r"2w .*: measured [\d,.]+ rows/s, expected", status.stdout), \
         status.stdout + status.stderr
     report = bench_cli("report", cwd=tmp_path, env=REGISTERED)

@@ -148,7 +148,7 @@ def test_bench_run_records_the_checkouts_revision(tmp_path):
     with Store(tmp_path / "s.db", create=False) as store:
         [run] = store.runs()
     assert SourceRevision.from_json(run["source_json"]) == of_checkout(ROOT)
-    status = bench_cli("status", "--store", "s.db", cwd=tmp_path)
+    status = bench_cli("status", "-v", "--store", "s.db", cwd=tmp_path)  # -v: the run's line names its source
     assert f"finished  source {of_checkout(ROOT).text()}" in status.stdout, status.stdout
 
 

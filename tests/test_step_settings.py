@@ -228,9 +228,9 @@ def test_migration_10_gives_old_rows_the_defaults_they_ran_with(tmp_path):
 
 
 def test_the_h200_store_opens_and_its_cells_are_still_matrix_gpus(tmp_path):
-    """docs/gpu-results/h200-2026-11-26/bench.db, made at schema 9 (a copy: opening migrates it)."""
+    """benchmarks/results/h200-resnet50.db, made at schema 9 (a copy: opening migrates it)."""
     path = tmp_path / "bench.db"
-    shutil.copyfile(ROOT / "docs" / "gpu-results" / "h200-2026-11-26" / "bench.db", path)
+    shutil.copyfile(ROOT / "benchmarks" / "results" / "h200-resnet50.db", path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (9,)
     planned = {cell_id(c) for c in load_matrix(ROOT / "matrix-gpu.yaml").cells()}

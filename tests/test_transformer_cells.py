@@ -67,7 +67,7 @@ def test_run_status_and_history_speak_tokens(workdir):
     lines = [ln for ln in out.splitlines() if ln.startswith("ok ")]
     assert len(lines) == 4 and all(re.search(r"[\d,]+ tokens/s", ln) for ln in lines), out
     assert "img/s" not in out
-    status = bench_cli("status", cwd=d)
+    status = bench_cli("status", "-v", cwd=d)  # the table, then the sentences behind it
     assert status.returncode == 0, status.stderr
     expected = [ln for ln in status.stdout.splitlines() if ": measured " in ln]
     assert len(expected) == 3 and all("tokens/s" in ln for ln in expected) and "img/s" not in status.stdout

@@ -39,10 +39,14 @@ def quoted(samples_per_sec: float | None, unit: RateUnit) -> float | None:
 def format_value(samples_per_sec: float | None, unit: RateUnit, width: int = 0) -> str:
     """The quoted rate's number alone, for ranges and intervals: '1,234.5', '14,820' (tokens have no useful
     decimals)."""
-    value = quoted(samples_per_sec, unit)
+    return format_quoted(quoted(samples_per_sec, unit), unit.per_sample, width)
+
+
+def format_quoted(value: float | None, per_sample: int, width: int = 0) -> str:
+    """format_value of a rate already in the quoted unit, whose sample holds `per_sample` units."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return f"{'-':>{width}}"
-    digits = 0 if unit.per_sample > 1 else 1
+    digits = 0 if per_sample > 1 else 1
     return f"{value:{width},.{digits}f}"
 
 

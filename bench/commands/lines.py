@@ -46,45 +46,40 @@ def probe_entries(store_path) -> dict[str, list[dict]]:
 def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | None = None) -> list[str]:
     """One line per multi-worker cell (expected value, verdict, slow rank), one per compute probe that co-located
     cells rest on (`probes`: probe_entries() of the store; None = not looked up) and one per cell with a breakdown."""
+    from bench.analysis.judged import judge
+    from bench.launch import analysis_facts
+
+    judged = judge(records, collectives, ranks, probes, flavours=analysis_facts())
+    return [line for _, line in expected_entries(judged)]
+
+
+def expected_entries(judged) -> list[tuple[tuple[str, ...], str]]:
+    """expected_lines' lines, each with the cells it is about (a probe's line names every cell it serves), from
+    bench.analysis.judged.judge() (None: no complete training cell, no lines)."""
     import time
 
     from bench.analysis.breakdown import breakdowns
-    from bench.analysis.collectives import fit_stacks, training_only
-    from bench.analysis.expected import expected_with_probes
     from bench.analysis.outside import beside_cell
     from bench.analysis.probe import engine_words
-    from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
-    from bench.analysis.windows import windows_of
     from bench.cells.label import cell_label
     from bench.cells.units import IMAGES, unit_of_cell
-    from bench.launch import analysis_facts
 
-    measured = split_imported(records)[0]
-    if measured.empty:
+    if judged is None:
         return []
-    all_ok = latest_complete(measured)
-    ok = training_only(all_ok)
-    if ok.empty:
-        return []
-    table = scaling(cell_summary(ok))
-    sweeps = collectives.merge(all_ok[["cell_id", "run_id"]].drop_duplicates(), on=["cell_id", "run_id"]) \
-        if collectives is not None and not collectives.empty else collectives
-    fits = fit_stacks(sweeps.to_dict("records")) if sweeps is not None and not sweeps.empty else {}
-    windows = windows_of(ranks, ok)
-    flavours = analysis_facts()
-    found, expected = expected_with_probes(table, ok, fits, windows, ranks, probes, flavours=flavours)
+    table, windows, found, expected = judged.table, judged.windows, judged.found, judged.expected
     labels = {r["cell_id"]: cell_label(r) for r in table.to_dict("records")}
     units = {r["cell_id"]: unit_of_cell(r) or IMAGES for r in table.to_dict("records")}
-    out = [f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe(units[e.cell_id])}" for e in expected]
+    out = [((e.cell_id,), f"  {e.cell_id}  {labels[e.cell_id]}: {e.describe(units[e.cell_id])}") for e in expected]
     for r in table.to_dict("records"):  # cells with no expected value (one worker): still say what was beside them
         if int(r["gpus"]) < 2 and (b := beside_cell(windows.get(r["cell_id"], []))) is not None and b.slowing:
-            out.append(f"  {r['cell_id']}  {labels[r['cell_id']]}: beside it: {b.describe()}")
+            out.append(((r["cell_id"],), f"  {r['cell_id']}  {labels[r['cell_id']]}: beside it: {b.describe()}"))
     by_probe: dict[tuple, list[str]] = {}
     for cell_id, p in (found or {}).items():
         by_probe.setdefault((p.measured_unix, p.describe(units.get(cell_id, IMAGES)), p.seconds), []).append(cell_id)
     for (measured_unix, text, seconds), cells in by_probe.items():  # one line per probe, naming the cells it serves
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
-        out.append(f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
+        out.append((tuple(cells),
+                    f"  compute probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s"))
     engines: dict[tuple, list[str]] = {}
     for e in expected:
         if e.engine_probe is not None:
@@ -92,18 +87,25 @@ def expected_lines(records, collectives, ranks, probes: dict[str, list[dict]] | 
             engines.setdefault((p.measured_unix, engine_words(p, units[e.cell_id]), p.seconds), []).append(e.cell_id)
     for (measured_unix, text, seconds), cells in engines.items():
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(measured_unix))
-        out.append(f"  engine probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s")
-    for b in breakdowns(table, windows, fits, found, flavours=flavours):
+        out.append((tuple(cells),
+                    f"  engine probe for {', '.join(cells)}: {text}; measured {when} in {seconds:.0f} s"))
+    for b in breakdowns(table, windows, judged.fits, found, flavours=judged.flavours):
         parts = ", ".join(f"{p} {s:.3f}" + (" (modelled)" if b.sources[p] == "modelled" else "")
                           for p, s in b.parts.items())
-        out.append(f"  {b.cell_id}  {labels[b.cell_id]}: step {b.step_s:.3f} s: {parts}")
+        out.append(((b.cell_id,), f"  {b.cell_id}  {labels[b.cell_id]}: step {b.step_s:.3f} s: {parts}"))
     return out
 
 
 def mfu_lines(records) -> list[str]:
+    """mfu_entries' lines."""
+    return [line for _, line in mfu_entries(records)]
+
+
+def mfu_entries(records) -> list[tuple[tuple[str, ...], str]]:
     """One line per GPU cell of the latest complete runs: its rate per GPU, MFU (or why none) with the peak and the
     FLOPs it rests on, and the mean watts per GPU and joules per image its workers sampled (bench/analysis/mfu.py).
-    `records`: the store's rows, with mean_watts_per_gpu and joules_per_image where they were read."""
+    `records`: the store's rows, with mean_watts_per_gpu and joules_per_image where they were read. Each line with
+    the cell it is about, as expected_entries gives them."""
     from bench.analysis.collectives import training_only
     from bench.analysis.mfu import cell_sm_clock, with_cell_power, with_mfu
     from bench.analysis.missing import is_missing, text
@@ -132,7 +134,8 @@ def mfu_lines(records) -> list[str]:
         else:
             figure = (f"MFU {100 * r['mfu']:.1f}% ({r['peak_format']} peak {r['peak_tflops']:,.1f} TFLOP/s, "
                       f"{r['flops_per_sample'] / 1e9:,.2f} GFLOP/{per})")
-        out.append(f"  {r['cell_id']}  {cell_label(r)}: {format_rate(r['samples_per_sec_per_gpu'], unit)} per GPU, "
-                   f"{figure}, {text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
-                   f"{text(r['joules_per_image'], '{:.3f} J/' + per, 'energy not sampled')}{clock}")
+        line = (f"  {r['cell_id']}  {cell_label(r)}: {format_rate(r['samples_per_sec_per_gpu'], unit)} per GPU, "
+                f"{figure}, {text(r['mean_watts_per_gpu'], '{:,.0f} W/GPU', 'power not sampled')}, "
+                f"{text(r['joules_per_image'], '{:.3f} J/' + per, 'energy not sampled')}{clock}")
+        out.append(((r["cell_id"],), line))
     return out

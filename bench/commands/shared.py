@@ -1,4 +1,4 @@
-"""The options several verbs share, in one place, so that no verb imports another: the --store option, the
+"""The options several verbs share, in one place, so that no verb imports another: the --store option, --where, the
 baselines folder, the CI output options and their paths, and the backend a matrix and --backend name. The lines
 several verbs print are in bench/commands/lines.py. Light at the top, like the verbs (the parser is built from every
 verb module on every call)."""
@@ -16,6 +16,13 @@ DEFAULT_BASELINES_DIR = "baselines"
 def add_store_argument(parser) -> None:
     """The --store option, the same for every verb that uses the results store."""
     parser.add_argument("--store", default=DEFAULT_STORE, help=f"the results store (default: {DEFAULT_STORE})")
+
+
+def add_where_argument(parser, what: str) -> None:
+    """--where, bench/cells/selection.py's syntax (`key=value[,key=v1|v2...]` or a cell id); `what`: what the
+    selection chooses, for the help."""
+    parser.add_argument("--where", default=None, metavar="SELECTION",
+                        help=f"only these cells: key=value[,key=v1|v2...] or a cell id ({what})")
 
 
 def add_baselines_dir_argument(parser) -> None:

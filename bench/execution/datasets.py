@@ -24,9 +24,12 @@ it was found to cite, so treat it as approximate).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import random
+import sys
+import tempfile
 from pathlib import Path
 
 from bench.core.errors import BenchInputError
@@ -168,7 +171,34 @@ def make_imagenet_sample(out: str | Path, classes: int, per_class: int, seed: in
             "layouts": ["jpeg"] + (["tfrecord"] if tfrecord else [])}
 
 
+@contextlib.contextmanager
+def _stderr_kept_aside():
+    """TensorFlow's start-up lines (absl's "All log messages before absl::InitializeLog() is called…", oneDNN's
+    notice) come from its C++ side before TF_CPP_MIN_LOG_LEVEL is read, at import and at first use: `make run` would
+    show them between its own lines. The process's stderr (fd 2) goes to a file for the block, shown if it fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as aside:
+            os.dup2(aside.fileno(), 2)
+            try:
+                yield
+            except BaseException:
+                os.dup2(saved, 2)
+                aside.seek(0)
+                sys.stderr.write(aside.read().decode("utf-8", errors="replace")[-4000:])
+                raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _write_tfrecords(folder: Path, samples: list, rng: random.Random) -> None:
+    with _stderr_kept_aside():
+        _write_tfrecord_shards(folder, samples, rng)
+
+
+def _write_tfrecord_shards(folder: Path, samples: list, rng: random.Random) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 

@@ -74,9 +74,9 @@ def binding_reason(cell: dict[str, Any], python: str = sys.executable) -> str | 
 
     Only multi-worker Horovod cells: one worker exchanges nothing, and a worker launched alone without Horovod runs
     as one process (models/common.py); DDP and FSDP2 need no Horovod."""
-    if cell.get("engine", "horovod") != "horovod" or cell["gpus"] < 2:
+    if cell.get("engine", "horovod") != "horovod" or cell.get("gpus", 1) < 2:
         return None
-    binding = WORKLOADS.get(cell["framework"], {}).get("horovod_binding")
+    binding = WORKLOADS.get(cell.get("framework"), {}).get("horovod_binding")
     if binding is None:
         return None
     if not_in_image(cell["mpi"]):
