@@ -30,10 +30,17 @@ def console(file=None):
     says)."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 when the reader goes away (`bench status | head`), which reads as "a cell failed";
+            # bench.cli answers a closed pipe as every verb does (128 + SIGPIPE)
+            self.quiet = True
+            raise BrokenPipeError
+
     file = file or sys.stdout
     tty = file.isatty()
-    return Console(file=file, width=WIDTH, color_system="auto" if tty else None, force_terminal=tty,
-                   highlight=False, emoji=False)
+    return _Console(file=file, width=WIDTH, color_system="auto" if tty else None, force_terminal=tty,
+                    highlight=False, emoji=False)
 
 
 def run_header(run_id: str, run: Mapping[str, Any] | None, cells: int, failed: int, source: str = "") -> str:
