@@ -264,7 +264,11 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     log = (work / "logs" / "report.log").read_text()
     plan_rows = [line for line in log.splitlines() if line.startswith("  cell cpu/")]
     assert len(plan_rows) == len(cells) and all(re.search(r"\d s\s+\d+ s\s+\d+\.\d\d$", r) for r in plan_rows), log
-    assert re.search(r"^  compared\s+132 s\s+\d+ s\s+0\.\d\d$", log, re.M), log  # 6 cells x 22 s planned
+    # 6 cells x 22 s planned; what they took depends on the machine's load (CI has seen 0.6 to 1.13 of the plan), so
+    # the check is the arithmetic, not the speed.
+    compared = re.search(r"^  compared\s+(\d+) s\s+(\d+) s\s+(\d+\.\d\d)$", log, re.M)
+    assert compared and compared.group(1) == "132", log
+    assert float(compared.group(3)) == pytest.approx(int(compared.group(2)) / 132, abs=0.006), log
 
 
 def test_the_report_phase_with_no_records_says_so_and_passes(tmp_path, kit):
