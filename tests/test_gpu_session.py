@@ -268,7 +268,8 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     # the check is the arithmetic, not the speed.
     compared = re.search(r"^  compared\s+(\d+) s\s+(\d+) s\s+(\d+\.\d\d)$", log, re.M)
     assert compared and compared.group(1) == "132", log
-    assert float(compared.group(3)) == pytest.approx(int(compared.group(2)) / 132, abs=0.006), log
+    # taken is printed to the second and the ratio to 0.01: each rounding moves it by up to half a step
+    assert float(compared.group(3)) == pytest.approx(int(compared.group(2)) / 132, abs=0.5 / 132 + 0.005), log
 
 
 def test_the_report_phase_with_no_records_says_so_and_passes(tmp_path, kit):
