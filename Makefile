@@ -1,6 +1,7 @@
 # Two entry points; both install what they need first and are safe to repeat.
 #   make run   - set up, run matrix.yaml (the cells this machine can run), then regenerate the report
-#   make test  - set up (plus test tools) and run the whole test suite but the `diagnose` proofs
+#   make test  - set up (plus test tools), lint, and run the whole test suite but the `diagnose` proofs
+#   make lint  - ruff and isort over the code (seconds)
 #   make test-diagnose - the slowed-cell and emulated-cluster proofs of docs/diagnose.md (minutes each)
 #   make test-fast - the same set-up, then only the unit and contract tests (pytest --fast: no test with a mark
 #                    registered in setup.cfg): the inner loop, 212 s wall on a quiet 2-core machine with the
@@ -13,7 +14,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test test-fast test-diagnose install install-test bench clean gpu-build device-kit device-kit-wheels \
+.PHONY: run test lint test-fast test-diagnose install install-test bench clean gpu-build device-kit device-kit-wheels \
 	gpu-rehearsal images
 
 install:
@@ -29,9 +30,16 @@ run: install
 	echo "the results, a line per cell: $(PY) -m bench status"; \
 	exit $$status
 
+# Lint, in seconds: ruff (pyflakes' unused imports and names, pycodestyle, lines over 120 columns; pyproject.toml) and
+# isort's order in the project's wrapped style (setup.cfg). The first step of `make test`.
+LINTED := bench models tests benchmarks scripts
+lint: install-test
+	$(PY) -m ruff check --quiet $(LINTED)
+	$(PY) -m isort --check-only --diff --quiet $(LINTED)
+
 # --durations: the slowest tests named in every CI log, so a test that starts to cost minutes is seen (the suite must
 # stay within CI's time on 2 cores).
-test: install-test
+test: install-test lint
 	$(PY) -m pytest -m "not diagnose" --durations=30
 
 # The slowed-cell and emulated-cluster proofs of docs/diagnose.md (~3 min each on a busy 2-core machine); the suite

@@ -6,7 +6,7 @@ its budget is spent) in its own store.
     .venv/bin/python benchmarks/ab_power_summary.py /tmp/ab-power
 
 The slowdown, by default, is a planted one of 10% per step: side B runs with the worker test hook
-`BENCH_FAULT=slow:rank=0:step=1:frac=0.1` (models/faults.py: each step spins 1/9 of the typical step, so the
+`BENCH_FAULT=slow:rank=0:step=1:frac=0.1` (models/measure/faults.py: each step spins 1/9 of the typical step, so the
 throughput falls by 10%), the only difference between the sides. `--slow cpus=0.9` plants a CPU quota instead.
 
 Bounded in count (--tries) and time (no try starts after --deadline-min); every try's exit code, time and store are

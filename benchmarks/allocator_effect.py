@@ -1,4 +1,4 @@
-"""What holding freed memory (models/allocator.py) does to the PyTorch workload on this CPU.
+"""What holding freed memory (models/measure/allocator.py) does to the PyTorch workload on this CPU.
 
 Runs the workload as one process, with and without `--no-hold-freed-memory`, interleaved round by round, and
 prints images/sec and the minor page faults and system CPU time the process took:
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-WORKLOAD = Path(__file__).resolve().parent.parent / "models" / "resnet50_pytorch.py"
+WORKLOAD = Path(__file__).resolve().parent.parent / "models" / "workloads" / "resnet50" / "pytorch_worker.py"
 
 
 def run(batch: int, a, hold: bool) -> dict:

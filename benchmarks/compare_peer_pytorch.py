@@ -2,7 +2,7 @@
 
 Same settings for both (ResNet-50, 224x224, batch 8 per worker, 2 threads, fp32, NCHW, one worker under mpirun),
 then the workload with its channels-last default and with bf16 autocast. One more variant turns off the workload's
-allocator setting (models/allocator.py), to show how much of the difference it makes. Variants are interleaved
+allocator setting (models/measure/allocator.py), to show how much of the difference it makes. Variants are interleaved
 round by round so machine drift hits all of them alike; medians and ratios to the peer are printed (and written
 with --json).
 
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = ROOT / "models" / "resnet50_pytorch.py"
+WORKLOAD = ROOT / "models" / "workloads" / "resnet50" / "pytorch_worker.py"
 SHIM = Path(__file__).resolve().parent / "torchvision_shim.py"
 
 

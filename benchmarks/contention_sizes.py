@@ -1,11 +1,11 @@
-"""Compute and allreduce on shared cores, per message size: what models/contention.py measures at the sweep's
-largest size only, here at several, for Horovod over Gloo and over Open MPI on the emulated 2-node cluster
+"""Compute and allreduce on shared cores, per message size: what models/workloads/collectives/contention.py measures at
+the sweep's largest size only, here at several, for Horovod over Gloo and over Open MPI on the emulated 2-node cluster
 (one CPU per node).
 
-Per size, with the sweep worker's own code (models/collectives.py's time_size, models/contention.py): the
-allreduce's median time alone and beside the probe kernel (started async, the probe runs until it completes), the
-probe's rate meanwhile and beside the idling engine, as fractions of its rate alone (taken before Horovod starts).
-The slowest rank's figures.
+Per size, with the sweep worker's own code (models/workloads/collectives/sweep_worker.py's time_size,
+models/workloads/collectives/contention.py): the allreduce's median time alone and beside the probe kernel (started
+async, the probe runs until it completes), the probe's rate meanwhile and beside the idling engine, as fractions of its
+rate alone (taken before Horovod starts). The slowest rank's figures.
 
     .venv/bin/python benchmarks/contention_sizes.py [--rates none,500mbit] [--sizes 1048576,16777216,102228128]
 
@@ -29,12 +29,12 @@ ITERATIONS = 5  # timed allreduces per size, alone and under load (the sweep bou
 
 
 def worker(sizes: list[int]) -> None:
-    """One rank: the sweep worker's own pieces (models/collectives.py, models/contention.py), its contention
-    measurement at every size."""
+    """One rank: the sweep worker's own pieces (models/workloads/collectives/sweep_worker.py,
+    models/workloads/collectives/contention.py), its contention measurement at every size."""
     import torch
 
-    from models.collectives import Engine, parse_args, time_size
-    from models.contention import Probe, contention
+    from models.workloads.collectives.contention import Probe, contention
+    from models.workloads.collectives.sweep_worker import Engine, parse_args, time_size
 
     args = parse_args(["--steps", str(ITERATIONS), "--warmup-steps", "1", "--threads", "1"])
     torch.set_num_threads(args.threads)

@@ -4,11 +4,11 @@ many fused operations each gives.
 
     python benchmarks/gradient_ready.py --image-size 64 --batch-size 32 --threads 1 --alpha-ms 1.2 --gbps 0.19
 
-The model the PyTorch cells train (models/resnet.py). A hook on every parameter (torch's post-accumulate-grad hook,
-where Horovod's DistributedOptimizer submits each gradient) notes when its gradient is ready, as a fraction of the
-backward pass; medians over --steps steps after --warmup steps. --alpha-ms and --gbps: one allreduce's latency and bandwidth for the fusion count (a sweep's fit).
-Prints, per stage, where its last gradient is ready (measured / the multiply-accumulate model), and the operation
-count of each profile.
+The model the PyTorch cells train (models/workloads/resnet50/model_torch.py). A hook on every parameter (torch's
+post-accumulate-grad hook, where Horovod's DistributedOptimizer submits each gradient) notes when its gradient is ready,
+as a fraction of the backward pass; medians over --steps steps after --warmup steps. --alpha-ms and --gbps: one
+allreduce's latency and bandwidth for the fusion count (a sweep's fit). Prints, per stage, where its last gradient is
+ready (measured / the multiply-accumulate model), and the operation count of each profile.
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from bench.analysis.fusion import Gradient, resnet50_gradients, simulate  # noqa
 
 
 def model_name(torch_name: str) -> str:
-    """models/resnet.py's parameter name (stem.*, layers.K.*, fc.*) → fusion.resnet50_gradients' (conv1.*,
-    layerS.B.*, fc.*)."""
-    from models.resnet import ResNet50
+    """models/workloads/resnet50/model_torch.py's parameter name (stem.*, layers.K.*, fc.*) → fusion.resnet50_gradients'
+    (conv1.*, layerS.B.*, fc.*)."""
+    from models.workloads.resnet50.model_torch import ResNet50
 
     parts = torch_name.split(".")
     if parts[0] == "stem":
@@ -50,7 +50,7 @@ def model_name(torch_name: str) -> str:
 def measure(image_size: int, batch: int, threads: int, warmup: int, steps: int) -> dict[str, float]:
     import torch
 
-    from models.resnet import ResNet50
+    from models.workloads.resnet50.model_torch import ResNet50
 
     torch.set_num_threads(threads)
     net = ResNet50()

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from models.transformer_shapes import lookup  # noqa: E402
+from models.workloads.transformer.shapes import lookup  # noqa: E402
 
 
 def model_for(shape):

@@ -51,8 +51,8 @@ from bench.analysis.calibration import compare, rated_link  # noqa: E402
 from bench.analysis.collectives import fit_stacks, training_only, with_contention_of  # noqa: E402
 from bench.analysis.scaling import cell_summary, scaling  # noqa: E402
 from bench.store import Store  # noqa: E402
-from models.registry import COLLECTIVES  # noqa: E402
 from benchmarks.collectives_shaped import bits_per_s, bucket_bytes, positive_rate  # noqa: E402
+from models.registry.collectives import COLLECTIVES  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")

@@ -6,7 +6,7 @@ Tensors fused into one operation each get a span of their own in the timeline, s
 overlapping spans are one operation, so the count is operations, not tensors (counting distinct start times would
 count a fused group several times).
 
-    HOROVOD_TIMELINE=/tmp/tl.json horovodrun ... python models/resnet50_pytorch.py ...
+    HOROVOD_TIMELINE=/tmp/tl.json horovodrun ... python models/workloads/resnet50/pytorch_worker.py ...
     python benchmarks/timeline_ops.py /tmp/tl.json
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER = ROOT / "models" / "transformer_pytorch.py"
+WORKER = ROOT / "models" / "workloads" / "transformer" / "pytorch_worker.py"
 PEER = Path(__file__).resolve().parent / "hf_transformer_loop.py"
 SHAPES = ("gpt2-L2-d128-h4-kv4-f512-v4096-t128-tied", "tiny")
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     results = {}
     for shape in a.shapes:
-        # bench as it runs, bench without its allocator setting (models/allocator.py: freed memory kept in the
+        # bench as it runs, bench without its allocator setting (models/measure/allocator.py: freed memory kept in the
         # process, which the peer's loop does not do), and the peer.
         sides = {"bench": lambda: run_bench(shape, a),
                  "bench, no allocator setting": lambda: run_bench(shape, a, "--no-hold-freed-memory"),

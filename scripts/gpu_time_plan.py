@@ -70,7 +70,7 @@ TRANSFORMER_COMPILE_S = 25
 
 def transformer_seconds(cell: dict) -> float:
     from bench.analysis.mfu import catalogue_peaks, peak_format
-    from models.transformer_shapes import lookup
+    from models.workloads.transformer.shapes import lookup
 
     peaks = catalogue_peaks()[cell["gpu"]]
     shape = lookup(cell["model"])
@@ -86,7 +86,7 @@ def transformer_seconds(cell: dict) -> float:
 
 
 def cell_seconds(cell: dict) -> float:
-    from models.registry import is_transformer
+    from models.registry.workloads import is_transformer
 
     if is_transformer(cell["model"]):
         return transformer_seconds(cell)

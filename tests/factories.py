@@ -1,7 +1,7 @@
 """Builds records the way a worker would, from per-rank timings, so tests exercise the real meter."""
 from bench.planning.cell import cell_id
 from bench.planning.matrix import load_matrix_text
-from models.meter import combine
+from models.measure.meter import combine
 
 
 def cell(**overrides):

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import resource, sys
 sys.path.insert(0, {root!r})
-from models.allocator import hold_freed_memory
+from models.measure.allocator import hold_freed_memory
 print(hold_freed_memory({enabled}))
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

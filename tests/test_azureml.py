@@ -212,8 +212,8 @@ workload: {batch_per_gpu: 2, image_size: 32, warmup_steps: 1, steps: 2, repeats:
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(site_packages),
            "OMP_NUM_THREADS": backend.job_env(planned[0])["OMP_NUM_THREADS"]}  # not the fabric's (no eth0 here)
-    naive = subprocess.run(["python", "resnet50_pytorch.py", "--help"], check=False, cwd=snapshot, env=env,
-                           capture_output=True, text=True, timeout=60)
+    naive = subprocess.run(["python", "workloads/resnet50/pytorch_worker.py", "--help"], check=False, cwd=snapshot,
+                           env=env, capture_output=True, text=True, timeout=60)
     assert naive.returncode != 0 and "No module named 'models'" in naive.stderr  # why the command links it
     command = backend.command_line(planned[0], "R").replace(f"${{{{outputs.{RECORDS}}}}}", str(out))
     done = subprocess.run(["sh", "-c", command], check=False, cwd=snapshot, env=env, capture_output=True, text=True,

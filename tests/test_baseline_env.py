@@ -1,6 +1,6 @@
 """A baseline file records its runs' environment (format 2), so `bench check` against a saved baseline says what
 changed in the candidate run; a format 1 file (no environment) still checks. Records carry this machine's real
-worker probe (models/envprobe.base_probe); the candidate's differs in one field."""
+worker probe (models/probes/envprobe.base_probe); the candidate's differs in one field."""
 import copy
 import json
 
@@ -8,7 +8,7 @@ import pytest
 
 from bench.records.schema import parse_record
 from bench.store import Store
-from models.envprobe import base_probe
+from models.probes.envprobe import base_probe
 from tests.conftest import bench_cli
 from tests.factories import record
 

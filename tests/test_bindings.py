@@ -1,6 +1,6 @@
 """What the installed Horovod builds serve (bench/launch/bindings.py): the plan skips a pair whose environment lacks its
 binding, with the fix; `bench doctor` shows framework x flavour; a worker that cannot import its binding under a
-launcher says which module, which environment and the fix (models/common.py, import_horovod)."""
+launcher says which module, which environment and the fix (models/measure/common.py, import_horovod)."""
 import json
 import shutil
 import sqlite3

@@ -22,7 +22,8 @@ OTHER = {"model": "allreduce", "engine": "native", "data": "imagenet", "data_lay
          "loader_workers": 4, "batch_per_gpu": 32, "image_size": 128, "precision": "bf16", "warmup_steps": 3,
          "steps": 8, "repeats": 5, "jobs": 2, "channels_last": False, "threads": 1, "workers_per_node": 1,
          "max_message_bytes": 1 << 20, "loader": "pil", "compile": "max-autotune", "optimizer_impl": "foreach",
-         "cuda_graphs": True, "seq_len": 256, "grad_accum": 4, "activation_checkpointing": True}
+         "cuda_graphs": True, "seq_len": 256, "grad_accum": 4, "activation_checkpointing": True,
+         "layout": "tp=2"}
 
 
 def test_every_cell_key_has_its_place_in_the_label():

@@ -41,7 +41,8 @@ def test_channels_last_gradients_are_the_ranks_mean_and_keep_their_layout(tmp_pa
 
 
 def test_worker_model_params_grads_and_momentum_share_strides_for_fused_sgd(tmp_path):
-    """models/resnet50_pytorch.py's build_model, channels-last, 2 Horovod ranks: what CUDA's fused SGD requires."""
+    """models/workloads/resnet50/pytorch_worker.py's build_model, channels-last, 2 Horovod ranks: what CUDA's fused
+    SGD requires."""
     ranks = two_ranks("fused_sgd_strides.py", tmp_path / "strides.jsonl", timeout=240)
     for r in ranks:
         assert r["params"] == 161, r  # ResNet-50's parameter tensors

@@ -138,7 +138,7 @@ def test_the_cpu_share_is_the_median_cpu_per_wall_second_where_bandwidth_decides
 
 
 def _contended(rows, idle, during, stretch):
-    """The sweep's largest size measured beside the probe kernel (models/contention.py)."""
+    """The sweep's largest size measured beside the probe kernel (models/workloads/collectives/contention.py)."""
     top = max(r["bytes"] for r in rows)
     for r in rows:
         if r["bytes"] == top:
@@ -159,9 +159,9 @@ def test_contention_is_the_median_over_repeats_and_absent_when_not_measured():
 
 
 def test_the_paired_stretch_is_used_and_one_odd_sweep_of_three_cannot_move_it():
-    """Sweeps since store migration 9 carry the stretch measured in pairs (models/contention.py); the fit takes it
-    over the contended time / the sweep's own time (3.0 here, drift between the two), and the median of three
-    sweeps is one of them: the sweep that came out at 1.98x is not averaged in."""
+    """Sweeps since store migration 9 carry the stretch measured in pairs (models/workloads/collectives/contention.py);
+    the fit takes it over the contended time / the sweep's own time (3.0 here, drift between the two), and the median of
+    three sweeps is one of them: the sweep that came out at 1.98x is not averaged in."""
     rows = _contended(sweep(1e-3, 1e9, world=2, repeats=3, noise=0.0), 0.6, 0.45, 3.0)
     top = max(r["bytes"] for r in rows)
     paired = {0: 1.05, 1: 1.98, 2: 1.10}
@@ -204,8 +204,8 @@ def test_a_slow_link_outlasts_the_backward_pass_under_contention():
 
 
 def _contended_sizes(rows, by_size):
-    """Contention at several sizes as models/contention.py measures it: the largest with the idle rate, the others
-    with the stretch and the rate during only. `by_size`: bytes → (stretch, during)."""
+    """Contention at several sizes as models/workloads/collectives/contention.py measures it: the largest with the idle
+    rate, the others with the stretch and the rate during only. `by_size`: bytes → (stretch, during)."""
     top = max(r["bytes"] for r in rows)
     for r in rows:
         if r["bytes"] in by_size:
@@ -288,9 +288,10 @@ def test_an_operation_alone_costs_what_the_sweep_measured_at_its_size_never_a_ne
 
 
 def test_a_replayed_gradient_streams_pace_is_the_median_over_sweeps_and_paces_the_backward_pass():
-    """The sweep's probe beside a replay of a step's gradient stream (models/contention.py replay) gives the backward
-    pass's pace: the fit keeps the median over sweeps (one odd sweep of three cannot move it), the prediction's
-    backward pass advances at it whatever is in flight, and a fit without it keeps the per-operation rule."""
+    """The sweep's probe beside a replay of a step's gradient stream (models/workloads/collectives/contention.py replay)
+    gives the backward pass's pace: the fit keeps the median over sweeps (one odd sweep of three cannot move it), the
+    prediction's backward pass advances at it whatever is in flight, and a fit without it keeps the per-operation
+    rule."""
     from dataclasses import replace
 
     top = SIZES[-1]

@@ -1,5 +1,6 @@
-"""Allgather and broadcast beside allreduce: one table of bus bandwidth factors (models/registry.py) that the worker
-and the record's validation both use, the sizes allgather moves, their own cell ids, and α/β kept to allreduce."""
+"""Allgather and broadcast beside allreduce: one table of bus bandwidth factors (models/registry/collectives.py) that
+the worker and the record's validation both use, the sizes allgather moves, their own cell ids, and α/β kept to
+allreduce."""
 import pytest
 
 from bench.analysis.collectives import fit_alpha_beta, fit_stacks
@@ -9,8 +10,8 @@ from bench.planning.cell import PlannedCell, cell_id
 from bench.planning.feasibility import build_reason
 from bench.planning.matrix import load_matrix_text
 from bench.records.schema import COLLECTIVE_MODELS, parse_record
-from models.collectives import op_sizes, size_row, sweep_sizes
-from models.registry import COLLECTIVES
+from models.registry.collectives import COLLECTIVES
+from models.workloads.collectives.sweep_worker import op_sizes, size_row, sweep_sizes
 
 
 @pytest.mark.parametrize("op,n,factor", [
@@ -82,7 +83,8 @@ def test_each_op_is_its_own_cell_with_its_own_id_planned_like_allreduce(tmp_path
     for c in cells:
         assert build_reason(c) is None
         argv = worker_program(PlannedCell(c, cell_id(c), "planned"), "r1", tmp_path / "out.jsonl", 1)
-        assert argv[1].endswith("models/collectives.py") and argv[argv.index("--op") + 1] == c["model"]
+        assert argv[1].endswith("models/workloads/collectives/sweep_worker.py")
+        assert argv[argv.index("--op") + 1] == c["model"]
     tf, = load_matrix_text("name: t\nworkload: {model: broadcast}\naxes: {gpu: [cpu], framework: [keras]}\n").cells()
     assert build_reason(tf) == "model=broadcast: the collective sweep runs through pytorch only (framework=keras)"
 

@@ -8,8 +8,8 @@ import pytest
 
 from bench.planning.cell import cell_id, cell_id_text
 from bench.planning.matrix import load_matrix_text
-from models.collectives import sweep_sizes
-from models.contention import contended_sizes
+from models.workloads.collectives.contention import contended_sizes
+from models.workloads.collectives.sweep_worker import sweep_sizes
 from tests.conftest import bench_cli
 
 pytestmark = pytest.mark.e2e
@@ -130,7 +130,7 @@ def test_only_the_pytorch_bindings_run_the_sweep_and_the_worker_gets_the_sweep_f
     cell, = load_matrix_text(SWEEP.replace("mpi: [gloo, openmpi]", "mpi: [gloo]")).cells()
     assert build_reason(cell) is None
     argv = worker_program(PlannedCell(cell, cell_id(cell), "planned"), "r1", tmp_path / "out.jsonl", 1)
-    assert argv[1].endswith("models/collectives.py")
+    assert argv[1].endswith("models/workloads/collectives/sweep_worker.py")
     assert argv[argv.index("--max-bytes") + 1] == "4194304" and argv[argv.index("--steps") + 1] == "3"
     assert "--batch-size" not in argv
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.analysis.expected import expected_cells
+from bench.analysis.expected_cells import expected_cells
 from bench.analysis.probe import (LOADED_PER_CORE, MAX_AGE_S, ProbeResult, compute_key, fresh, key_text, match,
                                   overlapping, stale_reason, summarize, to_entry)
 from bench.backends.local import compute_probe

@@ -40,7 +40,8 @@ def test_hosts_ranks_run_the_worker_in_the_image(tmp_path, mpi):
     launch = b.launch(p, "R1")
     wrapper = launch.dir / "container.sh"
     program = launch.spec.program
-    assert program[:3] == (str(wrapper), "/opt/bench/.venv/bin/python", "/opt/bench/models/resnet50_pytorch.py")
+    assert program[:3] == (str(wrapper), "/opt/bench/.venv/bin/python",
+                           "/opt/bench/models/workloads/resnet50/pytorch_worker.py")
     argv = launch.render().argv
     assert str(wrapper) in argv  # the launcher (outside) starts the wrapper as each rank's program
     assert os.path.basename(argv[0]) == os.path.basename(LAUNCHERS[mpi].tool_path(launch.runtime) or argv[0])
@@ -93,7 +94,7 @@ def test_slurm_pyxis_adds_srun_options_and_skips_cells_srun_cannot_start(tmp_pat
     script = b.script(cells["openmpi"], "R1")
     assert f"--container-image=registry#{IMAGE}" in script
     assert f"--container-mounts={b.jobs_root}:{b.jobs_root}" in script
-    assert "/opt/bench/.venv/bin/python /opt/bench/models/resnet50_pytorch.py" in script
+    assert "/opt/bench/.venv/bin/python /opt/bench/models/workloads/resnet50/pytorch_worker.py" in script
 
 
 def test_slurm_apptainer_wraps_each_rank_under_the_launcher(tmp_path):
@@ -104,5 +105,6 @@ def test_slurm_apptainer_wraps_each_rank_under_the_launcher(tmp_path):
         argv = b.render(p, "R1").argv
         i = argv.index("apptainer")
         assert argv[i:i + 5] == ("apptainer", "exec", "--bind", str(b.jobs_root), "/shared/bench.sif")
-        assert argv[i + 5:i + 7] == ("/opt/bench/.venv/bin/python", "/opt/bench/models/resnet50_pytorch.py")
+        assert argv[i + 5:i + 7] == ("/opt/bench/.venv/bin/python",
+                                     "/opt/bench/models/workloads/resnet50/pytorch_worker.py")
         assert i > 0  # the launcher (mpirun / horovodrun) starts it

@@ -1,5 +1,5 @@
-"""CPU features in what ran: the probe (models/cpufeatures.py, models/envprobe.py), the report's CPU line, and
-`bench check` on a bf16 cell measured on machines whose features differ."""
+"""CPU features in what ran: the probe (models/probes/cpufeatures.py, models/probes/envprobe.py), the report's CPU line,
+and `bench check` on a bf16 cell measured on machines whose features differ."""
 import json
 import re
 from pathlib import Path
@@ -12,7 +12,7 @@ from bench.checks.baseline import load_baseline
 from bench.records.schema import parse_record
 from bench.report.environments import environments
 from bench.store import Store
-from models.cpufeatures import SPEED_FLAGS, cpu_line, cpu_probe, differences, parse_cpuinfo, signature
+from models.probes.cpufeatures import SPEED_FLAGS, cpu_line, cpu_probe, differences, parse_cpuinfo, signature
 from tests.conftest import bench_cli
 from tests.factories import record
 
@@ -41,7 +41,7 @@ def test_the_probe_reads_this_machine():
 def test_the_torch_probe_records_what_torch_dispatches_to():
     import torch
 
-    from models.envprobe import probe_torch
+    from models.probes.envprobe import probe_torch
 
     env = probe_torch(None)
     assert env["cpu"] == cpu_probe()

@@ -1,7 +1,7 @@
-"""The CUDA-event cross-check's arithmetic (models/cuda_timing.py), without a GPU."""
+"""The CUDA-event cross-check's arithmetic (models/gpu/cuda_timing.py), without a GPU."""
 import pytest
 
-from models.cuda_timing import EventTimer, cross_check, worst
+from models.gpu.cuda_timing import EventTimer, cross_check, worst
 
 
 def test_equal_timings_agree():

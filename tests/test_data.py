@@ -173,7 +173,8 @@ def test_keras_workload_counts_undecodable_images_and_fails_over_one_percent(tmp
     files = sorted((d / "train").rglob("*.JPEG"))
     files[7].write_bytes(b"broken")  # 1 of 120: skipped and counted
     root = Path(__file__).resolve().parent.parent
-    cmd = [sys.executable, str(root / "models" / "resnet50_keras.py"), "--data", "imagenet", "--data-dir", str(d),
+    cmd = [sys.executable, str(root / "models" / "workloads" / "resnet50" / "keras_worker.py"), "--data", "imagenet",
+           "--data-dir", str(d),
            "--batch-size", "10", "--image-size", "32", "--num-classes", "2", "--threads", "1", "--warmup-steps", "1",
            "--steps", "12", "--repeats", "2", "--out", str(tmp_path / "r.jsonl")]
     ok = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -1,5 +1,6 @@
 """bench diagnose: the outlier rules (bench/analysis/diagnose.py, pure), the probe script run here for real
-(models/diag_probe.py: a compute round and a transfer over this machine's loopback), and the verb's input errors."""
+(models/probes/diag_probe.py: a compute round and a transfer over this machine's loopback), and the verb's input
+errors."""
 import subprocess
 import sys
 
@@ -58,7 +59,7 @@ def test_one_slow_link_names_that_link_only():
 
 
 def test_the_probes_run_here_for_real():
-    probe = ROOT / "models" / "diag_probe.py"
+    probe = ROOT / "models" / "probes" / "diag_probe.py"
     out = subprocess.run([sys.executable, str(probe), "compute", "0.2"], capture_output=True, text=True, timeout=60)
     import json
 
@@ -117,7 +118,7 @@ def test_cell_hosts_takes_a_cell_id_or_a_selection_naming_one_cell(tmp_path, cap
 
 def test_other_processes_cpu_never_counts_below_zero():
     """A process that ends between the two samples, or whose pid is reused, cannot make the others' CPU negative."""
-    from models.diag_probe import others_cpu_ticks
+    from models.probes.diag_probe import others_cpu_ticks
 
     before = {(10, 1): 500, (11, 2): 7, (12, 3): 40}
     after = {(10, 1): 530, (12, 9): 5, (13, 4): 20}  # 11 ended; pid 12 reused by a new process; 13 is new

@@ -112,7 +112,7 @@ def test_disk_filling_up_mid_run_leaves_the_cell_not_done(tmp_path, tmpfs):
     try:
         end = time.monotonic() + 300
         while time.monotonic() < end and proc.poll() is None:
-            if any(str(disk) in " ".join(p.info["cmdline"] or []) and "resnet50_pytorch.py" in " ".join(
+            if any(str(disk) in " ".join(p.info["cmdline"] or []) and "resnet50/pytorch_worker.py" in " ".join(
                     p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
                 break
             time.sleep(0.1)

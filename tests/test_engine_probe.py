@@ -1,12 +1,13 @@
-"""The engine probe (models/engine_probe.py, bench/backends/local/engine_probe.py) and the expected value it gives
-(bench/analysis/expected.py engine_probed): N ranks at the probe's rate, each step longer by the gradients'
+"""The engine probe (models/probes/engine_probe.py, bench/backends/local/engine_probe.py) and the expected value it
+gives (bench/analysis/expected_probes.py engine_probed): N ranks at the probe's rate, each step longer by the gradients'
 allreduce the probe timed; the verdict is the plain one against that value."""
 import json
 import re
 
 import pytest
 
-from bench.analysis.expected import Expected, engine_probed
+from bench.analysis.expected import Expected
+from bench.analysis.expected_probes import engine_probed
 from bench.analysis.probe import ProbeResult, engine_key, from_entry, to_entry
 from bench.backends.local.engine_probe import per_rank_windows
 
@@ -40,7 +41,7 @@ def test_with_no_timing_fsdp2_adds_only_its_reduce_scatters_share():
 
 
 def test_ddp_buckets_fill_in_backwards_order_up_to_25_mib():
-    from models.engine_probe import DDP_BUCKET_BYTES, buckets_of
+    from models.probes.engine_probe import DDP_BUCKET_BYTES, buckets_of
 
     sizes = [1_000_000] * 20  # 4 MB each: six to a 25 MiB bucket
     out = buckets_of(sizes)
@@ -55,7 +56,7 @@ def test_a_cell_well_under_its_engine_probe_is_below_expected():
 def test_a_probe_an_earlier_run_measured_allows_two_runs_noise_and_says_so():
     from dataclasses import replace as with_
 
-    from bench.analysis.expected import SAME_RUN_S, reused_tolerance
+    from bench.analysis.expected_probes import SAME_RUN_S, reused_tolerance
 
     probe = with_(_probe(), measured_unix=1_000_000.0)
     e_mid = 2 * 16 / (16 / 27.4 + 0.122)
@@ -111,7 +112,7 @@ def test_windows_last_about_a_second_at_the_compute_probes_step():
 
 
 def test_a_cell_that_outran_its_engine_probe_is_found_and_a_cell_within_it_is_not():
-    from bench.analysis.expected import ran_faster_than_probe
+    from bench.analysis.expected_probes import ran_faster_than_probe
 
     e_mid = 2 * 16 / (16 / 27.4 + 0.122)  # 42.5 img/s
     fast = ran_faster_than_probe(ROW, "c", [1.48 * e_mid + d for d in (-0.5, 0.0, 0.4, 0.2, -0.3)], _probe(), 1.0)
@@ -131,7 +132,7 @@ def test_a_cell_that_outran_its_engine_probe_is_found_and_a_cell_within_it_is_no
 def test_a_cell_slower_than_its_engine_probe_with_nothing_beside_it_is_found_once():
     from dataclasses import replace as with_
 
-    from bench.analysis.expected import ran_slower_than_probe
+    from bench.analysis.expected_probes import ran_slower_than_probe
     from bench.analysis.outside import Beside
 
     e_mid = 2 * 16 / (16 / 27.4 + 0.122)  # 45.3 img/s
@@ -260,12 +261,12 @@ def test_the_two_refs_benchmark_refuses_bad_input_in_one_line_and_leaves_no_work
 
 def test_a_probe_run_first_in_the_cells_launch_runs_before_the_cell_with_its_own_windows_and_file(tmp_path,
                                                                                                   monkeypatch):
-    """models/engine_probe.first_then: FIRST_ENV asks for the probe's windows first, to their own file; the
+    """models/probes/engine_probe.first_then: FIRST_ENV asks for the probe's windows first, to their own file; the
     probe part computes as the probe (active()), the cell after it does not; rank 0 closes the probe's file with
     the phase record; a malformed ask runs the cell alone."""
     import argparse
 
-    from models import engine_probe as worker
+    from models.probes import engine_probe as worker
 
     out = tmp_path / "probe.jsonl"
     seen = []
@@ -295,7 +296,7 @@ def test_a_probe_launch_of_its_own_never_runs_a_probe_first(monkeypatch, tmp_pat
     """A launch that is the probe alone (ENV=1, measured again after a cell) runs once, as the probe."""
     import argparse
 
-    from models import engine_probe as worker
+    from models.probes import engine_probe as worker
 
     monkeypatch.setenv(worker.ENV, "1")
     monkeypatch.setenv(worker.FIRST_ENV, f"2,25,3,{tmp_path / 'p.jsonl'}")
@@ -330,7 +331,7 @@ PING_UNDER_HOROVOD = """
 import sys
 import torch
 import horovod.torch as hvd
-from models import engine_probe
+from models.probes import engine_probe
 hvd.init()
 model = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(3)) for _ in range(int(sys.argv[1])))
 model.append(torch.nn.Parameter(torch.zeros(3), requires_grad=False))  # frozen: no gradient, no ping
@@ -361,7 +362,7 @@ def test_horovods_probe_pings_one_tensor_per_gradient_through_its_loop(tmp_path,
 PINGS_UNDER_TENSORFLOW = """
 import tensorflow as tf
 import horovod.tensorflow as hvd
-from models.resnet50_tensorflow import probe_pings
+from models.workloads.resnet50.tensorflow_worker import probe_pings
 
 hvd.init()
 w = tf.Variable(tf.ones([3, 2]))

@@ -1,5 +1,5 @@
 """What changed between two environments (bench/analysis/envdiff.py) and what the worker records of its CPU
-(models/cgroup_probe.py: the cgroup quota and the affinity)."""
+(models/probes/cgroup_probe.py: the cgroup quota and the affinity)."""
 import json
 import os
 import subprocess
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.envdiff import diff_environments, environment_of
-from models.cgroup_probe import compact_cpus, cpu_affinity, quota_v1, quota_v2
+from models.probes.cgroup_probe import compact_cpus, cpu_affinity, quota_v1, quota_v2
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,7 +94,8 @@ def test_a_real_quota_is_recorded_by_the_worker_probe():
 
     group = make_group(f"bench-test-{os.getpid()}", 0.45)
     try:
-        code = "import json; from models.envprobe import base_probe; print(json.dumps(base_probe()['cpu_quota']))"
+        code = ("import json; from models.probes.envprobe import base_probe; "
+                "print(json.dumps(base_probe()['cpu_quota']))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                              cwd=ROOT, preexec_fn=group.add_self, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert out.returncode == 0, out.stderr

@@ -1,11 +1,13 @@
-"""bench/analysis/expected.py: the expected value of a cell from its series' 1-worker rate, the verdict with its
-interval, the straggler from per-rank compute times, and the step's breakdown (pure functions, real model)."""
+"""bench/analysis/expected.py and expected_cells.py: the expected value of a cell from its series' 1-worker rate, the
+verdict with its interval, the straggler from per-rank compute times, and the step's breakdown (pure functions, real
+model)."""
 import pandas as pd
 import pytest
 
 from bench.analysis.breakdown import breakdown
 from bench.analysis.collectives import fit_alpha_beta
-from bench.analysis.expected import TOLERANCE, expected_cells, verdict
+from bench.analysis.expected import TOLERANCE, verdict
+from bench.analysis.expected_cells import expected_cells
 from bench.analysis.straggler import straggler
 from bench.analysis.whatif import predict
 from bench.analysis.windows import windows_of

@@ -1,5 +1,5 @@
-"""A cell slowed on purpose, for real: rank 1 of a 2-worker cell moved onto CPU 1 (models/faults.py's `pin` hook)
-while a busy process the test starts holds that core. The cell must come out below the value expected from the
+"""A cell slowed on purpose, for real: rank 1 of a 2-worker cell moved onto CPU 1 (models/measure/faults.py's `pin`
+hook) while a busy process the test starts holds that core. The cell must come out below the value expected from the
 1-worker cell of the same series, with rank 1 named as the slow rank — by `bench status` and in the report."""
 import os
 import subprocess

@@ -1,8 +1,8 @@
-"""The workers' test hooks (models/faults.py) in-process: inert with their variables unset, and aimed only at the
-rank, cell, step and size named. tests/test_faults.py and tests/test_collectives.py drive them in real runs."""
+"""The workers' test hooks (models/measure/faults.py) in-process: inert with their variables unset, and aimed only at
+the rank, cell, step and size named. tests/test_faults.py and tests/test_collectives.py drive them in real runs."""
 import pytest
 
-from models.faults import CORRUPT_VAR, FAULT_SAY_VAR, FAULT_VAR, StepFaults, corrupt_sent
+from models.measure.faults import CORRUPT_VAR, FAULT_SAY_VAR, FAULT_VAR, StepFaults, corrupt_sent
 
 
 def test_unset_variables_inject_nothing(monkeypatch, capsys):

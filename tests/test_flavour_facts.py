@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bench.analysis.expected import expected_cells
+from bench.analysis.expected_cells import expected_cells
 from bench.backend_settings.container import ContainerSettings
 from bench.backend_settings.slurm import SlurmConfig
 from bench.launch import LAUNCHERS, analysis_facts
@@ -80,7 +80,6 @@ def test_slurm_asks_the_flavour_whether_srun_can_start_its_ranks(registered, tmp
 NAMED_ELSEWHERE = {
     "bench/facts/reference.py": "the published 2018 runs name the MPI each ran (data, not a rule)",
     "bench/planning/matrix.py": "the default cell's flavour when a matrix names none",
-    "bench/images/recipes.py": "an ABI name (bench.launch.runtimes.ABIS), which shares its spelling with a flavour",
     "bench/execution/doctor.py": "Horovod's controller names (mpi, gloo) and built-in checks, not flavours",
 }
 

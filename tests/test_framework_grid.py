@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from bench.launch import LAUNCHERS
-from models.registry import TORCH_DISTRIBUTED_ENGINES, WORKLOADS
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
+from models.registry.workloads import WORKLOADS
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 pytestmark = pytest.mark.e2e

@@ -112,7 +112,7 @@ def test_shared_cores_slow_the_backward_pass_while_operations_run_and_the_tail_r
 def test_the_documented_gradient_ready_line_runs_and_names_every_stage():
     """docs/scaling-model.md's `python benchmarks/gradient_ready.py …` line, run as written: every stage's measured
     and modelled ready share, both operation counts; every one of the model's 161 parameters is matched to a
-    gradient of the model the cells train (models/resnet.py), or the script exits 1."""
+    gradient of the model the cells train (models/workloads/resnet50/model_torch.py), or the script exits 1."""
     _, runs = _documented_runs("gradient_ready.py", timeout=300)
     for out in runs:
         shares = dict(re.findall(r"^  (\w+): (\d\.\d+ / \d\.\d+)$", out.stdout, flags=re.M))
@@ -124,7 +124,7 @@ def test_the_documented_gradient_ready_line_runs_and_names_every_stage():
 
 def test_gradient_ready_maps_every_parameter_of_the_trained_model():
     from benchmarks.gradient_ready import model_name
-    from models.resnet import ResNet50
+    from models.workloads.resnet50.model_torch import ResNet50
 
     names = [model_name(n) for n, _ in ResNet50().named_parameters()]
     assert sorted(names) == sorted(g.name for g in f.resnet50_gradients(64)) and len(set(names)) == 161

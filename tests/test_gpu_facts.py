@@ -1,14 +1,14 @@
-"""The GPU what-ran fields (models/gpu_facts.py) from a reconstructed nvidia-smi output and torch's answers, and
+"""The GPU what-ran fields (models/gpu/facts.py) from a reconstructed nvidia-smi output and torch's answers, and
 the catalogue SKU bench gives them."""
 from pathlib import Path
 
 import pytest
 
 from bench.facts.catalog import sku_of_gpu
-from bench.records.schema import GpuRan
-from models.gpu_facts import FACT_FIELDS, gpu_what_ran, smi_row_for
-from models.gpu_plan import plan_compute, plan_device
-from models.gpu_query import parse_query_gpu
+from bench.records.parts import GpuRan
+from models.gpu.facts import FACT_FIELDS, gpu_what_ran, smi_row_for
+from models.gpu.plan import plan_compute, plan_device
+from models.gpu.query import parse_query_gpu
 
 ROWS = parse_query_gpu((Path(__file__).parent / "data" / "nvidia_smi" / "facts_h100.csv").read_text(),
                        FACT_FIELDS)

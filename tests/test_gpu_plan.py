@@ -1,10 +1,10 @@
-"""The PyTorch worker's device and precision choices (models/gpu_plan.py), every GPU branch included, on a CPU: the
+"""The PyTorch worker's device and precision choices (models/gpu/plan.py), every GPU branch included, on a CPU: the
 plans are pure, the worker only performs their CUDA calls."""
 from __future__ import annotations
 
 import pytest
 
-from models.gpu_plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device
+from models.gpu.plan import ComputePlan, DevicePlan, GpuPlanError, plan_compute, plan_device
 
 CPU = plan_device(cuda=False, device_count=0, local_rank=0)
 GPU1 = plan_device(cuda=True, device_count=8, local_rank=1)

@@ -1,4 +1,4 @@
-"""Reading nvidia-smi's output (models/gpu_query.py) on outputs in tests/data/nvidia_smi/.
+"""Reading nvidia-smi's output (models/gpu/query.py) on outputs in tests/data/nvidia_smi/.
 
 No GPU here: each file is reconstructed from nvidia-smi's documented output format and public copies of it, and says
 so in its header ("# " lines, with a date), which the test strips before parsing; the parser sees only what
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from models.gpu_query import PROBE_FIELDS, count_gpus_from_list, gpu_summary, parse_query_gpu
+from models.gpu.query import PROBE_FIELDS, count_gpus_from_list, gpu_summary, parse_query_gpu
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "nvidia_smi"

@@ -1,4 +1,4 @@
-"""The GPU worker's measured windows without a GPU: models/gpu_window.py driven through the same measure_windows
+"""The GPU worker's measured windows without a GPU: models/gpu/window.py driven through the same measure_windows
 loop as the PyTorch worker, with a stand-in for torch.cuda.Event (the host clock) and power readings given to the
 sampler; the record it writes must carry the cross-check and J/img and pass bench's record schema."""
 import json
@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-import models.meter as meter
+import models.measure.meter as meter
 from bench.records.schema import parse_record
-from models.common import measure_windows, single_process_comm
-from models.cuda_timing import EventTimer
-from models.gpu_window import GpuWindow
-from models.power import PowerSampler, Sample
+from models.gpu.cuda_timing import EventTimer
+from models.gpu.power import PowerSampler, Sample
+from models.gpu.window import GpuWindow
+from models.measure.common import measure_windows, single_process_comm
 from tests.test_cuda_timing import ClockEvent
 
 

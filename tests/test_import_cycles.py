@@ -144,7 +144,8 @@ def _one_cycle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
 
 
 # (package, a module of it, a module the first must import): proof the graph really read that package.
-PACKAGES = [("bench", "bench.execution.doctor", "bench.launch"), ("models", "models.faults", "models.fail")]
+PACKAGES = [("bench", "bench.execution.doctor", "bench.launch"),
+            ("models", "models.measure.faults", "models.measure.fail")]
 
 
 @pytest.mark.parametrize("package,importer,imported", PACKAGES, ids=[p[0] for p in PACKAGES])

@@ -50,7 +50,7 @@ def test_azure_ml_jobs_load_in_the_sdk(tmp_path, monkeypatch):
     assert len(runnable) == 5
     for p in runnable:
         job = load_job(io.StringIO(backend.job_yaml(p, "RUN1")))
-        assert job.resources.instance_count == p.nodes and "transformer_pytorch.py" in job.command
+        assert job.resources.instance_count == p.nodes and "transformer/pytorch_worker.py" in job.command
 
 
 @pytest.mark.slow
@@ -64,4 +64,4 @@ def test_kubernetes_jobs_are_valid_against_the_vendored_crds(tmp_path):
     for p in runnable:
         manifest = backend.maker.manifest(p, "RUN_ID")
         assert manifest["kind"] == "MPIJob" and kubernetes_schema.problems(manifest) == [], p.label()
-        assert "transformer_pytorch.py" in str(manifest)
+        assert "transformer/pytorch_worker.py" in str(manifest)

@@ -1,7 +1,7 @@
 """The throughput definition: Σ samples of all ranks / barrier-bounded window, never rank 0 × N."""
 import pytest
 
-from models.meter import EmptyWindowError, WindowMeter, combine
+from models.measure.meter import EmptyWindowError, WindowMeter, combine
 from tests.factories import rank
 
 

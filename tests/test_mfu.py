@@ -19,7 +19,7 @@ from bench.analysis.mfu import (EXPORT_COLUMNS, catalogue_peaks, export_columns,
                                 with_power)
 from bench.facts.catalog import PEAK_FORMATS, catalog
 from bench.facts.model_flops import flops_per_image, model_flops
-from models import flops
+from models.workloads.resnet50 import flops
 from tests.conftest import ROOT, bench_cli
 
 TABLE = ROOT / "bench" / "data" / "model_flops.yaml"
@@ -78,14 +78,15 @@ def test_a_wrong_entry_fails(tmp_path):
     edited = tmp_path / "edited.yaml"
     edited.write_text(text.replace("# Model FLOPs", "# model FLOPs"), encoding="utf-8")
     assert flops.check(str(edited)) == ["the numbers match but the file is not as --write writes it (edited by hand?)"]
-    out = subprocess.run([sys.executable, "-m", "models.flops", "--check", str(wrong)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "models.workloads.resnet50.flops", "--check", str(wrong)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "differs" in out.stdout
 
 
 def test_every_image_size_the_matrices_use_has_a_count():
     from bench.planning.matrix import load_matrix
-    from models.registry import COLLECTIVES, is_transformer
+    from models.registry.collectives import COLLECTIVES
+    from models.registry.workloads import is_transformer
 
     used = set()  # the image workloads' (a transformer's FLOPs come from its shape: test_transformer_flops_are_counted)
     for path in sorted([*ROOT.glob("matrix*.yaml"), *(ROOT / "ci").glob("*.yaml")]):
@@ -97,12 +98,12 @@ def test_every_image_size_the_matrices_use_has_a_count():
 
 @pytest.mark.slow
 def test_the_keras_model_has_the_same_forward_flops():
-    """A third count, of the TensorFlow/Keras workloads' own model (models/resnet_tf.py): its Conv2D and Dense
-    layers' kernels and output shapes, so the table's row serves every framework. In a process of its own."""
+    """A third count, of the TensorFlow/Keras workloads' own model (models/workloads/resnet50/model_tf.py): its Conv2D
+    and Dense layers' kernels and output shapes, so the table's row serves every framework. In a process of its own."""
     code = """
 import math
 import tf_keras as keras
-from models.resnet_tf import resnet50
+from models.workloads.resnet50.model_tf import resnet50
 model = resnet50(keras, 64)
 macs = 0
 for layer in model.layers:
@@ -352,7 +353,7 @@ def test_reading_the_tracked_h200_store_leaves_it_byte_for_byte():
 
 def test_transformer_flops_are_counted_from_the_shape_at_the_cells_sequence_length():
     from bench.analysis.mfu import table_flops
-    from models.transformer_shapes import CONFIGS
+    from models.workloads.transformer.shapes import CONFIGS
 
     gpt2 = CONFIGS["gpt2-124m"]
     assert table_flops("gpt2-124m", 224) == gpt2.flops_per_sequence(1024)
@@ -394,6 +395,7 @@ def test_the_reports_transformer_section_has_power_energy_and_cost_per_million_t
     out = bench_cli("report", "--store", "bench.db", "--out", "out", "--prices", "prices.yaml", cwd=h200_gpt2)
     assert out.returncode == 0, out.stderr
     md = (h200_gpt2 / "out" / "summary.md").read_text(encoding="utf-8")
+    md = md.split("\n## Transformer language models")[1]  # its section (the headline above has 7 columns)
     header = next(x for x in md.splitlines() if x.startswith("| cell | tokens/s |"))
     assert "| MFU | peak memory per rank | W/GPU | J/sequence | $ per million tokens | cell_id |" in header
     row = next(x for x in md.splitlines() if x.endswith(f"| {GPT2_B64_DDP} |"))

@@ -132,7 +132,8 @@ def test_the_unexplained_series_are_exactly_the_misses_and_their_reason_matches_
 def test_model_validate_says_what_it_does_not_explain(capsys):
     assert main(["model", "--validate"]) == 0
     out = capsys.readouterr().out
-    assert "| +41.9 | held out, not explained (below) |" in out
+    assert [line.split()[:2] for line in out.splitlines() if line.endswith("+41.9  held out, unexplained")] == \
+        [["K80", "TCP"]]
     assert "held out, series the model explains: largest error 3.3 points; within ±10: 6/6" in out
     assert "K80 TCP (+41.9): not explained by the model: the loss appears inside one VM" in out
 
@@ -205,18 +206,22 @@ def test_the_host_path_is_the_flavours_that_reach_ib_without_sriov(monkeypatch):
         0, "predicted_samples_per_sec"] == pytest.approx(host)
 
 
-def test_validate_verb_prints_the_table(capsys):
+def test_validate_verb_prints_the_table_and_its_markdown(capsys):
     assert main(["model", "--validate"]) == 0
     text = capsys.readouterr().out
-    assert text.count("| V100 |") == 2 and "largest error" in text
+    assert sum(line.startswith("V100 ") for line in text.splitlines()) == 2 and "largest error" in text
+    assert main(["model", "--validate", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.count("| V100 |") == 2 and "| +41.9 | held out, not explained (below) |" in md
+    assert "largest error" not in md  # the table alone
 
 
 def test_model_verb_refuses_bad_input_in_one_line(capsys):
     assert main(["model"]) == 2  # nothing asked for
     assert main(["model", "--validate", "--overlap", "1.5"]) == 2  # the model's own AnalysisError, mapped to 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["bench: error: nothing to do: add --validate (predicted vs published 32-GPU efficiency; see "
-                   "`bench model --help`)", "bench: error: overlap must be within [0, 1], got 1.5"]
+    assert err == ["bench: error: nothing to do: add --validate (predicted vs published 32-GPU efficiency) or "
+                   "--layouts (the layout planner); see `bench model --help`", "bench: error: overlap must be within [0, 1], got 1.5"]
 
 
 def test_validation_takes_rows_not_files():

@@ -1,4 +1,4 @@
-"""models/node_probe.py, the hosts backend's node check, run as the real program it is on every host."""
+"""models/probes/node_probe.py, the hosts backend's node check, run as the real program it is on every host."""
 import json
 import subprocess
 import sys
@@ -11,8 +11,8 @@ KEYS = {"host", "python", "bench", "models", "horovod", "cores", "gpus", "marker
 
 
 def run_probe(*args: str) -> dict:
-    done = subprocess.run([sys.executable, str(ROOT / "models" / "node_probe.py"), *args], capture_output=True,
-                          text=True, timeout=60, cwd="/")
+    done = subprocess.run([sys.executable, str(ROOT / "models" / "probes" / "node_probe.py"), *args],
+                          capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     [line] = done.stdout.splitlines()
     return json.loads(line)
@@ -36,19 +36,22 @@ def test_the_probe_reports_what_is_missing(tmp_path):
 def test_the_digest_follows_the_workload_code(tmp_path):
     first = run_probe(str(tmp_path / MARKER), "")["models"]
     assert run_probe(str(tmp_path / MARKER), "")["models"] == first
-    from models.node_probe import models_digest
+    from models.probes.node_probe import models_digest
 
     copy = tmp_path / "models"
     for p in (ROOT / "models").rglob("*.py"):
         (copy / p.relative_to(ROOT / "models")).parent.mkdir(parents=True, exist_ok=True)
         (copy / p.relative_to(ROOT / "models")).write_bytes(p.read_bytes())
     assert models_digest(copy) == first
-    (copy / "resnet.py").write_text((copy / "resnet.py").read_text() + "\n# changed\n")
+    changed = copy / "workloads" / "resnet50" / "model_torch.py"
+    changed.write_text(changed.read_text() + "\n# changed\n")
+    assert models_digest(copy) != first
+    changed.rename(copy / "workloads" / "model_torch.py")  # the same file in another folder is another tree
     assert models_digest(copy) != first
 
 
 def test_the_backend_runs_the_probe_file_and_reads_its_facts(tmp_path):
-    assert PROBE == ROOT / "models" / "node_probe.py"
+    assert PROBE == ROOT / "models" / "probes" / "node_probe.py"
     (tmp_path / MARKER).write_text("m")
     facts = probe(sys.executable, tmp_path / MARKER, "lo", None)
     assert isinstance(facts, dict) and set(facts) == KEYS and facts["marker"] == "m"

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import models.meter as meter
-from models.common import WindowLoop, measure_windows, single_process_comm
+import models.measure.meter as meter
+from models.measure.common import WindowLoop, measure_windows, single_process_comm
 
 STEP_TIMES = [0.50, 0.52, 0.49, 0.61, 0.50, 0.48]  # seconds, for 2 windows of 3 steps
 

@@ -1,4 +1,4 @@
-"""What ran beside a cell: the workers' sampling of their node (models/host_load.py) against real processes, the
+"""What ran beside a cell: the workers' sampling of their node (models/probes/host_load.py) against real processes, the
 analysis that names it (bench/analysis/outside.py), and the verdict that uses it on a cell's first run
 (bench/analysis/expected.py with_beside)."""
 import json
@@ -13,7 +13,7 @@ import pytest
 
 from bench.analysis.expected import Expected, with_beside
 from bench.analysis.outside import Beside, beside_cell, rank_beside
-from models import host_load
+from models.probes import host_load
 from tests.conftest import bench_cli
 
 BUSY = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass"

@@ -8,7 +8,7 @@ import pytest
 from bench.ab.spec import parse_side
 from bench.analysis import AnalysisError
 from bench.analysis.paired import DECIDED, PairedSettings, decision, pair_order, pair_values, paired_verdict
-from bench.analysis.stats import confidence_sequence_half_width, t_cdf, t_quantile
+from bench.analysis.stats.mean_tests import confidence_sequence_half_width, t_cdf, t_quantile
 from bench.core.errors import BenchInputError
 
 

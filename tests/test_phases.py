@@ -1,9 +1,9 @@
-"""models/phases.py: the per-rank phase clock the workers use for "where the step time went"."""
+"""models/measure/phases.py: the per-rank phase clock the workers use for "where the step time went"."""
 from __future__ import annotations
 
 import pytest
 
-from models.phases import PhaseClock
+from models.measure.phases import PhaseClock
 
 
 def ticking(*times: float):

@@ -1,4 +1,4 @@
-"""J/img from sampled power (models/power.py): the integral over the measured window, its refusals, and the sampler
+"""J/img from sampled power (models/gpu/power.py): the integral over the measured window, its refusals, and the sampler
 where no GPU answers (this machine) or a stand-in nvidia-smi streams readings."""
 import os
 import time
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from models.power import (PowerSampler, Sample, joules_per_image, nvml_uuid, parse_clock_line, parse_power_line,
-                          window_energy)
+from models.gpu.power import (PowerSampler, Sample, joules_per_image, nvml_uuid, parse_clock_line, parse_power_line,
+                              window_energy)
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
 

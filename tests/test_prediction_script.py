@@ -12,7 +12,7 @@ from bench.planning.matrix import load_matrix
 from bench.records.schema import parse_record
 from bench.store import Store
 from benchmarks.prediction_shaped import MATRIX, compare_condition, markdown, step_parts, training_matrix
-from models.registry import COLLECTIVES
+from models.registry.collectives import COLLECTIVES
 from tests.factories import record
 from tests.report_stores import sweep_record
 

@@ -1,7 +1,7 @@
 """What a worker refuses, the plan refuses.
 
 Every place the worker code (models/) gives up is found here by reading the source, and must be one of:
-- a workload rule declared in models/registry.py (WORKLOAD_RULES): the worker refuses with its text and the plan
+- a workload rule declared in models/registry/rules.py (WORKLOAD_RULES): the worker refuses with its text and the plan
   skips the cell with the same text, so it is never launched;
 - a bound the matrix's validation enforces (the matrix is rejected, with the file and line);
 - a hardware rule of the catalogue (the plan skips the cell);
@@ -20,12 +20,13 @@ from bench.backends.local.backend import LocalBackend
 from bench.core.errors import BenchInputError
 from bench.planning.matrix import load_matrix_text
 from bench.planning.plan import plan_cells
-from models import allocator
-from models.common import parse_args
-from models.registry import WORKLOAD_RULES, WORKLOADS, workload_refusal
+from models.measure import allocator
+from models.measure.common import parse_args
+from models.registry.rules import WORKLOAD_RULES, workload_refusal
+from models.registry.workloads import WORKLOADS
 from tests.conftest import ROOT
 
-RULES = "the workload rules of models/registry.py (tests below walk each one)"
+RULES = "the workload rules of models/registry/rules.py (tests below walk each one)"
 
 
 def _plan_skips(axes: str, words: str):
@@ -77,15 +78,16 @@ REFUSALS = {
         _no_setting("a wrong result of a replayed gradient's reduction: the measurement itself failed"),
     "'the input pipeline ran dry (every image undecodable?)'": _no_setting("the data set's contents"),
     "f\"unknown phase {phase!r} (known: {', '.join(PHASES)})\"":
-        _no_setting("a worker's own mark of a step phase (models/phases.py): a programming error, no cell setting"),
+        _no_setting("a worker's own mark of a step phase (models/measure/phases.py): a programming error, "
+                    "no cell setting"),
     "str(e)": _no_setting("relays a DataError or a GpuPlanError, each classified where it is raised"),
     "f'local rank {local_rank} has no GPU: this node shows {device_count} (one worker per GPU; fewer workers per "
     "node, or check CUDA_VISIBLE_DEVICES)'":
         _no_setting("the GPUs a node shows against the workers the launcher puts on it"),
     "f\"rank {rank}'s shard has {count} images, fewer than one batch of {batch_size}\"":
         _no_setting("the data set's size"),
-    # Guards of pure GPU arithmetic (models/power.py, models/cuda_timing.py): the worker always passes timed, non-empty
-    # windows and its own readings; these fire only on a programming error.
+    # Guards of pure GPU arithmetic (models/gpu/power.py, models/gpu/cuda_timing.py): the worker always passes timed,
+    # non-empty windows and its own readings; these fire only on a programming error.
     "f'need the same steps timed both ways, got {len(wall_s)} wall and {len(event_s)} event times'":
         _no_setting("a programming error: the loop times every step both ways"),
     "'step times must be positive'": _no_setting("a programming error: a timed step takes time"),
@@ -112,9 +114,10 @@ REFUSALS = {
         _no_setting("the launcher's environment, which bench renders"),
     "'the native engine needs MASTER_PORT from its launcher'": _no_setting("the launcher's environment"),
     "f'loader={requested}: this worker has no GPU JPEG decoders (models/data/loaders.py is missing)'":
-        _no_setting("what the worker's tree holds (models/step_settings.py: a tree without models/data/loaders.py)"),
+        _no_setting("what the worker's tree holds (models/workloads/resnet50/step_settings.py: a tree without "
+                    "models/data/loaders.py)"),
     # The loaders (models/data/loaders.py): the `loader` key's values are the matrix's, a GPU loader on a CPU cell is
-    # a workload rule (models/registry.py, "loader=... needs a GPU"); what is installed is the node's.
+    # a workload rule (models/registry/rules.py, "loader=... needs a GPU"); what is installed is the node's.
     'f"unknown loader {requested!r} (one of: {\', \'.join(LOADERS)})"': _matrix_rejects("loader: fast"),
     'f"loader {requested} decodes on a GPU; this worker\'s device is {device_type}"':
         _plan_skips("{gpu: [cpu], data: [imagenet], loader: [nvjpeg]}", "loader=nvjpeg needs a GPU"),
@@ -127,22 +130,25 @@ REFUSALS = {
         _no_setting("the data set's size against the batch: known only where the data set is"),
     "f'{len(images)} images but {len(params)} crop/flip draws'": _no_setting("an internal check of the loader"),
     "f'{self.thread.name} stopped'": _no_setting("an internal check of the loader's threads"),
-    # models/flops.py is run by hand and by the tests to write bench/data/model_flops.yaml; no cell runs it.
-    'f"no model {model_name!r} (known: {\', \'.join(MODELS)})"': _no_setting("models/flops.py's own command line"),
+    # models/workloads/resnet50/flops.py is run by hand and by the tests to write bench/data/model_flops.yaml; no cell
+    # runs it.
+    'f"no model {model_name!r} (known: {\', \'.join(MODELS)})"':
+        _no_setting("models/workloads/resnet50/flops.py's own command line"),
     "f'{total} FLOPs do not split evenly over {BATCH} images'": _no_setting("an internal check of the FLOP count"),
-    "'; '.join(problems)": _no_setting("models/flops.py --check: the table against a fresh count"),
-    # The transformer workload (models/transformer_pytorch.py, `why_not`): its setting rules are the registry's (the
-    # plan's), and fp16 on a CPU, which the catalogue's hardware rule skips in its own words ("fp16 on cpu").
+    "'; '.join(problems)": _no_setting("models/workloads/resnet50/flops.py --check: the table against a fresh count"),
+    # The transformer workload (models/workloads/transformer/pytorch_worker.py, `why_not`): its setting rules are the
+    # registry's (the plan's), and fp16 on a CPU, which the catalogue's hardware rule skips in its own words ("fp16 on
+    # cpu").
     "why_not": ("rules", RULES),
     "'--warmup-steps and --seq-len must be >= 0'": _no_setting("the transformer script's own flags"),
     "'--data tokens needs --tokens-file'": _no_setting("the transformer script's own flags"),
-    "why": _no_setting("the token file's size and id width (models/token_data.py): the data set's contents"),
+    "why": _no_setting("the token file's size and id width (models/data/tokens.py): the data set's contents"),
     "f'{path}: {len(self.tokens)} tokens, fewer than one window of {seq + 1}'": _no_setting("the data set's size"),
     "f\"token id {int(windows.max())} is outside the model's vocabulary of {self.vocab}\"":
         _no_setting("the data set's contents against the model's vocabulary"),
     "f'engine={args.engine}: {e}'": _no_setting("the launcher's environment (relays the native engine's)"),
     "f\"transformer shape: {'; '.join(problems)}\"":
-        _no_setting("a transformer shape's numbers (models/transformer_shapes.py)"),
+        _no_setting("a transformer shape's numbers (models/workloads/transformer/shapes.py)"),
     "f\"transformer shape: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})\"":
         _no_setting("a transformer shape's keys"),
     "f\"transformer shape: missing {', '.join(missing)}\"": _no_setting("a transformer shape's keys"),
@@ -185,8 +191,8 @@ def test_every_refusal_in_the_worker_code_is_declared():
     undeclared = {m: where for m, where in sites.items() if m not in REFUSALS}
     assert not undeclared, (
         "worker code refuses something the plan does not know about; if a cell setting decides it, declare it in "
-        "models/registry.py WORKLOAD_RULES (the plan then skips such cells with the same text), otherwise add it to "
-        f"REFUSALS here with the reason: {undeclared}")
+        "models/registry/rules.py WORKLOAD_RULES (the plan then skips such cells with the same text), otherwise add it "
+        f"to REFUSALS here with the reason: {undeclared}")
     gone = set(REFUSALS) - set(sites)
     assert not gone, f"declared refusals no longer in models/ (remove them here): {gone}"
 
@@ -252,7 +258,7 @@ BREAKERS = {
                          "warmup_steps=0: the keras workload needs at least 1", None),
     "channels_first_on_cpu": ("{gpu: [cpu], framework: [tensorflow, keras], channels_last: [false]}",
                               "TensorFlow runs channels_first (NCHW) convolutions only on a GPU", None),
-    # The step settings (models/step_settings.py).
+    # The step settings (models/workloads/resnet50/step_settings.py).
     "loader": ("{gpu: [cpu], framework: [tensorflow, keras], data: [imagenet], loader: [pil, nvjpeg, dali]}",
                "needs framework pytorch (the", None),
     "loader_on_gpu": ("{gpu: [cpu], framework: [pytorch], data: [imagenet], loader: [nvjpeg, dali]}",
@@ -267,7 +273,8 @@ BREAKERS = {
                                  "torch.compile makes its own CUDA graphs", None),
     "cuda_graphs_on_gpu": ("{gpu: [cpu], framework: [pytorch], cuda_graphs: [true]}", "cuda_graphs needs a GPU",
                            None),
-    # The transformer's (models/transformer_pytorch.py refuses it with its own flag's words: test_transformer_worker).
+    # The transformer's (models/workloads/transformer/pytorch_worker.py refuses it with its own flag's words:
+    # test_transformer_worker).
     "positions": ("{gpu: [cpu], framework: [pytorch], model: [gpt2-124m], seq_len: [2048]}",
                   "seq_len=2048: gpt2-124m has 1024 learned positions", None),
     "fsdp2_precision": ("{gpu: [H100], framework: [pytorch], model: [tiny], engine: [fsdp2], precision: [fp16]}",
@@ -275,7 +282,7 @@ BREAKERS = {
     "fused_fsdp2_on_cpu": ("{gpu: [cpu], framework: [pytorch], model: [tiny], engine: [fsdp2], "
                            "optimizer_impl: [fused]}", "fused AdamW takes no sharded CPU tensors", None),
 }
-# Rules whose worker is not an image worker's (models/common.py's parser): the plan's side is checked here, the
+# Rules whose worker is not an image worker's (models/measure/common.py's parser): the plan's side is checked here, the
 # worker's in tests/test_transformer_worker.py.
 TRANSFORMER_RULES = ("positions", "fsdp2_precision", "fused_fsdp2_on_cpu")
 

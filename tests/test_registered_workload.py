@@ -55,7 +55,7 @@ def test_without_the_registration_the_model_is_unknown(tmp_path):
 def test_a_registration_missing_a_key_names_it():
     import types
 
-    from models import registry
+    from models.registry import workloads
 
     fake = types.ModuleType("fake_workloads")
     fake.WORKLOADS = {"half-done": {"script": "x.py", "version": "1"}}
@@ -64,7 +64,7 @@ def test_a_registration_missing_a_key_names_it():
     sys.modules["fake_workloads"] = fake
     try:
         with pytest.raises(ValueError, match="fake_workloads's workload 'half-done' lacks frameworks, engines"):
-            registry.load_plugins("fake_workloads")
+            workloads.load_plugins("fake_workloads")
     finally:
         del sys.modules["fake_workloads"]
-    assert "half-done" not in registry.MODEL_WORKLOADS
+    assert "half-done" not in workloads.MODEL_WORKLOADS

@@ -15,7 +15,7 @@ from bench.launch.flavour import ImageRecipe
 from bench.planning.feasibility import build_reason
 from bench.planning.matrix import load_matrix_text
 from bench.records import transport
-from models.registry import WORKLOADS
+from models.registry.workloads import WORKLOADS
 
 LOGS = Path(__file__).parent / "data" / "transport"
 PROGRAM = ("python", "worker.py")
@@ -234,7 +234,7 @@ def test_every_workload_has_a_script_an_image_and_matrix_values(framework):
     assert set(w["precision"]) <= set(get_args(Precision)), f"workload {framework}: precision outside the matrix's"
     assert set(w["engines"]) <= set(get_args(Workload.model_fields["engine"].annotation)), \
         f"workload {framework}: engine outside the matrix's"
-    # read by its rules (models/registry.py WORKLOAD_RULES), which the worker and the plan both apply
+    # read by its rules (models/registry/rules.py WORKLOAD_RULES), which the worker and the plan both apply
     assert isinstance(w.get("channels_first_on_cpu"), bool), f"workload {framework}: no channels_first_on_cpu"
     assert recipes.framework_set(framework), f"workload {framework}: no image carries it"
 

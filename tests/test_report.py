@@ -18,10 +18,11 @@ import pytest
 from bench.analysis.compare import at_fixed_scale, compare, precision_table
 from bench.analysis.cost import Price, cost_table, merge_prices
 from bench.analysis.scaling import cell_summary, scaling, split_imported
-from bench.analysis.stats import bootstrap_ci, bootstrap_many, ratio_ci, ratio_ci_many
+from bench.analysis.stats.intervals import bootstrap_ci, bootstrap_many, ratio_ci, ratio_ci_many
 from bench.cells.selection import matches, parse_selection
 from bench.core.errors import BenchInputError
 from bench.records.schema import parse_record
+from bench.report.interactive import plotly_js
 from bench.report.prices import load_prices
 from bench.store import Store
 from tests.conftest import bench_cli
@@ -317,14 +318,15 @@ def reports():
 def test_5000_cells_stay_readable(reports):
     html = (reports / "big" / "index.html").read_text()
     assert "5000 measured cells" in html
-    assert html.count("<details>") == 5 and "<details open>" not in html  # one collapsed block per GPU
+    assert html.count("<details>") == 5 and "<details open>" not in html  # one folded block per GPU
     assert html.count("Showing 200 of") >= 5  # every big table is cut, with the CSV named
     assert html.count("<tr>") < 5000  # not every row on the page
     with open(reports / "big" / "cells.csv") as f:
         assert sum(1 for _ in csv.DictReader(f)) == 5000
-    assert len(html) < 8_000_000
+    assert html.count(plotly_js()) == 1 and len(html) - len(plotly_js()) < 8_000_000  # plotly.js once, inline
     small = (reports / "small" / "index.html").read_text()
-    assert "<details open>" in small and "Showing" not in small
+    # The headline tables answer first; the wide ones fold below it, small report or not.
+    assert 'id="headline-resnet-50-img-s-table"' in small and "<details open>" not in small and "Showing" not in small
 
 
 PAGE_SECTIONS = {"small": ["scaling", "study", "gpus", "mpi", "cost", "environment"],
@@ -423,7 +425,8 @@ def test_the_page_escapes_what_workers_and_users_wrote(tmp_path):
     result = bench_cli("report", "--store", "bench.db", "--out", "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     html = (tmp_path / "out" / "index.html").read_text()
-    assert "<script>" not in html and "<unexpected>" not in html
+    # The page's own scripts are plotly's (its hover charts); none comes from what a worker wrote.
+    assert "<script>alert" not in html and "<unexpected>" not in html
     assert "RuntimeError: &lt;unexpected&gt; shape &amp; &lt;/td&gt;&lt;/table&gt;&lt;script&gt;" in html
     # The Markdown summary keeps the text as it is (a Markdown viewer escapes it).
     assert error.split(" shape")[0] in (tmp_path / "out" / "summary.md").read_text()
@@ -459,6 +462,7 @@ def test_the_report_after_a_run_shows_the_study_and_leaves_the_store_alone(small
 # width and that box's; and whether the page itself grew wider than the window (something pushed out, cut off).
 PROBE = """<script>
 window.addEventListener("load", () => {
+  for (const d of document.querySelectorAll("details")) d.open = true;  // the wide tables fold: open them all
   const tables = [];
   for (const t of document.querySelectorAll("table")) {
     let box = t.parentElement;
@@ -503,8 +507,9 @@ def test_wide_tables_scroll_inside_their_box_in_headless_chromium(reports):
 
 
 # --- sections as data: one module each, in SECTIONS order, for the page and summary.md alike -----------------------
-FULL_ORDER = ["scaling", "expected", "transformer", "study", "gpus", "mfu", "framework", "mpi", "ib", "data", "cost",
-              "precision", "prediction", "collectives", "history", "references", "failures", "environment"]
+FULL_ORDER = ["headline", "scaling", "expected", "transformer", "study", "gpus", "mfu", "framework", "mpi", "ib",
+              "data", "cost", "precision", "prediction", "collectives", "history", "references", "failures",
+              "environment"]
 
 
 def _page_ids(html: str) -> list[str]:

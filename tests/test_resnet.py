@@ -1,7 +1,7 @@
 """The workload's model is ResNet-50 v1.5."""
 import torch
 
-from models.resnet import ResNet50
+from models.workloads.resnet50.model_torch import ResNet50
 
 
 def test_parameter_count_is_resnet50_v1_5():

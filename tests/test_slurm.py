@@ -78,7 +78,7 @@ def workers_of(path_part: str) -> list[int]:
             cmd = p.info["cmdline"] or []
         except psutil.Error:
             continue
-        if any("resnet50_pytorch.py" in a for a in cmd) and any(path_part in a for a in cmd):
+        if any("resnet50/pytorch_worker.py" in a for a in cmd) and any(path_part in a for a in cmd):
             found.append(p.pid)
     return found
 

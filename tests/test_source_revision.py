@@ -158,7 +158,7 @@ def test_an_ab_of_two_git_refs_names_the_source_and_the_changed_file_first(tmp_p
     revisions and that file; no port, id or temporary path is listed."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=300)
-    step = clone / "models" / "phases.py"
+    step = clone / "models" / "measure" / "phases.py"
     step.write_text(step.read_text() + "\n# side B: a change under models/\n")
     git(clone, "commit", "--quiet", "-am", "side B")
     before, after = git(clone, "rev-parse", "HEAD~1"), git(clone, "rev-parse", "HEAD")
@@ -173,7 +173,7 @@ def test_an_ab_of_two_git_refs_names_the_source_and_the_changed_file_first(tmp_p
     changes = json.loads((tmp_path / "ab.json").read_text())["changes"]
     assert [(c["what"], c["a"], c["b"]) for c in changes[:2]] == [
         ("source revision", before[:12], after[:12]),
-        ("source files that differ (bench/, models/)", "", "models/phases.py")], changes
+        ("source files that differ (bench/, models/)", "", "models/measure/phases.py")], changes
     listed = " ".join(f"{c['what']} {c['a']} {c['b']}" for c in changes)
     assert "PORT" not in listed and "/tmp/" not in listed and "RUN_ID" not in listed, changes
-    assert "source revision: " in r.stdout and "models/phases.py" in r.stdout
+    assert "source revision: " in r.stdout and "models/measure/phases.py" in r.stdout

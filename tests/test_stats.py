@@ -1,4 +1,4 @@
-"""bench/analysis/stats.py: the median's confidence interval, and every helper against SciPy or its own definition
+"""bench/analysis/stats/: the median's confidence interval, and every helper against SciPy or its own definition
 (SciPy is a test-time oracle only: bench does not import it)."""
 import itertools
 import math
@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from bench.analysis.stats import (_binom_cdf, bootstrap, bootstrap_ci, bootstrap_many, confidence_sequence,
-                                  confidence_sequence_half_width, mann_whitney, median_ci, median_of_draws,
-                                  mixture_evalue, noise_sigma, percentile_interval, ratio_ci, ratio_ci_many,
-                                  ratio_interval, resample_indices, t_cdf, t_interval, t_quantile)
+from bench.analysis.stats.intervals import (_binom_cdf, bootstrap, bootstrap_ci, bootstrap_many, median_ci,
+                                            median_of_draws, percentile_interval, ratio_ci, ratio_ci_many,
+                                            resample_indices)
+from bench.analysis.stats.mean_tests import (confidence_sequence, confidence_sequence_half_width, mixture_evalue, t_cdf,
+                                             t_interval, t_quantile)
+from bench.analysis.stats.noise import noise_sigma
+from bench.analysis.stats.ranks import mann_whitney, ratio_interval
 
 
 def test_small_samples_get_min_max_with_their_true_coverage():

@@ -25,11 +25,12 @@ from bench.planning.matrix import load_matrix, load_matrix_text
 from bench.planning.plan import plan_cells
 from bench.records.schema import parse_record
 from bench.store import MIGRATIONS, STORE_SCHEMA_VERSION, Store
-from models import step_settings
-from models.common import parse_args, single_process_comm
-from models.gpu_plan import ComputePlan, DevicePlan
-from models.step_settings import (LoaderError, StaticBatch, by_shape, graph_forward_backward, graph_scope,
-                                  graph_whole_step, resolve_loader, sgd_kernel, sgd_options, whole_step)
+from models.gpu.plan import ComputePlan, DevicePlan
+from models.measure.common import parse_args, single_process_comm
+from models.workloads.resnet50 import step_settings
+from models.workloads.resnet50.step_settings import (LoaderError, StaticBatch, by_shape, graph_forward_backward,
+                                                     graph_scope, graph_whole_step, resolve_loader, sgd_kernel,
+                                                     sgd_options, whole_step)
 from tests.conftest import ROOT
 from tests.factories import record
 
@@ -285,7 +286,7 @@ def test_each_sgd_kernel_makes_the_update_of_plain_sgd():
 
 
 def _cpu_worker(engine=None, device: str = "cpu", scaler: bool = False):
-    from models.resnet50_pytorch import Worker
+    from models.workloads.resnet50.pytorch_worker import Worker
 
     return Worker(single_process_comm(), engine == "horovod" or None, engine == "native" or None, None, 0,
                   torch.device(device), torch.contiguous_format, torch.contiguous_format,
@@ -299,9 +300,9 @@ def _worker_args(**over):
 
 @pytest.mark.slow
 def test_the_workers_resnet50_steps_alike_with_each_sgd_kernel():
-    """models/resnet50_pytorch.py's own build_model and step, one thread, 32 px, batch 8: the same parameters after
-    a few steps whichever kernel updates them, and the loss falls."""
-    from models.resnet50_pytorch import build_model, make_train_step, synthetic_batch
+    """models/workloads/resnet50/pytorch_worker.py's own build_model and step, one thread, 32 px, batch 8: the same
+    parameters after a few steps whichever kernel updates them, and the loss falls."""
+    from models.workloads.resnet50.pytorch_worker import build_model, make_train_step, synthetic_batch
 
     torch.set_num_threads(1)
     params = {}
@@ -323,10 +324,10 @@ def test_the_workers_resnet50_steps_alike_with_each_sgd_kernel():
 def test_a_compiled_model_trains_through_the_workers_own_build_and_step(monkeypatch):
     """build_model with compile=default (torch.compile with Inductor, g++ here) around a tiny model in ResNet-50's
     place: the step runs compiled, the loss falls, and the parameters follow the eager run's."""
-    import models.resnet
-    from models.resnet50_pytorch import build_model, make_train_step, synthetic_batch
+    import models.workloads.resnet50.model_torch
+    from models.workloads.resnet50.pytorch_worker import build_model, make_train_step, synthetic_batch
 
-    monkeypatch.setattr(models.resnet, "ResNet50", lambda num_classes: _tiny_net())
+    monkeypatch.setattr(models.workloads.resnet50.model_torch, "ResNet50", lambda num_classes: _tiny_net())
     torch.set_num_threads(1)
     runs = {}
     for mode in ("off", "default"):
@@ -455,7 +456,7 @@ def test_forward_and_backward_are_graphed_for_the_captured_shape_only():
 @pytest.mark.parametrize("engine,scaler,captured", [(None, False, "step"), ("native", False, "step"),
                                                     ("horovod", False, "fwd+bwd"), ("native", True, "fwd+bwd")])
 def test_the_worker_captures_only_on_a_gpu_and_as_much_as_its_engine_allows(monkeypatch, engine, scaler, captured):
-    import models.resnet50_pytorch as worker
+    import models.workloads.resnet50.pytorch_worker as worker
 
     calls = []
     monkeypatch.setattr(worker, "graph_forward_backward", lambda torch_, module, x, autocast: calls.append(

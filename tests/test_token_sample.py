@@ -59,7 +59,8 @@ def test_the_transformer_worker_trains_on_it(tmp_path):
     out = tmp_path / "train.bin"
     assert main(["data", "make-token-sample", str(out)]) == 0  # this checkout's README and docs
     records = tmp_path / "r.jsonl"
-    run = subprocess.run([sys.executable, str(ROOT / "models" / "transformer_pytorch.py"), "--model", "tiny",
+    worker = ROOT / "models" / "workloads" / "transformer" / "pytorch_worker.py"
+    run = subprocess.run([sys.executable, str(worker), "--model", "tiny",
                           "--engine", "none", "--data", "tokens", "--tokens-file", str(out), "--batch-size", "2",
                           "--steps", "6", "--repeats", "1", "--warmup-steps", "2", "--threads", "1",
                           "--no-hold-freed-memory", "--out", str(records)], capture_output=True, text=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from models.transformer_shapes import CONFIGS
+from models.workloads.transformer.shapes import CONFIGS
 from tests.conftest import bench_cli
 
 pytestmark = pytest.mark.e2e

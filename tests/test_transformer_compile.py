@@ -8,8 +8,8 @@ pytestmark = pytest.mark.slow  # one inductor compile, ~30 s on 2 cores
 
 
 def test_the_compiled_step_computes_what_the_eager_step_computes():
-    from models import transformer as tfm
-    from models.transformer_shapes import lookup
+    from models.workloads.transformer import model as tfm
+    from models.workloads.transformer.shapes import lookup
 
     shape = lookup("tiny")
     eager, compiled = tfm.build(shape, seed=0), tfm.build(shape, seed=0)

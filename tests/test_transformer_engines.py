@@ -50,8 +50,8 @@ def reference() -> dict:
     sys.path.insert(0, str(WORKER.parent))
     import transformer_equivalence as eq
 
-    from models import transformer as tfm
-    from models.transformer_engines import wrap
+    from models.workloads.transformer import model as tfm
+    from models.workloads.transformer.engines import wrap
 
     model = tfm.build(eq.SHAPE, seed=0)
     trainer = wrap(torch, model, "none", device=torch.device("cpu"), lr=1e-2)

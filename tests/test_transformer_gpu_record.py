@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.records.schema import GpuRan
-from models.gpu_plan import plan_device
-from models.transformer_pytorch import gpu_what_ran
+from bench.records.parts import GpuRan
+from models.gpu.plan import plan_device
+from models.workloads.transformer.pytorch_worker import gpu_what_ran
 
 
 def stand_in_torch():

@@ -5,7 +5,7 @@
   published 124,439,808.
 - Equality: at small GPT-2 and Llama shapes with the same weights copied across, bench's logits and loss equal
   transformers' GPT2LMHeadModel's and LlamaForCausalLM's (fp32, eval mode).
-- FLOPs: the convention in models/transformer_shapes.py (6·N + 12·L·H·Q·T per token) equals what
+- FLOPs: the convention in models/workloads/transformer/shapes.py (6·N + 12·L·H·Q·T per token) equals what
   torch.utils.flop_counter counts for one real training step.
 """
 from __future__ import annotations
@@ -15,8 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from models import transformer as tfm  # noqa: E402
-from models.transformer_shapes import CONFIGS, Shape, lookup, shape_from_id, shape_from_mapping, shape_id  # noqa: E402
+from models.workloads.transformer import model as tfm  # noqa: E402
+from models.workloads.transformer.shapes import (CONFIGS, Shape, lookup, shape_from_id,  # noqa: E402
+                                                 shape_from_mapping, shape_id)
 
 
 def hf_config(shape: Shape):

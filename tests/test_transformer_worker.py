@@ -1,7 +1,7 @@
-"""The transformer worker (models/transformer_pytorch.py) run for real: one process, and two ranks under torchrun
-with DDP and FSDP2; its records' rates add up (tokens/s = sequences/s × tokens per sequence, sequences = steps ×
-micro-batch × accumulation × ranks), the loss falls, a step that does not train is refused, and bad settings get one
-line and exit 2 before anything trains."""
+"""The transformer worker (models/workloads/transformer/pytorch_worker.py) run for real: one process, and two ranks
+under torchrun with DDP and FSDP2; its records' rates add up (tokens/s = sequences/s × tokens per sequence, sequences =
+steps × micro-batch × accumulation × ranks), the loss falls, a step that does not train is refused, and bad settings get
+one line and exit 2 before anything trains."""
 import json
 import os
 import subprocess
@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.workload
 
-WORKER = ROOT / "models" / "transformer_pytorch.py"
+WORKER = ROOT / "models" / "workloads" / "transformer" / "pytorch_worker.py"
 SMALL = ["--steps", "4", "--repeats", "2", "--warmup-steps", "2", "--threads", "1"]
 
 
@@ -111,7 +111,7 @@ def test_bad_settings_are_one_line_and_exit_2(tmp_path, flags, why):
 def test_the_docs_worker_line_runs_as_written(tmp_path):
     doc = (ROOT / "docs" / "transformer.md").read_text(encoding="utf-8")
     lines = [line.strip() for line in doc.splitlines()
-             if line.strip().startswith(".venv/bin/python models/transformer_pytorch.py")]
+             if line.strip().startswith(".venv/bin/python models/workloads/transformer/pytorch_worker.py")]
     assert lines
     for line in lines:
         argv = [sys.executable, *line.split()[1:]]

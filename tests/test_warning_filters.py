@@ -16,7 +16,8 @@ def warn_from(module: str, category: type[Warning] = UserWarning) -> list[warnin
     return shown
 
 
-@pytest.mark.parametrize("module", ["bench", "bench.planning.plan", "benchmarks.contention_sizes", "models.common"])
+@pytest.mark.parametrize("module", ["bench", "bench.planning.plan", "benchmarks.contention_sizes",
+                                    "models.measure.common"])
 @pytest.mark.parametrize("category", [UserWarning, DeprecationWarning, FutureWarning, RuntimeWarning])
 def test_a_warning_from_our_code_is_an_error(module, category):
     with pytest.raises(category, match="test warning"):

@@ -14,8 +14,8 @@ from bench.planning.cell import cell_id, cell_id_text
 from bench.planning.matrix import load_matrix
 from bench.planning.plan import plan_cells
 from bench.records.schema import parse_record
-from models.registry import workload_refusal
-from models.transformer_shapes import CONFIGS, shape_id
+from models.registry.rules import workload_refusal
+from models.workloads.transformer.shapes import CONFIGS, shape_id
 from tests.factories import cell, record
 
 MATRIX = """
@@ -78,13 +78,14 @@ def test_the_new_keys_at_their_defaults_move_no_resnet50_id():
 def test_the_transformer_argv_names_every_setting_and_resnet50s_is_unchanged(write_matrix):
     planned = _plan(write_matrix)[2]
     argv = worker_program(planned, "r", "out.jsonl", 1, python="py", models_dir="/m")
-    assert argv[:2] == ("py", "/m/transformer_pytorch.py")
+    assert argv[:2] == ("py", "/m/workloads/transformer/pytorch_worker.py")
     flags = dict(zip(argv[2::2], argv[3::2]))
     assert flags["--model"] == "tiny" and flags["--engine"] == "fsdp2" and flags["--seq-len"] == "128"
     assert flags["--batch-size"] == "4" and flags["--grad-accum"] == "1" and "--image-size" not in argv
     resnet = _plan(write_matrix, "resnet50", MATRIX.replace("engine: [horovod, native, fsdp2]", "engine: [native]"))[0]
     rargv = worker_program(resnet, "r", "out.jsonl", 1, python="py", models_dir="/m")
-    assert rargv[1] == "/m/resnet50_pytorch.py" and "--image-size" in rargv and "--seq-len" not in rargv
+    assert rargv[1] == "/m/workloads/resnet50/pytorch_worker.py"
+    assert "--image-size" in rargv and "--seq-len" not in rargv
 
 
 def test_units_by_workload():
@@ -155,7 +156,7 @@ def test_a_gpt2_cell_longer_than_its_positions_is_skipped_with_the_reason(write_
 def test_the_what_if_model_reads_the_models_own_gradients_and_the_engines_traffic():
     from bench.analysis.traffic import gradients_of, samples_per_step, traffic_of
     from bench.analysis.whatif import predict
-    from models.transformer_shapes import CONFIGS
+    from models.workloads.transformer.shapes import CONFIGS
 
     llama = {"model": "llama3-8b", "engine": "native", "seq_len": 4096, "batch_per_gpu": 2, "grad_accum": 4}
     assert sum(g.params for g in gradients_of(llama)) == CONFIGS["llama3-8b"].params()
@@ -195,7 +196,7 @@ def test_fsdp2s_forward_gathers_wait_before_each_unit_on_a_cpu_and_hide_behind_f
 
 
 def test_a_transformers_gradient_stream_adds_up_and_runs_in_backward_order():
-    from models.gradients import transformer_gradients
+    from models.workloads.gradients import transformer_gradients
 
     for name, shape in CONFIGS.items():
         stream = transformer_gradients(shape)

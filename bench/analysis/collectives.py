@@ -9,7 +9,7 @@ delivers: with this k, β is what nccl-tests calls bus bandwidth at large sizes,
 
 The fit is weighted least squares with weights 1/time² (each point's relative error counts the same), so the small
 sizes decide α and the large ones β; an unweighted fit would let the largest message drown α. The interval is a
-percentile bootstrap over the points (bench/analysis/stats.py, seeded: the same rows give the same interval).
+percentile bootstrap over the points (bench/analysis/stats/intervals.py, seeded: the same rows give the same interval).
 
 A stack is (gpu, mpi, ib, engine, nodes): the fabric is the SKU's and `ib`'s, the launcher the MPI flavour's.
 """
@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from bench.analysis.stats import bootstrap
+from bench.analysis.stats.intervals import bootstrap
 
 STACK_KEYS = ("gpu", "mpi", "ib", "engine", "nodes")
 MIN_SIZES = 3
@@ -59,17 +59,19 @@ class AlphaBeta:
     idle_compute_ratio: float | None = None
     contended_compute_ratio: float | None = None
     contended_stretch: float | None = None
-    # The same per size, where the sweep measured it at several (models/contention.py, CONTENDED_SIZES): (bytes,
-    # stretch, compute ratio during), medians over the sweeps, in size order. What one of Horovod's fused operations
-    # of a given size costs on shared cores (bench/analysis/fusion.py); () when only one size was measured.
+    # The same per size, where the sweep measured it at several (models/workloads/collectives/contention.py,
+    # CONTENDED_SIZES): (bytes, stretch, compute ratio during), medians over the sweeps, in size order. What one of
+    # Horovod's fused operations of a given size costs on shared cores (bench/analysis/fusion.py); () when only one size
+    # was measured.
     contended_by_size: tuple[tuple[int, float, float], ...] = ()
     # Every size's measured time alone (bytes, median over the sweeps), in size order: what a fused operation of a
     # size costs alone, read off the sweep rather than α + k·n/β, since on a shaped link α and β come from the
     # sizes the token bucket cannot carry and their line extrapolated to a few hundred KB can fall below zero.
     alone_by_size: tuple[tuple[int, float], ...] = ()
-    # Compute beside a replay of one training step's gradient stream (models/contention.py replay; medians over the
-    # sweeps): the probe's rate as a fraction of its rate alone on the slowest rank — the pace of a backward pass
-    # beside its own 161 gradients in flight — and the stream's tail after it. None: not measured (older sweeps, GPU).
+    # Compute beside a replay of one training step's gradient stream (models/workloads/collectives/contention.py replay;
+    # medians over the sweeps): the probe's rate as a fraction of its rate alone on the slowest rank — the pace of a
+    # backward pass beside its own 161 gradients in flight — and the stream's tail after it. None: not measured (older
+    # sweeps, GPU).
     replay_compute_ratio: float | None = None
     replay_tail_s: float | None = None
 
@@ -219,10 +221,10 @@ def _measured(row: Mapping[str, Any], key: str) -> bool:
 
 def contention(rows: list[Mapping[str, Any]]) -> dict[str, float | None]:
     """Medians over the rows (one per sweep) that measured compute and collective on shared cores
-    (models/contention.py): the compute ratios idle and during the allreduce, and the allreduce's stretch under
-    load — measured in pairs where the row has it, else its contended time over the same row's time alone (sweeps
-    before store migration 9). With three sweeps or more the median is a sweep's own figure, which one sweep that
-    came out apart (two modes were seen: 1.02x and 1.98x) cannot move. None each when no row measured them."""
+    (models/workloads/collectives/contention.py): the compute ratios idle and during the allreduce, and the allreduce's
+    stretch under load — measured in pairs where the row has it, else its contended time over the same row's time alone
+    (sweeps before store migration 9). With three sweeps or more the median is a sweep's own figure, which one sweep
+    that came out apart (two modes were seen: 1.02x and 1.98x) cannot move. None each when no row measured them."""
     keys = ("idle_compute_ratio", "contended_compute_ratio", "contended_time_median_s")
     measured = [r for r in rows if all(_measured(r, k) for k in keys)]
     if not measured:
@@ -298,8 +300,8 @@ def cpu_share(rows: list[Mapping[str, Any]]) -> float | None:
 
 def stack_of(row: Mapping[str, Any]) -> tuple:
     """The stack a cell's traffic runs on, as its collective sweeps are keyed: an FSDP2 cell's is DDP's (the same
-    torch.distributed process group; models/registry.py ENGINES `sweep`)."""
-    from models.registry import ENGINES
+    torch.distributed process group; models/registry/engines.py ENGINES `sweep`)."""
+    from models.registry.engines import ENGINES
 
     return tuple(bool(row[k]) if k == "ib" else ENGINES.get(row[k], {}).get("sweep", row[k]) if k == "engine"
                  else row[k] for k in STACK_KEYS)
@@ -318,7 +320,7 @@ def fit_stacks(rows: Iterable[Mapping[str, Any]]) -> dict[tuple, AlphaBeta]:
 
 def training_only(records):
     """The records of training cells: collective cells (models.registry.COLLECTIVES) have no image rates."""
-    from models.registry import COLLECTIVES
+    from models.registry.collectives import COLLECTIVES
 
     if "model" not in records.columns:
         return records

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import AnalysisError
-from bench.analysis.stats import ratio_ci_many
+from bench.analysis.stats.intervals import ratio_ci_many
 from bench.cells.keys import CELL_KEYS
 
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from models.gradients import Gradient, resnet50_gradients, resnet50_layers  # noqa: F401 (fusion's inputs)
+from models.workloads.gradients import Gradient, resnet50_gradients, resnet50_layers  # noqa: F401 (fusion's inputs)
 
 # Horovod's defaults since 0.21.0 (release notes: "Changed default cycle time from 5ms to 1ms and fusion threshold
 # from 64MB to 128MB", #2468); before, 5 ms and 64 MB.
@@ -89,9 +89,9 @@ def simulate_shared(gradients: list[Gradient], backward_s: float,
     """Horovod's loop over one step's gradients when the operations and the backward pass share the cores (CPU
     workers): the backward pass's compute (`backward_s` of it, alone) advances at `idle_rate` of its pace while the
     engine idles and, while an operation of n bytes is in flight, at the rate op_shared(n) gives with the operation's
-    time (both measured in the sweep at a few sizes: models/contention.py). An operation that outlives the backward
-    pass finishes at its time alone (op_alone), the share left of it. The Schedule's backward_s is the backward pass's
-    wall time; the step waits for max(that, the last operation's end)."""
+    time (both measured in the sweep at a few sizes: models/workloads/collectives/contention.py). An operation that
+    outlives the backward pass finishes at its time alone (op_alone), the share left of it. The Schedule's backward_s is
+    the backward pass's wall time; the step waits for max(that, the last operation's end)."""
     if backward_s <= 0 or cycle_s <= 0 or idle_rate <= 0:
         raise ValueError("backward_s, cycle_s and idle_rate must be positive")
     total = backward_s

@@ -6,7 +6,7 @@ start time; a cell's points in time order.
 Change points: PELT (Killick et al. 2012, via the `ruptures` library) on log throughput with the l2 cost (a shift
 of the mean), penalty `PENALTY_FACTOR * log(n) * sigma^2`, where sigma is the series' noise estimated robustly from
 its first differences (MAD / 0.6745 / sqrt 2: a step moves one difference only, so it barely moves the estimate;
-bench/analysis/stats.py's `noise_sigma`).
+bench/analysis/stats/noise.py's `noise_sigma`).
 A change point is then kept only when the medians of the segments either side differ by at least `min_shift` (5%):
 smaller steps are within what a shared machine does between runs. On simulated 12-run series with 5% noise
 (tests/test_history.py's generator, 300 series each), factor 5 gave a change point in 7% of flat series and found a
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from bench.analysis.stats import noise_sigma
+from bench.analysis.stats.noise import noise_sigma
 
 PENALTY_FACTOR = 5.0
 MIN_SHIFT = 0.05

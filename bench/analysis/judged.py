@@ -27,8 +27,15 @@ class Judged:
 
     def run_of(self) -> dict[str, str]:
         """cell_id → the run whose records the cell's row shows."""
-        pairs = self.ok[["cell_id", "run_id"]].drop_duplicates("cell_id")
-        return dict(zip(pairs["cell_id"], pairs["run_id"]))
+        return run_of(self.ok)
+
+
+def run_of(ok: pd.DataFrame) -> dict[str, str]:
+    """cell_id → the run of each cell's rows in `ok` (the ok records of each cell's latest complete run)."""
+    if ok.empty:
+        return {}
+    pairs = ok[["cell_id", "run_id"]].drop_duplicates("cell_id")
+    return dict(zip(pairs["cell_id"], pairs["run_id"]))
 
 
 def judge(records: pd.DataFrame, collectives: pd.DataFrame | None, ranks: list[dict],
@@ -37,7 +44,7 @@ def judge(records: pd.DataFrame, collectives: pd.DataFrame | None, ranks: list[d
     Store.collectives(); `ranks`: Store.rank_windows(); `probes`: the probes stored beside the store
     (bench.commands.lines.probe_entries; None = not looked up); `flavours`: bench.launch.analysis_facts()."""
     from bench.analysis.collectives import fit_stacks, training_only
-    from bench.analysis.expected import expected_with_probes
+    from bench.analysis.expected_cells import expected_with_probes
     from bench.analysis.scaling import cell_summary, latest_complete, scaling, split_imported
     from bench.analysis.windows import windows_of
 

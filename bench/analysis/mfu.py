@@ -6,16 +6,16 @@ on DataFrames (no I/O; the catalogue and the FLOP table are packaged data, read 
 - images/sec per GPU: a record's (or a cell's median) global images/sec — Σ samples of all workers over the
   measured window (scaling.py's X) — divided by `gpus`, its worker count (one worker per GPU).
 - model FLOPs per image (`flops_per_sample`): 3 × one forward pass's matmul and convolution FLOPs for the cell's
-  model at its image size, counted from the model by models/flops.py two independent ways (FlopCounterMode and a
-  layer walk) into bench/data/model_flops.yaml. BatchNorm, ReLU, pooling, additions, the loss and the optimizer are
-  not counted (the convention: they are no model FLOPs).
+  model at its image size, counted from the model by models/workloads/resnet50/flops.py two independent ways
+  (FlopCounterMode and a layer walk) into bench/data/model_flops.yaml. BatchNorm, ReLU, pooling, additions, the loss and
+  the optimizer are not counted (the convention: they are no model FLOPs).
 - the peak: the catalogue's dense (no 2:4 sparsity) per-GPU figure at the data sheet's boost clock, per number format
   (bench/data/catalog.yaml `peak_tflops`, each with its source). Which one a cell uses: `peak_format`.
 
 A cell has no MFU — missing, with the reason in `mfu_why` — on a CPU (no peak), on a GPU the catalogue has no peak
 for in that format (fp16 on a P40), or at an image size the table has no count for.
 
-Power: GPU workers sample NVML board power over each measured window (models/power.py) and the record keeps
+Power: GPU workers sample NVML board power over each measured window (models/gpu/power.py) and the record keeps
 `power.mean_watts_per_gpu` and `power.joules_per_image` (all GPUs' energy over all images of the window) in its
 JSON; `power_of` reads them, `cell_power` takes each cell's median over its windows.
 """
@@ -41,10 +41,10 @@ def peak_format(precision: str, peaks: Mapping[str, float]) -> str | None:
 
     fp16 and bf16 cells run their convolutions and matmuls under autocast in that format on tensor cores: its peak.
     fp32 cells run them in TF32 on GPUs that have TF32 (Ampere and newer): the PyTorch worker sets
-    torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 on every GPU (models/gpu_plan.py's
-    DevicePlan.tf32, applied in models/resnet50_pytorch.py; PyTorch's own defaults are True for cuDNN convolutions,
-    which are nearly all of ResNet-50's FLOPs, and False for matmuls since 1.12), and TensorFlow/Keras leave
-    TensorFloat-32 at TensorFlow's default, enabled (tf.config.experimental.enable_tensor_float_32_execution).
+    torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 on every GPU (models/gpu/plan.py's
+    DevicePlan.tf32, applied in models/workloads/resnet50/pytorch_worker.py; PyTorch's own defaults are True for cuDNN
+    convolutions, which are nearly all of ResNet-50's FLOPs, and False for matmuls since 1.12), and TensorFlow/Keras
+    leave TensorFloat-32 at TensorFlow's default, enabled (tf.config.experimental.enable_tensor_float_32_execution).
     So an fp32 cell is held to the TF32 peak where there is one, else to the CUDA cores' fp32 peak."""
     if precision == "fp32":
         fmt = "tf32" if "tf32" in peaks else "fp32"
@@ -67,8 +67,9 @@ def catalogue_peaks() -> dict[str, dict[str, float]]:
 
 def table_flops(model: str, image_size: int, seq_len: int | None = None) -> int | None:
     """Model FLOPs per sample: ResNet-50's per image from the packaged table; a transformer's per sequence by the
-    6N + 12LHQT convention at the cell's sequence length (models/transformer_shapes.py, docs/transformer.md)."""
-    from models.registry import MODEL_WORKLOADS, TRANSFORMER_WORKLOAD, is_transformer
+    6N + 12LHQT convention at the cell's sequence length (models/workloads/transformer/shapes.py,
+    docs/transformer.md)."""
+    from models.registry.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOAD, is_transformer
 
     spec = MODEL_WORKLOADS.get(model) or (TRANSFORMER_WORKLOAD if is_transformer(model) else None)
     if spec is not None:  # a model-named workload's own count, where it declares one
@@ -158,7 +159,7 @@ def power_of(record_json: str | None) -> tuple[float | None, float | None]:
 
 
 def sm_clock_of(record_json: str | None) -> float | None:
-    """The median SM clock (MHz) the record's window ran at, the slowest GPU's (models/gpu_window.py); None where
+    """The median SM clock (MHz) the record's window ran at, the slowest GPU's (models/gpu/window.py); None where
     it was not read (CPU workers, records from before the sampler read clocks)."""
     return _number(_power_record(record_json).get("sm_clock_mhz"))
 

@@ -1,6 +1,6 @@
 """Something outside the cell beside its ranks: from what each rank sampled of its node during each window
-(models/host_load.py: other processes' CPU time, the top ones by name and pid, steal time, throttling), whether the
-cell's cores were shared with work that is not the cell's, and the one line that names it (pure: windows in).
+(models/probes/host_load.py: other processes' CPU time, the top ones by name and pid, steal time, throttling), whether
+the cell's cores were shared with work that is not the cell's, and the one line that names it (pure: windows in).
 
 A rank's cores were contended when what ran on them wanted more than they had:
     beside   = the outside processes allowed on the rank's CPUs (each named one whose CPU set meets the rank's), plus,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from bench.analysis import AnalysisError
-from bench.analysis.stats import MIXTURE_PRECISION, confidence_sequence, confidence_sequence_half_width
+from bench.analysis.stats.mean_tests import MIXTURE_PRECISION, confidence_sequence, confidence_sequence_half_width
 
 MIN_PAIRS = 2          # the fewest pairs that give an interval (it is unbounded at 95% until the third)
 DECIDED = ("regressed", "improved", "unchanged")
@@ -42,7 +42,7 @@ PROJECTION_LIMIT = 1000  # pairs looked ahead by pairs_to_decide
 class PairedSettings:
     min_effect: float = 0.10  # |ratio - 1| that matters: a change smaller than this is "no change"
     alpha: float = 0.05       # bound on the chance that a claim about a cell is wrong, over every look
-    precision: float = MIXTURE_PRECISION  # the mixture's c (bench/analysis/stats.py)
+    precision: float = MIXTURE_PRECISION  # the mixture's c (bench/analysis/stats/mean_tests.py)
 
     def __post_init__(self):
         if not 0 < self.min_effect < 1:

@@ -25,12 +25,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from bench.analysis.traffic import samples_per_step
 from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
 from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
-from bench.analysis.traffic import samples_per_step
 
 PROBE_VERSION = 4  # 2: FSDP2's engine probe times its gradient sync as steps with it on less off; 3: Horovod's engine
-# probe pings one 1-element tensor per gradient a step (PyTorch: models/engine_probe.ping; TensorFlow: grouped);
+# probe pings one 1-element tensor per gradient a step (PyTorch: models/probes/engine_probe.ping; TensorFlow: grouped);
 # 4: TensorFlow's pings are made from the gradients, so they wait for the backward pass as the cell's allreduce does
 MAX_AGE_S = 7 * 24 * 3600
 # A probe measured while other processes used more than this many CPU-seconds per second per core measured the node
@@ -66,9 +66,9 @@ def _plain(key: str, v: Any) -> Any:
 
 def compute_key(cell: Mapping[str, Any], workload_version: str | None = None) -> dict[str, Any]:
     """The settings a probe is measured for: the cell's compute settings, its workers on one node, the workload's
-    version (models/registry.py; taken from the registry when not given)."""
+    version (models/registry/workloads.py; taken from the registry when not given)."""
     if workload_version is None:
-        from models.registry import workload_spec
+        from models.registry.workloads import workload_spec
 
         spec = workload_spec(str(cell.get("model") or "resnet50"), str(cell.get("framework")))
         workload_version = (spec or {}).get("version")
@@ -90,10 +90,11 @@ def key_text(key: Mapping[str, Any]) -> str:
 def colocated(cell: Mapping[str, Any]) -> bool:
     """A multi-worker CPU cell whose workers all share one node: the cells a probe is for."""
     nodes = _plain("nodes", cell.get("nodes")) or 1
-    from models.registry import COLLECTIVES
+    from models.registry.collectives import COLLECTIVES
 
     return str(cell.get("gpu")) == "cpu" and int(cell.get("gpus") or 1) >= 2 and int(nodes) == 1 \
-        and (cell.get("model") or "resnet50") not in COLLECTIVES  # every training workload; a sweep computes nothing
+        and (cell.get("model") or "resnet50") not in COLLECTIVES \
+        and _plain("layout", cell.get("layout")) is None  # data parallel training; a sweep or a layout: no N × X(1)
 
 
 def stale_reason(entry: Mapping[str, Any], identity: Mapping[str, Any], now: float,
@@ -137,7 +138,7 @@ class ProbeResult:
     other_load: float | None = None  # CPU-s per second other processes used while it ran (None: not known)
     # Engine probes: one step's gradient collectives as the engine sends them, timed alone, the slowest rank's median
     allreduce_s: float | None = None
-    # allreduce_s is FSDP2's: its steps with gradient sync on less off (models/engine_probe.py)
+    # allreduce_s is FSDP2's: its steps with gradient sync on less off (models/probes/engine_probe.py)
     sync_steps: bool = False
     # An engine probe measured again after its cell ran faster than it allowed: {"cell_id", "started_unix" (the
     # cell's first window), "why"} (bench/backends/local/engine_probe.py, again); it stands for that run of the cell

@@ -12,7 +12,8 @@ Per cell the verdict rests on two things, both required:
 `unchanged` needs the ratio's confidence interval to lie within 1 ± min_effect. That interval is the one that goes
 with the rank test (Moses / Hodges–Lehmann: order statistics of the pairwise log-ratios, chosen from the exact null
 distribution of U: `ratio_interval`), with its true coverage, which small samples cap (3 vs 3 jobs: 90%).
-Both statistics live in bench/analysis/stats.py; this module decides what is an observation and what is a verdict.
+Both statistics live in bench/analysis/stats/ (ranks.py, intervals.py); this module decides what is an observation
+and what is a verdict.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import AnalysisError
-from bench.analysis.stats import mann_whitney, median_ci, ratio_interval
+from bench.analysis.stats.intervals import median_ci
+from bench.analysis.stats.ranks import mann_whitney, ratio_interval
 from bench.cells.keys import CELL_KEYS
 from bench.cells.selection import describe, matches
 
@@ -247,7 +249,7 @@ def _signatures(windows: pd.DataFrame) -> dict[str, set[str | None]]:
 
 
 def _feature_note(base: set[str | None], cand: set[str | None]) -> str | None:
-    from models.cpufeatures import differences
+    from models.probes.cpufeatures import differences
 
     b, c = base - {None}, cand - {None}
     if not b or not c:

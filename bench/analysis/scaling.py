@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cells.label import framework_words
-from bench.analysis.stats import bootstrap_many, median_ci
+from bench.analysis.stats.intervals import bootstrap_many, median_ci
 from bench.backend_settings.registry import BACKENDS
 from bench.cells.keys import CELL_KEYS, INPUT_KEYS
 from bench.records.completeness import IMPORT_RUN_PREFIX, complete_runs

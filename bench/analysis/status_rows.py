@@ -18,7 +18,7 @@ from bench.analysis.expected import Expected
 from bench.analysis.missing import is_missing
 from bench.cells.label import cell_label
 from bench.cells.units import IMAGES, quoted, unit_of_cell
-from models.registry import workload_spec
+from models.registry.workloads import workload_spec
 
 AS_EXPECTED, BELOW, ABOVE = "as expected", "below expected", "above expected"
 NOT_APART, NO_EXPECTED = "not measured apart", "no expected value"
@@ -88,10 +88,14 @@ def status_rows(judged) -> list[StatusRow]:
     together, by worker count)."""
     if judged is None:
         return []
-    verdicts = {e.cell_id: e for e in judged.expected}
-    runs = judged.run_of()
-    return [_row(r, verdicts.get(r["cell_id"]), str(runs.get(r["cell_id"], "")))
-            for r in judged.table.to_dict("records")]
+    return rows_of(judged.table, judged.expected, judged.run_of())
+
+
+def rows_of(table, expected: Iterable[Expected], runs: Mapping[str, str]) -> list[StatusRow]:
+    """One row per cell of a scaling.scaling() table, in its order: `expected`, the Expected of its multi-worker
+    cells; `runs`, cell_id → the run its row shows. The report's headline tables are these rows too."""
+    verdicts = {e.cell_id: e for e in expected}
+    return [_row(r, verdicts.get(r["cell_id"]), str(runs.get(r["cell_id"], ""))) for r in table.to_dict("records")]
 
 
 def _row(r: Mapping[str, Any], e: Expected | None, run_id: str) -> StatusRow:

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 from bench.analysis.flavours import FlavourFacts
 from bench.analysis.traffic import samples_per_step
 from bench.cells.units import IMAGES, format_rate, format_value, unit_of_cell
-from models.registry import ENGINES, TORCH_DISTRIBUTED_ENGINES
+from models.registry.engines import ENGINES, TORCH_DISTRIBUTED_ENGINES
 
 FRAMEWORK_WORDS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "keras": "Keras"}
 

@@ -2,8 +2,8 @@
 
 A synchronous allreduce makes every rank's step as long as the slowest one's, so per-rank step times and
 rates are alike; what differs is how long each rank computed before it had to wait. Each rank times its phases
-(models/phases.py); the rank whose compute per step is longest, with a compute rate under STRAGGLER_BELOW × the median
-of the other ranks', is named (rank, host, ratio).
+(models/measure/phases.py); the rank whose compute per step is longest, with a compute rate under STRAGGLER_BELOW × the
+median of the other ranks', is named (rank, host, ratio).
 """
 from __future__ import annotations
 

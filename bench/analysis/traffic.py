@@ -1,14 +1,16 @@
 """What one worker's training step is made of, per workload and engine, for the what-if model and the expected value:
-the samples it computes (a micro-batch per accumulation step), the model's own gradient stream (models/gradients.py:
-ResNet-50's 161 tensors, or a transformer's by layer part at the cell's sequence length) and how many times over a
-ring allreduce of it the engine moves (models/registry.py ENGINES `traffic`). Pure: a cell or table row in."""
+the samples it computes (a micro-batch per accumulation step), the model's own gradient stream
+(models/workloads/gradients.py: ResNet-50's 161 tensors, or a transformer's by layer part at the cell's sequence length)
+and how many times over a ring allreduce of it the engine moves (models/registry/engines.py ENGINES `traffic`). Pure: a
+cell or table row in."""
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
-from models.gradients import Gradient, resnet50_gradients
-from models.registry import ENGINES, workload_spec
+from models.registry.engines import ENGINES
+from models.registry.workloads import workload_spec
+from models.workloads.gradients import Gradient, resnet50_gradients
 
 
 def _int(v: Any, default: int) -> int:
@@ -23,8 +25,8 @@ def samples_per_step(row: Mapping[str, Any]) -> int:
 
 
 def gradients_of(row: Mapping[str, Any]) -> list[Gradient]:
-    """The cell's gradient stream: its workload's own where it declares one (models/registry.py: the transformer's, a
-    registered workload's), else ResNet-50's at the cell's image size."""
+    """The cell's gradient stream: its workload's own where it declares one (models/registry/workloads.py: the
+    transformer's, a registered workload's), else ResNet-50's at the cell's image size."""
     spec = workload_spec(str(row.get("model") or "resnet50"), str(row.get("framework") or "pytorch")) or {}
     if "gradients" in spec:
         return list(spec["gradients"](dict(row)))

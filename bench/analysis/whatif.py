@@ -32,7 +32,7 @@ costs the CPU (`cpu_share`, CPU seconds per wall second, from the sweep), that p
 
 (GPU workers compute on the GPU and leave the host cores to communication: no such term.)
 
-When the sweep also measured compute and collective on shared cores (models/contention.py: a probe
+When the sweep also measured compute and collective on shared cores (models/workloads/collectives/contention.py: a probe
 kernel's rate while the engine idles, ρ_idle, and while the largest allreduce is in flight, ρ_during, as fractions
 of its rate alone, and that allreduce's time under the load over its time alone, s), that measurement replaces the
 CPU-share rule. The compute before the overlap window runs beside the idling engine; in the window the allreduce,
@@ -44,18 +44,19 @@ stretched to s · allreduce, runs beside the rest of the backward pass, which ad
 
 With ρ_idle = ρ_during = s = 1 this is the plain rule, compute + max(0, allreduce − hidden).
 
-When the sweep measured contention at several sizes (models/contention.py, CONTENDED_SIZES), the one allreduce above
-gives way to Horovod's fused operations (bench/analysis/fusion.py, simulate_shared): ResNet-50's gradients become
-ready in backward order, each cycle fuses what is ready, and each operation takes its size's measured stretch times
-its size's measured time alone while the backward pass advances at that size's measured rate during it (ρ_idle
-between operations); an operation that outlives the backward pass runs at its time alone:
+When the sweep measured contention at several sizes (models/workloads/collectives/contention.py, CONTENDED_SIZES), the
+one allreduce above gives way to Horovod's fused operations (bench/analysis/fusion.py, simulate_shared): ResNet-50's
+gradients become ready in backward order, each cycle fuses what is ready, and each operation takes its size's measured
+stretch times its size's measured time alone while the backward pass advances at that size's measured rate during it
+(ρ_idle between operations); an operation that outlives the backward pass runs at its time alone:
 
     step = (1 − 2/3) · compute / ρ_idle + backward's wall time beside the operations + the last operation's tail
 
-When the sweep also timed the probe beside a replay of a whole step's gradient stream (models/contention.py replay:
-the 161 gradients submitted at their ready points, as training's hooks submit them; the slowest rank's rate,
-ρ_replay), the backward pass advances at ρ_replay whatever is in flight — measured beside the stream Horovod really
-negotiates, where the single-size figures see one tensor at a time — and the operations keep their sizes' stretch:
+When the sweep also timed the probe beside a replay of a whole step's gradient stream
+(models/workloads/collectives/contention.py replay: the 161 gradients submitted at their ready points, as training's
+hooks submit them; the slowest rank's rate, ρ_replay), the backward pass advances at ρ_replay whatever is in flight —
+measured beside the stream Horovod really negotiates, where the single-size figures see one tensor at a time — and the
+operations keep their sizes' stretch:
 
     step = (1 − 2/3) · compute / ρ_idle + backward / ρ_replay + the last operation's tail
 

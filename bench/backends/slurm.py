@@ -24,7 +24,7 @@ from bench.backends.shared.records import read_end, read_records, tail_of
 from bench.core.errors import BenchInputError
 from bench.launch import Rendered, flavour_named
 from bench.planning.cell import PlannedCell
-from models.registry import TORCH_DISTRIBUTED_ENGINES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
 
 # Job states in which the job has not finished yet (everything else is final).
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",

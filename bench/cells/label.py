@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bench.cells.keys import WORKLOAD_DEFAULTS
-from models.registry import ENGINES
+from models.registry.engines import ENGINES
 
 
 def _missing(value: Any) -> bool:
@@ -48,6 +48,7 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "seq_len": lambda v: f"T{int(v)}",
     "grad_accum": lambda v: f"ga{int(v)}",
     "activation_checkpointing": lambda v: "ckpt" if _on(v) else "no-ckpt",
+    "layout": lambda v: f"({v})",  # the parallel layout's text form (bench/layouts); no brackets: rich markup
 }
 
 # Warm-up, steps and repeats read together as one token, `warmup+steps x repeats`, when any differs.

@@ -1,5 +1,6 @@
-"""Choosing cells: one syntax wherever a verb selects cells (`report --where`, `history --cell`,
-`check --normalize ratio-to:`), parsed and validated here, never evaluated as code.
+"""Choosing cells: one syntax wherever a verb selects cells (`--where` of `plan`, `run`, `report` and `status`,
+`history --cell`, `check --normalize ratio-to:`), parsed, validated and applied here, never evaluated as code; every
+refusal is one line naming the option and what is wrong (bench.core.errors.BenchInputError: exit 2).
 
     gpu=V100|A100,ib=on,gpus=8|16      comma-separated key=value terms, `|` between alternatives; every term holds
     35a9a1812f60                       a bare cell id, 6 to 64 hex digits (the same as cell_id=35a9a1812f60)
@@ -100,3 +101,16 @@ def describe(selection: Selection) -> str:
     def text(v: Any) -> str:
         return "null" if v is None else ("true" if v is True else "false" if v is False else str(v))
     return ",".join(f"{k}={'|'.join(text(v) for v in values)}" for k, values in selection.items())
+
+
+def select(frame: pd.DataFrame, text: str | None, among: str, where: str = "--where") -> pd.DataFrame:
+    """The rows of `frame` that the selection `text` picks (every row for none given). A selection that picks no row
+    is bad input, one line in every verb's words: "'gpu=H100' matches none of " + `among`, what it was matched
+    against ("the matrix's 4 cells", "the 15 cells with a complete run")."""
+    chosen = parse_selection(text, where)
+    if not chosen:
+        return frame
+    picked = frame[matches(frame, chosen)] if len(frame.columns) else frame
+    if picked.empty:
+        raise _bad(f"'{describe(chosen)}' matches none of {among}", where)
+    return picked

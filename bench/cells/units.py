@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from models.registry import COLLECTIVES, units_per_sample, workload_spec
+from models.registry.collectives import COLLECTIVES
+from models.registry.workloads import units_per_sample, workload_spec
 
 
 @dataclass(frozen=True)

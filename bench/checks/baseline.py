@@ -28,7 +28,7 @@ import pandas as pd
 
 from bench.cells.keys import CELL_KEYS
 from bench.core.errors import BenchInputError
-from models.cpufeatures import signature
+from models.probes.cpufeatures import signature
 
 BASELINE_FORMAT = "bench-baseline"
 BASELINE_FORMAT_VERSION = 2
@@ -60,7 +60,7 @@ def _cell_settings(row: pd.Series) -> dict[str, Any]:
 
 
 def record_cpu_signature(record_json: Any) -> str | None:
-    """The CPU feature signature (models/cpufeatures.signature) a record's env_probe holds; None for records made
+    """The CPU feature signature (models/probes/cpufeatures.signature) a record's env_probe holds; None for records made
     before the probe read CPU flags, or without their JSON."""
     if not isinstance(record_json, str) or not record_json:
         return None

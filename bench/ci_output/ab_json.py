@@ -1,5 +1,5 @@
-"""`bench ab --json PATH`: the session's verdicts as JSON, schema docs/ci/ab-result.schema.json (format
-"bench-ab-result", format_version 2)."""
+"""`bench ab --json PATH` and `--format json`: the session's verdicts as JSON, schema
+docs/ci/ab-result.schema.json (format "bench-ab-result", format_version 2)."""
 from __future__ import annotations
 
 import json
@@ -30,6 +30,11 @@ def ab_document(results, diffs, settings, session_id: str, specs, statistic: str
     }
 
 
+def document_text(doc: dict) -> str:
+    """The document as `--json PATH` writes it and `--format json` prints it."""
+    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False)
+
+
 def write_ab_json(path, results, diffs, settings, session_id, specs, statistic: str, course: dict) -> None:
     doc = ab_document(results, diffs, settings, session_id, specs, statistic, course)
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    Path(path).write_text(document_text(doc) + "\n", encoding="utf-8")

@@ -1,5 +1,5 @@
-"""`bench check --json PATH`: the verdicts as JSON, schema docs/ci/check-result.schema.json (format
-"bench-check-result", format_version 1; a field added later keeps the version, a field removed or changed in
+"""`bench check --json PATH` and `--format json`: the verdicts as JSON, schema docs/ci/check-result.schema.json
+(format "bench-check-result", format_version 1; a field added later keeps the version, a field removed or changed in
 meaning bumps it)."""
 from __future__ import annotations
 
@@ -39,5 +39,10 @@ def check_document(result, *, baseline: str, candidate: str, settings, normalize
                         for c in changes]}
 
 
+def document_text(doc: dict) -> str:
+    """The document as `--json PATH` writes it and `--format json` prints it."""
+    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False)
+
+
 def write_json(path: str | Path, doc: dict) -> None:
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    Path(path).write_text(document_text(doc) + "\n", encoding="utf-8")

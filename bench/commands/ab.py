@@ -11,7 +11,7 @@ import sys
 import time
 
 from bench.commands import EXIT_FAILED, EXIT_OK
-from bench.commands.shared import add_ci_output_arguments, add_store_argument, check_output_path
+from bench.commands.shared import add_ci_output_arguments, add_format_argument, add_store_argument, check_output_path
 from bench.core.errors import BenchInputError
 
 HELP = "paired A/B: the matrix under two environments, interleaved until decided; exit 1 if B is slower"
@@ -47,6 +47,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds (both sides)")
     parser.add_argument("--workdir", default=None, help="where side runs' logs and scratch stores go "
                                                         "(default: a temporary directory, removed at the end)")
+    add_format_argument(parser, "the verdicts, docs/ci/ab-result.schema.json, as --json writes them")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="write the verdicts as JSON (docs/ci/ab-result.schema.json)")
     add_ci_output_arguments(parser)
@@ -136,6 +137,9 @@ def run(args) -> int:
     plan = Plan(args)
     if args.timeout is not None and args.timeout <= 0:
         raise BenchInputError(f"--timeout must be positive, got {args.timeout:g}")
+    if args.format == "json" and args.github:
+        raise BenchInputError("--format json prints one JSON document on stdout, where --github's annotations go "
+                              "too: write the JSON with --json PATH beside --github")
     for option, path in (("--json", args.json_path), ("--junit", args.junit_path)):
         check_output_path(option, path)
     load_matrix(args.matrix)  # the sides load it again; a bad matrix stops here, before anything runs
@@ -172,7 +176,7 @@ def run(args) -> int:
     course = {"pairs_run": pairs_run, "stopped": stopped, "seconds": round(elapsed, 1),
               "pair_seconds": round(elapsed / max(pairs_run, 1), 1), "budget_s": plan.budget_s,
               "max_pairs": plan.max_pairs, "fixed_pairs": plan.fixed, "cpu_weight": cpu_weight}
-    print_results(results, diffs, settings, session.id, course)
+    print_results(args.format, results, diffs, settings, session.id, specs, args.statistic, course)
     write_ci_outputs(args, results, diffs, settings, session.id, specs, course)
     if not results:
         raise BenchInputError("no cell was measured on both sides (see the side runs' logs above)")
@@ -181,8 +185,10 @@ def run(args) -> int:
 
 def say_progress(say, pairs_run: int, results, elapsed_s: float) -> None:
     """One line per pair: each cell's verdict so far and its interval, and the time spent."""
-    cells = "; ".join(f"{r['cell']}: {r['verdict']} (ratio {_fmt(r['ratio'], 3)}, interval "
-                      f"{_interval(r)})" for r in results) or "no cell measured on both sides yet"
+    from bench.report.ab_table import interval_text, number
+
+    cells = "; ".join(f"{r['cell']}: {r['verdict']} (ratio {number(r['ratio'], 3)}, interval "
+                      f"{interval_text(r)})" for r in results) or "no cell measured on both sides yet"
     say(f"ab after {pairs_run} pair{'s' if pairs_run > 1 else ''}, {elapsed_s / 60:.1f} min: {cells}")
 
 
@@ -273,39 +279,33 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _interval(r) -> str:
-    if not math.isfinite(r["ci_low"]) or not math.isfinite(r["ci_high"]) or r["ci_low"] <= 0:
-        return "unbounded" if r["pairs"] >= 2 else "-"
-    return f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
+def print_results(fmt: str, results, diffs, settings, session_id, specs, statistic: str, course: dict) -> None:
+    """The verdicts on stdout: the table (bench/report/ab_table.py) with each cell's reason, what differs between
+    the sides and the summary line; or the JSON document --json writes; or a Markdown table."""
+    from bench.report import ab_table
 
+    level = f"{1 - settings.alpha:.0%}"
+    if fmt == "json":
+        from bench.ci_output.ab_json import ab_document, document_text
 
-def print_results(results, diffs, settings, session_id, course: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
+        print(document_text(ab_document(results, diffs, settings, session_id, specs, statistic, course)))
+        return
+    if fmt == "md":
+        print(ab_table.markdown(results, level))
+        return
+    from bench.commands.console import stdout_console
 
-    from bench.cells.units import IMAGES, format_rate, unit_of_cell
-
-    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
-    table = Table(title=f"ab {session_id}: B against A (paired, interleaved, decided sequentially)",
-                  title_justify="left")
-    for col in ("cell", "pairs", "A", "B", "ratio B/A", f"{1 - settings.alpha:.0%} interval",
-                "p (any change)", "noise (sd log)", "verdict"):
-        table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
+    console = stdout_console()
+    heading, labels = ab_table.title(session_id, results)
+    console.say(heading, wrap=True)
+    console.print_table(ab_table.table(results, labels, level))
     for r in results:
-        med = (lambda xs: sorted(xs)[len(xs) // 2] if xs else math.nan)
-        unit = unit_of_cell(r) or IMAGES  # each cell in its own unit: img/s, tokens/s
-        rate = (lambda xs: format_rate(med(xs), unit) if xs else "-")
-        table.add_row(r["cell"], f"{r['pairs']}/{r['pairs_run']}", rate(r["a_values"]), rate(r["b_values"]),
-                      _fmt(r["ratio"], 3), _interval(r), _fmt(r["p_change"], 3),
-                      _fmt(r["sd_log"], 3), r["verdict"])
-    console.print(table)
-    for r in results:
-        console.print(f"  {r['cell']}: {r['why']}", highlight=False, soft_wrap=True)
+        console.say(f"  {r['cell']}: {r['why']}")
     print_differences(diffs)
     counts = verdict_counts(results)
     print(f"ab: {len(results)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items()) +
           f"; stopped after {course['pairs_run']} pairs ({course['stopped']}), {course['seconds'] / 60:.1f} min "
-          f"(anytime-valid interval: every claim holds with {1 - settings.alpha:.0%} confidence however many pairs "
+          f"(anytime-valid interval: every claim holds with {level} confidence however many pairs "
           f"were looked at; min effect {settings.min_effect:.0%})")
 
 
@@ -313,7 +313,3 @@ def print_differences(diffs) -> None:
     from bench.commands.lines import print_changes
 
     print_changes(diffs, "side A", "side B")
-
-
-def _fmt(x, digits: int = 1) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"

@@ -1,16 +1,15 @@
 """`bench check --baseline B [--candidate C]`: regression verdicts per cell; exit 1 when a cell regressed.
-bench/checks/sides.py finds the two sides, bench/analysis/regress.py decides, this prints."""
+bench/checks/sides.py finds the two sides, bench/analysis/regress.py decides, bench/report/check_table.py renders the
+table and the Markdown, bench/ci_output/ the JSON (--format json on stdout, --json to a file) and the CI files."""
 from __future__ import annotations
 
 import sys
 
-from bench.analysis import missing
 from bench.cells.label import cell_label
-from bench.cells.units import IMAGES, format_rate, unit_of_cell
 from bench.commands import EXIT_FAILED, EXIT_OK
-from bench.commands.lines import print_changes, what_changed
-from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_store_argument,
-                                   check_output_path)
+from bench.commands.lines import what_changed
+from bench.commands.shared import (add_baselines_dir_argument, add_ci_output_arguments, add_format_argument,
+                                   add_store_argument, check_output_path)
 from bench.core.errors import BenchInputError
 
 HELP = "regression verdicts: a candidate run against a baseline; exit 1 on regression"
@@ -28,6 +27,7 @@ def add_arguments(parser) -> None:
                         help="none, or ratio-to:SELECTION (one cell of the same run: key=value[,key=value] or a "
                              "cell id)")
     parser.add_argument("--all", action="store_true", help="list every cell, unchanged ones too")
+    add_format_argument(parser, "the verdicts, docs/ci/check-result.schema.json, as --json writes them")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the verdicts as JSON (schema: docs/ci/check-result.schema.json)")
     add_ci_output_arguments(parser)
@@ -45,26 +45,20 @@ def parse_normalize(text: str | None):
     return parse_selection(rest, "--normalize")
 
 
-def _fmt(x: float, digits: int = 1) -> str:
-    return missing.text(x, f"{{:.{digits}f}}")
-
-
-_STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "inconclusive": "yellow",
-          "insufficient-data": "dim", "incomparable": "magenta"}
 _MAX_ROWS = 60
 
 
 def run(args) -> int:
     from pathlib import Path
 
-    from rich.console import Console
-    from rich.table import Table
-
     from bench.analysis.regress import (CheckSettings, compare, mark_cpu_differences, normalize_ratio_to, observations,
                                         summary_counts)
     from bench.checks.sides import resolve_side
 
     settings = CheckSettings(min_effect=args.min_effect)
+    if args.format == "json" and args.github:
+        raise BenchInputError("--format json prints one JSON document on stdout, where --github's annotations go "
+                              "too: write the JSON with --json PATH beside --github")
     check_output_path("--json", args.json_path)
     check_output_path("--junit", args.junit_path)
     selector = parse_normalize(args.normalize)
@@ -81,38 +75,25 @@ def run(args) -> int:
         c_obs = normalize_ratio_to(c_obs, selector, "candidate")
     result = mark_cpu_differences(compare(b_obs, c_obs, settings), base.windows, cand.windows)
     counts = summary_counts(result)
-
-    # Each cell in its own unit (img/s, tokens/s), or all as ratios to the reference cell.
-    unit = "× reference" if selector else "per cell's unit"
-    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
-    shown = result if len(result) <= _MAX_ROWS or args.all else result[result["verdict"] != "unchanged"]
-    table = Table(title=f"check: {cand.label} against {base.label}", title_justify="left")
-    for col, justify in (("cell", "left"), ("cell_id", "left"), ("n b/c", "right"), (f"baseline ({unit})", "right"),
-                         (f"candidate ({unit})", "right"), ("ratio", "right"), ("interval", "right"),
-                         ("p", "right"), ("verdict", "left"), ("note", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
-    digits = 3 if selector else 1
-    for row in shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records"):
-        interval = missing.MISSING if missing.is_missing(row["ci_low"]) or missing.is_missing(row["ci_high"]) else \
-            f"{row['ci_low']:.3f}–{row['ci_high']:.3f} ({row['ci_coverage']:.0%})"
-        rate_unit = None if selector else (unit_of_cell(row) or IMAGES)
-        value = (lambda v: _fmt(v, digits)) if rate_unit is None else (lambda v: rate_text(v, rate_unit))
-        table.add_row(cell_label(row), row["cell_id"], f"{row['n_baseline']}/{row['n_candidate']}",
-                      value(row["baseline_median"]), value(row["candidate_median"]),
-                      _fmt(row["ratio"], 3), interval, _fmt(row["p_value"], 3),
-                      f"[{_STYLE[row['verdict']]}]{row['verdict']}[/]" if _STYLE[row["verdict"]] else row["verdict"],
-                      missing.text(row["note"], missing=""))
-    console.print(table)
-    hidden = len(result) - min(len(shown), _MAX_ROWS if not args.all else len(shown))
-    if hidden:
-        console.print(f"({hidden} more cells not shown, {counts['unchanged']} of all cells unchanged; --all shows "
-                      f"every cell)", highlight=False)
-    for row in result[result["note"].str.contains("CPU features", regex=False, na=False)].to_dict("records"):
-        # One unwrapped line per cell: a verdict across different machines must not hide in a folded table cell.
-        feature_note = row["note"][row["note"].index("CPU features"):]  # always the last note
-        print(f"warning: {cell_label(row)} ({row['cell_id']}) {row['verdict']}: {feature_note}")
-    changes = what_changed(base.environment, cand.environment)
+    labels = {row["cell_id"]: cell_label(row) for row in result.drop_duplicates("cell_id").to_dict("records")}
     exit_code = EXIT_FAILED if counts["regressed"] else EXIT_OK
+    if args.format != "table":
+        changes = what_changed(base.environment, cand.environment, show=False)
+        if args.format == "json":
+            from bench.ci_output.check_json import check_document, document_text
+
+            print(document_text(check_document(result, baseline=base.label, candidate=cand.label, settings=settings,
+                                               normalize=args.normalize, counts=counts, exit_code=exit_code,
+                                               labels=labels, changes=changes)))
+        else:
+            from bench.report.check_table import markdown
+
+            print(markdown(result.to_dict("records"), labels, selector is not None))
+        _feature_warnings(result, sys.stderr)  # stdout holds the document alone
+        write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
+        return exit_code
+    _print_table(args, result, counts, base.label, cand.label, normalized=selector is not None)
+    changes = what_changed(base.environment, cand.environment)
     write_ci_outputs(args, result, counts, settings, base.label, cand.label, exit_code, changes)
     # The summary stays the last line (CI logs and tests read it).
     how = f"normalised by {args.normalize[len('ratio-to:'):]}" if selector else "absolute rates"
@@ -121,8 +102,36 @@ def run(args) -> int:
     return exit_code
 
 
-def rate_text(value, unit) -> str:
-    return missing.MISSING if missing.is_missing(value) else format_rate(value, unit)
+def _print_table(args, result, counts, baseline: str, candidate: str, normalized: bool) -> None:
+    """The table (unchanged cells left out past _MAX_ROWS unless --all), the shown cells' notes, and a warning line
+    for each cell measured on different CPU features."""
+    from bench.commands.console import stdout_console
+    from bench.report.check_table import notes_before_features, table, title
+
+    console = stdout_console()
+    shown = result if len(result) <= _MAX_ROWS or args.all else result[result["verdict"] != "unchanged"]
+    rows = shown.head(_MAX_ROWS if not args.all else len(shown)).to_dict("records")
+    heading, labels = title(candidate, baseline, [cell_label(row) for row in rows])
+    console.say(heading, wrap=True)
+    console.print_table(table(rows, labels, normalized))
+    hidden = len(result) - len(rows)
+    if hidden:
+        console.say(f"({hidden} more cells not shown, {counts['unchanged']} of all cells unchanged; --all shows every "
+                    "cell)", wrap=True)
+    notes = [(row["cell_id"], notes_before_features(row["note"])) for row in rows]
+    for cell_id, note in notes:
+        if note:
+            console.say(f"note: {cell_id}  {note}")
+    _feature_warnings(result, sys.stdout)
+
+
+def _feature_warnings(result, file) -> None:
+    """One unwrapped line per cell measured on different CPU features: such a verdict must not hide in a table."""
+    from bench.report.check_table import CPU_FEATURES
+
+    for row in result[result["note"].str.contains(CPU_FEATURES, regex=False, na=False)].to_dict("records"):
+        feature_note = row["note"][row["note"].index(CPU_FEATURES):]  # always the last note
+        print(f"warning: {cell_label(row)} ({row['cell_id']}) {row['verdict']}: {feature_note}", file=file)
 
 
 def write_ci_outputs(args, result, counts, settings, baseline: str, candidate: str, exit_code: int,

@@ -5,17 +5,19 @@ Light at the top, like the verbs: what each function needs it imports when calle
 from __future__ import annotations
 
 
-def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None):
-    """Prints (and returns) what differs between the two sides' recorded environments (CheckSide.environment), most
-    relevant first."""
+def what_changed(base_env: dict[str, str] | None, cand_env: dict[str, str] | None, show: bool = True):
+    """Prints (unless not `show`: stdout holds a document) and returns what differs between the two sides' recorded
+    environments (CheckSide.environment), most relevant first."""
     from bench.analysis.envdiff import diff_environments
 
     if base_env is None or cand_env is None:
-        print("what changed: not known (a baseline file saved before format 2 records no environment; save it again "
-              "with `bench baseline save`, or compare two runs in the store)")
+        if show:
+            print("what changed: not known (a baseline file saved before format 2 records no environment; save it "
+                  "again with `bench baseline save`, or compare two runs in the store)")
         return []
     changes = diff_environments(base_env, cand_env)
-    print_changes(changes, "the baseline", "the candidate")
+    if show:
+        print_changes(changes, "the baseline", "the candidate")
     return changes
 
 

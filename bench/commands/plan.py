@@ -3,14 +3,13 @@ every cell with `--all` or `--format json`; optionally how each planned cell wou
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from collections import Counter
 
 from bench.backend_settings.registry import BACKENDS
 from bench.commands import EXIT_OK
-from bench.commands.shared import backend_for
+from bench.commands.shared import add_where_argument, backend_for
 
 HELP = "expand a matrix: counts by status and skip reason, and the planned cells (every cell with --all)"
 
@@ -23,8 +22,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--show-commands", action="store_true",
                         help="add the exact argv and env of each runnable cell")
     parser.add_argument("--backend", choices=tuple(BACKENDS), default=None)
-    parser.add_argument("--where", default=None,
-                        help="only these cells: key=value[,key=v1|v2...] or a cell id (what `bench run --where` runs)")
+    add_where_argument(parser, "what `bench run --where` runs")
 
 
 def run(args) -> int:
@@ -48,26 +46,24 @@ def run(args) -> int:
         json.dump(rows, sys.stdout, indent=1)
         print()
         return EXIT_OK
-    from rich.console import Console
+    from rich.text import Text
 
-    console = Console()
+    from bench.commands.console import stdout_console
+
+    console = stdout_console()
     if args.all:
         _print_every_cell(console, matrix.name, planned)
     else:
-        # Plain lines, not a rich table: a summary must read the same piped as on a terminal (rich squeezes
-        # tables to 80 columns off a terminal, and printing thousands of rows took seconds).
-        try:
-            name = matrix.name + (f" (--where {args.where})" if args.where else "")
-            print("\n".join(summary_lines(name, planned)), flush=True)
-        except BrokenPipeError:  # `bench plan m.yaml | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_OK
+        # Plain lines, not a rich table: printing thousands of rows through rich took seconds. A reader that goes
+        # away (`bench plan m.yaml | head`) ends it as every verb (bench.cli: exit 141).
+        name = matrix.name + (f" (--where {args.where})" if args.where else "")
+        print("\n".join(summary_lines(name, planned)), flush=True)
     if args.show_commands:
         for p in planned:
             if p.runnable:
-                console.print(f"\n[bold]{p.cell_id}[/] {p.label()}", highlight=False)
+                console.print(Text.assemble("\n", (p.cell_id, "bold"), f" {p.label()}"))
                 for key, value in backend.describe(p, run_id).items():
-                    console.print(_show(key, value), highlight=False, soft_wrap=True, markup=False)
+                    console.say(_show(key, value))
     return EXIT_OK
 
 
@@ -96,13 +92,14 @@ def summary_lines(name: str, planned) -> list[str]:
 def _print_every_cell(console, name: str, planned) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned")
+    table = Table(title=f"{name}: {len(planned)} cells, {sum(p.runnable for p in planned)} planned",
+                  title_justify="left")
     # The cell by its one label (bench/cells/label.py): what it is and every setting that differs from the defaults.
     for col in ("cell_id", "cell", "status", "reason"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col in ("cell_id", "status"))
     for p in planned:
         table.add_row(p.cell_id, p.label(), p.status, p.reason or "")
-    console.print(table)
+    console.print_table(table)
 
 
 def _show(key: str, value) -> str:

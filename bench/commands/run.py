@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from bench.backend_settings.registry import BACKENDS
-from bench.commands.shared import add_store_argument
+from bench.commands.shared import add_store_argument, add_where_argument
 from bench.core.errors import BenchInputError, RunFailed
 
 HELP = "run the matrix's runnable cells; resumes by default"
@@ -20,9 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-failed", action="store_true",
                         help="resume past failed cells too: a cell whose last attempt failed or timed out is not "
                              "tried again (still counted failed: exit 1)")
-    parser.add_argument("--where", default=None,
-                        help="run only these cells: key=value[,key=v1|v2...] or a cell id, e.g. mpi=gloo,gpus=2 "
-                             "(`bench plan MATRIX --where ...` shows which)")
+    add_where_argument(parser, "`bench plan MATRIX --where ...` shows which")
     parser.add_argument("--timeout", type=float, default=None,
                         help="per-cell timeout in seconds (overrides the matrix)")
     parser.add_argument("--no-probe", action="store_true",

@@ -1,7 +1,8 @@
-"""The options several verbs share, in one place, so that no verb imports another: the --store option, --where, the
-baselines folder, the CI output options and their paths, and the backend a matrix and --backend name. The lines
-several verbs print are in bench/commands/lines.py. Light at the top, like the verbs (the parser is built from every
-verb module on every call)."""
+"""The options several verbs share, in one place, so that no verb imports another: the --store option, --where,
+--format, the baselines folder, the CI output options and their paths, and the backend a matrix and --backend name.
+The lines several verbs print are in bench/commands/lines.py, the console that prints their tables in
+bench/commands/console.py. Light at the top, like the verbs (the parser is built from every verb module on every
+call)."""
 from __future__ import annotations
 
 from bench.core.errors import BenchInputError
@@ -19,10 +20,23 @@ def add_store_argument(parser) -> None:
 
 
 def add_where_argument(parser, what: str) -> None:
-    """--where, bench/cells/selection.py's syntax (`key=value[,key=v1|v2...]` or a cell id); `what`: what the
-    selection chooses, for the help."""
+    """--where, the same for `plan`, `run`, `report` and `status`: bench/cells/selection.py's syntax
+    (`key=value[,key=v1|v2...]` or a cell id), parsed and applied by its `select`; `what`: what the selection
+    chooses, for the help."""
     parser.add_argument("--where", default=None, metavar="SELECTION",
-                        help=f"only these cells: key=value[,key=v1|v2...] or a cell id ({what})")
+                        help=f"only these cells: key=value[,key=v1|v2...] or a cell id, e.g. mpi=gloo,gpus=2 ({what})")
+
+
+# What a verb that reads results prints: a table for people, JSON for scripts (a schema under docs/ci/ each), or a
+# GitHub-Markdown table.
+FORMATS = ("table", "json", "md")
+
+
+def add_format_argument(parser, json_is: str) -> None:
+    """--format, the same for every verb that prints results; `json_is`: what its JSON is, for the help."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help=f"table (default: for people, 120 columns), json ({json_is}) or md (a GitHub-Markdown "
+                             "table)")
 
 
 def add_baselines_dir_argument(parser) -> None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from bench.commands import EXIT_OK
 from bench.commands.lines import expected_entries, mfu_entries, probe_entries
-from bench.commands.shared import add_store_argument, add_where_argument
+from bench.commands.shared import add_format_argument, add_store_argument, add_where_argument
 from bench.core.errors import BenchInputError
 
 HELP = "runs in the store, the state of their cells, and whether each cell's figure is as expected"
-FORMATS = ("table", "json", "md")
 EXPECTED_TITLE = "expected vs measured (latest complete run of each cell):"
 MFU_TITLE = "MFU (model FLOPs ÷ dense peak), power and energy (latest complete run of each GPU cell):"
 
@@ -24,9 +23,8 @@ def add_arguments(parser) -> None:
                         help="after the table, the sentences behind it: expected vs measured, probes, step split, MFU")
     parser.add_argument("--cell", default=None, metavar="ID",
                         help="one cell (its id or a unique prefix of it): its row and its sentences")
-    add_where_argument(parser, "as `bench plan --where` selects them")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="table (default), json (a list of row objects) or md (a GitHub-Markdown table)")
+    add_where_argument(parser, "of those with a complete run")
+    add_format_argument(parser, "a list of row objects, docs/ci/status-result.schema.json")
 
 
 def _one_cell(prefix: str, known: set[str]) -> str:
@@ -41,17 +39,14 @@ def _one_cell(prefix: str, known: set[str]) -> str:
 
 def _selected(judged, where: str | None) -> set[str] | None:
     """The cell ids --where selects of the judged cells (None: no --where); a selection of none is bad input."""
-    from bench.cells.selection import describe, matches, parse_selection
+    import pandas as pd
 
-    chosen = parse_selection(where, "--where")
-    if not chosen:
+    from bench.cells.selection import select
+
+    if where is None or not where.strip():
         return None
-    table = judged.table if judged is not None else None
-    ids = set() if table is None else set(table.loc[matches(table, chosen), "cell_id"])
-    if not ids:
-        n = 0 if table is None else len(table)
-        raise BenchInputError(f"'{describe(chosen)}' matches none of the {n} cells with a complete run", "--where")
-    return ids
+    table = judged.table if judged is not None else pd.DataFrame()
+    return set(select(table, where, f"the {len(table)} cells with a complete run")["cell_id"])
 
 
 def run(args) -> int:
@@ -59,12 +54,15 @@ def run(args) -> int:
     from bench.analysis.mfu import with_power
     from bench.analysis.scaling import split_imported
     from bench.analysis.status_rows import grouped, run_counts, status_rows
+    from bench.cells.selection import parse_selection
+    from bench.commands.console import stdout_console
     from bench.core.source_revision import source_text
     from bench.launch import analysis_facts
     from bench.report import status_table as out
     from bench.report.power import power_records
     from bench.store import Store
 
+    parse_selection(args.where, "--where")  # a malformed selection stops before the store is read
     prose = args.format == "table" and (args.verbose or args.cell is not None)
     with Store(args.store, read_only=True) as store:
         runs = store.runs()
@@ -94,12 +92,11 @@ def run(args) -> int:
     headers = {run_id: out.run_header(run_id, by_id.get(run_id), *counts.get(run_id, (0, 0)),
                                       source=source_text(by_id[run_id]) if args.verbose and run_id in by_id else "")
                for run_id in {*shown, *(r.run_id for r in rows)}}
-    console = out.console()
+    console = stdout_console()
     out.print_tables(console, groups, headers, wrap=not args.verbose)
     if args.cell is None:
-        console.print(f"{complete} cell(s) complete in {args.store}" + (f" ({len(rows)} selected by --where)"
-                                                                        if chosen is not None else ""),
-                      highlight=False, markup=False)
+        console.say(f"{complete} cell(s) complete in {args.store}" + (f" ({len(rows)} selected by --where)"
+                                                                      if chosen is not None else ""), wrap=True)
     if prose:
         wanted = (lambda ids: True) if chosen is None else (lambda ids: bool(chosen & set(ids)))
         for title, entries in ((EXPECTED_TITLE, expected_entries(judged)), (MFU_TITLE, gpu)):

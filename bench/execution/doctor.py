@@ -17,7 +17,7 @@ from bench.backends.local.backend import local_gpus
 from bench.launch import LAUNCHERS, Flavour, LaunchSpec
 from bench.launch.bindings import built_bindings
 from bench.launch.runtimes import Runtime, image_abi, not_in_image, runtime_for
-from models.registry import WORKLOADS
+from models.registry.workloads import WORKLOADS
 
 # Runs in a child process: importing torch and TensorFlow into the CLI would cost seconds for nothing.
 _PROBE = r"""
@@ -67,14 +67,14 @@ def launcher_version(flavour: Flavour, runtime: Runtime) -> str | None:
 
 
 def probe(flavour: Flavour, timeout_s: float = 120, python: str | None = None) -> Probe:
-    """A 2-rank Horovod allreduce (models/mpi_probe.py) under the flavour's launcher and runtime."""
+    """A 2-rank Horovod allreduce (models/probes/mpi_probe.py) under the flavour's launcher and runtime."""
     rt = runtime_for(flavour.name, python or sys.executable)
     if not Path(rt.python).exists():
         return Probe(f"no runtime at {rt.python} (run `make run`)")
     tool = flavour.tool_path(rt)
     if tool is None:
         return Probe(f"{flavour.tool} not found")
-    program = Path(models.__file__).resolve().parent / "mpi_probe.py"
+    program = Path(models.__file__).resolve().parent / "probes" / "mpi_probe.py"
     spec = LaunchSpec(workers=2, hosts=(("localhost", 2),), program=(rt.python, str(program)),
                       env={"OMP_NUM_THREADS": "1", **rt.env}, as_root=os.geteuid() == 0)
     rendered = flavour.render(spec, tool)

@@ -11,12 +11,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bench.backends.base import Backend
 from bench.backends.shared.outcome import Outcome
 from bench.core.errors import BenchInputError, RunFailed
 from bench.core.redact import redact_argv, redact_env, redact_text
+from bench.execution.progress import CellProgress
 from bench.facts.catalog import sku_of_gpu
 from bench.launch.evidence import parse_transport
 from bench.planning.cell import PlannedCell
@@ -115,14 +115,18 @@ BUSY_WAIT_S = 1.0  # every remaining cell is claimed by another live run: look a
 
 
 def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_id: str, rerun: bool = False,
-             skip_failed: bool = False, console: Console | None = None) -> RunSummary:
+             skip_failed: bool = False, console: Console | None = None, live: bool | None = None) -> RunSummary:
     """Each cell is claimed in the store before it runs, so two runs on one store never measure the same cell at
     once: a cell another live run holds is put back in the queue and looked at again later (measured by then:
     counted as resumed; abandoned by a dead run: claimed, its leftover processes swept, and run here).
 
     skip_failed: cells whose last attempt failed or timed out are not tried again (a cell that hangs until its
-    timeout would cost that timeout on every resume). With rerun every cell runs; the CLI refuses the two together."""
+    timeout would cost that timeout on every resume). With rerun every cell runs; the CLI refuses the two together.
+
+    live: rich's progress bar (a terminal: the default where the console's file is one); otherwise each finished
+    cell's line ends with how far the run is (bench/execution/progress.py)."""
     console = console or Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 120)
+    live = _is_terminal(console) if live is None else live
     summary = RunSummary(run_id)
     done = set() if rerun else store.completed_cells()
     runnable = [p for p in planned if p.runnable]
@@ -140,14 +144,11 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
         for p in held:
             console.print(f"not retried {p.label()}: its last attempt (run {failed_before[p.cell_id]}) failed; "
                           f"--skip-failed  {p.cell_id}", highlight=False)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     queue = deque(todo)
     width = max((len(p.label()) for p in todo), default=0)  # the labels line up, however long the run's are
     told_busy: set[str] = set()
     idle = 0  # cells looked at since the last one that could be claimed
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("running", total=len(todo))
+    with CellProgress(console, len(todo), live) as progress:
         while queue:
             cell = queue.popleft()
             claim = store.claim(cell.cell_id, run_id, skip_done=not rerun)
@@ -165,25 +166,31 @@ def run_plan(planned: list[PlannedCell], backend: Backend, store: Store, *, run_
             idle = 0
             if claim.status == "done":
                 summary.resumed += 1
-                console.print(f"resume {cell.label():<{width}} measured meanwhile by another run  {cell.cell_id}",
-                              highlight=False)
-                progress.advance(task)
+                console.print(f"resume {cell.label():<{width}} measured meanwhile by another run  {cell.cell_id}"
+                              f"{progress.finished(measured=False)}", highlight=False)
                 continue
             if claim.stale_token:
                 swept = backend.sweep(claim.stale_token)
                 if swept:
                     console.print(f"swept {swept} leftover process(es) of a dead run's claim on {cell.cell_id}")
-            progress.update(task, description=f"cell {len(todo) - len(queue)}/{len(todo)} {cell.label()}")
+            progress.running(f"cell {len(todo) - len(queue)}/{len(todo)} {cell.label()}")
             try:
                 _probe(cell, backend, summary, console, width)
-                _run_cell(cell, backend, store, run_id, summary, console, width)
+                _run_cell(cell, backend, store, run_id, summary, console, progress, width)
             finally:
                 try:
                     store.release(cell.cell_id, run_id)
                 except StoreError:
                     pass  # the claim's owner is this process: once it exits, the claim is free anyway
-            progress.advance(task)
     return summary
+
+
+def _is_terminal(console: Console) -> bool:
+    """Whether the console writes to a terminal (not rich's is_terminal, which FORCE_COLOR makes true in a CI log)."""
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _probe(cell: PlannedCell, backend: Backend, summary: RunSummary, console: Console, width: int = 0) -> None:
@@ -221,7 +228,7 @@ def _after(cell: PlannedCell, backend: Backend, run_id: str, records: list[Recor
 
 
 def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, summary: RunSummary,
-              console: Console, width: int = 0) -> None:
+              console: Console, progress: CellProgress, width: int = 0) -> None:
     started = time.monotonic()
     records: list[Record] = []
     for job in range(cell.cell["jobs"]):
@@ -262,7 +269,7 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
         elapsed -= sum(o.seconds for o in _listed(again) if getattr(o, "in_cell_launch", False))
         summary.cells_s += elapsed
         console.print(f"[green]ok[/]     {cell.label():<{width}} {_headline(records)}  (median of {len(records)}, "
-                      f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}")
+                      f"{elapsed:.0f} s)  {cell.cell_id}  via {records[0].effective_transport}{progress.finished()}")
         for outcome in _listed(again):
             _count_probe(outcome, summary, cell, console, width)
         if any(r.transport_verdict == "mismatch" for r in records):
@@ -273,8 +280,8 @@ def _run_cell(cell: PlannedCell, backend: Backend, store: Store, run_id: str, su
         summary.cells_s += elapsed
         reason = redact_text(outcome.reason) or outcome.status
         summary.failed.append((cell, reason))
-        console.print(f"[red]{outcome.status:<6}[/] {cell.label():<{width}} {escape(reason)}  {cell.cell_id}",
-                      highlight=False)
+        console.print(f"[red]{outcome.status:<6}[/] {cell.label():<{width}} {escape(reason)}  {cell.cell_id}"
+                      f"{progress.finished()}", highlight=False)
 
 
 def _headline(records: list[Record]) -> str:

@@ -1,5 +1,6 @@
-"""Model FLOPs per trained image, per model and image size: the table models/flops.py counts and writes
-(bench/data/model_flops.yaml). Read here without torch; bench/analysis/mfu.py divides by the catalogue's peaks."""
+"""Model FLOPs per trained image, per model and image size: the table models/workloads/resnet50/flops.py counts and
+writes (bench/data/model_flops.yaml). Read here without torch; bench/analysis/mfu.py divides by the catalogue's
+peaks."""
 from __future__ import annotations
 
 import functools

@@ -117,7 +117,8 @@ GENERATIONS: dict[str, Generation] = {
 #  - torch 2.3.1+cu118: PyTorch's wheel builds for CUDA 11.8 add sm_37 to the arch list (pytorch/builder
 #    manywheel/build_cuda.sh: `11.8) TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST};3.7;9.0"`, base list
 #    5.0;6.0;7.0;7.5;8.0;8.6; pytorch/pytorch#95648 shows such a build reporting sm_37...sm_90). 2.3 is the first
-#    release with torch.amp.GradScaler(device), which models/resnet50_pytorch.py uses, and the last whose cu118 build
+#    release with torch.amp.GradScaler(device), which models/workloads/resnet50/pytorch_worker.py uses, and the last
+# whose cu118 build
 #    links cuDNN 8 (2.4 moved to cuDNN 9).
 #  - tensorflow 2.14.1: the last TF release built with CUDA 11 (2.15 moved to CUDA 12.2). Its wheel's
 #    tensorflow/python/platform/build_info.py (read from the PyPI wheel here) says cuda_version 11.8, cudnn 8,
@@ -136,8 +137,9 @@ LEGACY_PINS: dict[str, str] = {
 }
 LEGACY_FROM_SETUP_CFG: tuple[str, ...] = ("cloudpickle", "psutil", "PyYAML", "packaging", "cffi")
 
-# apt packages (each MPI flavour's own are in its recipe). InfiniBand user space for GPU generations (NCCL and UCX dlopen libibverbs); NCCL from the NVIDIA
-# repository the nvidia/cuda base images configure (devel images already carry it: the install is then a no-op).
+# apt packages (each MPI flavour's own are in its recipe). InfiniBand user space for GPU generations (NCCL and UCX
+# dlopen libibverbs); NCCL from the NVIDIA repository the nvidia/cuda base images configure (devel images already
+# carry it: the install is then a no-op).
 BUILD_PACKAGES = ("ca-certificates", "cmake", "g++", "make")
 PYTHON_PACKAGES = ("python3", "python3-dev", "python3-venv")
 IB_PACKAGES = ("rdma-core", "ibverbs-providers", "libibverbs1", "librdmacm1")
@@ -231,8 +233,9 @@ def _context(v: Variant) -> dict[str, Any]:
         "v": v, "gen": gen, "gpu": gpu,
         "packages": sorted(set(packages)),
         "build_abi": flavour.abi,
-        # The MPICH-ABI venv's libmpi.so.12 for the install step's own import check (see the template's ENV for why).
-        "abi_env": "LD_LIBRARY_PATH=/opt/bench/.venv/lib " if flavour.abi == "mpich" else "",
+        # A venv's own libmpi for the install step's own import check (see the template's ENV for why).
+        "abi_env": "LD_LIBRARY_PATH=/opt/bench/.venv/lib " if flavour.libmpi_in_venv else "",
+        "libmpi_in_venv": flavour.libmpi_in_venv,
         "abi_note": flavour.image.abi_note,
         "frameworks": FRAMEWORK_SETS[v.frameworks],
         "legacy_pins": legacy,

@@ -5,7 +5,7 @@ and only for the frameworks its build was asked for; a binding built without its
 import ("Extension horovod.tensorflow has not been built"). scripts/install.sh builds both bindings in both
 environments, but one built for PyTorch's alone (BENCH_MPICH_FRAMEWORKS=pytorch, as the MPICH-ABI environment was by
 default before) serves no TensorFlow or Keras cell. Planning asks here so that such a cell is skipped with the fix, as
-the worker would refuse it (models/common.py, `import_horovod`), instead of running and failing.
+the worker would refuse it (models/measure/common.py, `import_horovod`), instead of running and failing.
 
 Reading the files, not importing: the plan runs in the control process, which must not import TensorFlow (seconds)
 nor the other environment's Horovod (another MPI ABI).
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.launch.runtimes import image_abi, not_in_image, runtime_for
-from models.registry import WORKLOADS
+from models.registry.workloads import WORKLOADS
 
 # What `make run` does about it: install.sh finds the build missing and builds (or takes from its cache) Horovod with
 # both bindings, in whichever environment lacks one.
@@ -73,7 +73,7 @@ def binding_reason(cell: dict[str, Any], python: str = sys.executable) -> str | 
     """Why the environment that would run this cell's workers cannot serve it (None where it can, or cannot tell).
 
     Only multi-worker Horovod cells: one worker exchanges nothing, and a worker launched alone without Horovod runs
-    as one process (models/common.py); DDP and FSDP2 need no Horovod."""
+    as one process (models/measure/common.py); DDP and FSDP2 need no Horovod."""
     if cell.get("engine", "horovod") != "horovod" or cell.get("gpus", 1) < 2:
         return None
     binding = WORKLOADS.get(cell.get("framework"), {}).get("horovod_binding")

@@ -6,7 +6,8 @@ asked of that instance:
 - `fabric_env`: its own settings for the `ib` axis (NCCL and UCX are shared layers, bench.launch.fabric);
 - `debug` / `layers`: the switches that make its transport visible, and the shared layers whose output counts;
 - `parse`: its reading of a job's log into the effective transport (bench.records.transport reads with it);
-- `abi` / `runtime_prefix`: which Horovod build and environment runs its cells (bench.launch.runtimes);
+- `abi` / `runtime_prefix` / `libmpi_in_venv`: which Horovod build and environment runs its cells, and where that
+  environment's libmpi sits (bench.launch.runtimes, bench.images.recipes);
 - `image`: what a container image installs for it (bench.images.recipes, docker/Dockerfile.j2);
 - `controller`: Horovod's controller under it, which `bench doctor`'s probe (bench/execution/doctor.py) must see
   at work;
@@ -53,6 +54,9 @@ class Flavour:
     # Where, inside that environment, its own runtime sits when it is not the environment's own (Intel MPI's prefix):
     # its bin/ comes first on PATH and its lib/ replaces the environment's on the library path.
     runtime_prefix: str | None = None
+    # Whether that environment's libmpi is a wheel's, in the venv's lib/ (the MPICH ABI), where the loader must be
+    # told to look (a cached Horovod build's RUNPATH names another venv); the Open MPI ABI's comes from the system.
+    libmpi_in_venv: bool = False
     controller: Literal["mpi", "gloo"] = "mpi"  # Horovod's controller under it (what the doctor probe must report)
     # How the native engine (PyTorch DDP) is started in its cells: by torchrun, by this flavour's own launcher (with
     # MASTER_ADDR/PORT), or not at all.

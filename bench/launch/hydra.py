@@ -23,6 +23,7 @@ class HydraFlavour(Flavour):
     """A flavour whose launcher is a Hydra mpiexec, on the MPICH ABI."""
     tool = "mpiexec.hydra"
     abi = "mpich"
+    libmpi_in_venv = True  # the MPICH wheel's libmpi.so.12 (Intel MPI's image has it too, beside its own prefix)
     rank_defaults: dict[str, str] = {}  # set for every rank unless the fabric or the spec sets it
 
     def ssh_options(self, ssh_args: list[str]) -> tuple[list[str], dict[str, str]]:

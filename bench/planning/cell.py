@@ -8,7 +8,8 @@ from typing import Any
 
 from bench.cells.label import cell_label
 from bench.facts.catalog import GpuSku, catalog
-from models.registry import COLLECTIVES, workload_spec
+from models.registry.collectives import COLLECTIVES
+from models.registry.workloads import workload_spec
 
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 
@@ -20,7 +21,8 @@ def cell_nodes(cell: dict[str, Any], sku: GpuSku | None = None) -> int:
 
 
 def workload_version(framework: str, model: str = "resnet50") -> str:
-    """The version of the worker that measures the cell: the workload's (models/registry.py), or a collective's."""
+    """The version of the worker that measures the cell: the workload's (models/registry/workloads.py), or a
+    collective's."""
     spec = COLLECTIVES.get(model) or workload_spec(model, framework)
     return spec["version"] if spec else "none"
 
@@ -52,6 +54,7 @@ ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
     "seq_len": None,  # the configuration's context
     "grad_accum": 1,  # one micro-batch per step
     "activation_checkpointing": False,
+    "layout": None,  # the engine's own data parallelism (issue 66), as before the key
 }
 
 

@@ -1,7 +1,8 @@
 """Why a cell cannot run: hardware rules (from the catalogue) and what this build implements.
 
-What a workload implements, and what its worker refuses, is declared once in models/registry.py (WORKLOAD_RULES):
-the worker refuses those settings with the same text, so a cell skipped here is one the worker would refuse.
+What a workload implements, and what its worker refuses, is declared once in models/registry/ (workloads.py, and
+rules.py's WORKLOAD_RULES): the worker refuses those settings with the same text, so a cell skipped here is one the
+worker would refuse.
 
 Each rule returns a one-line reason or None. Backend reach (can *this* backend get there?) is the backend's own rule.
 Unknown names (a framework or MPI flavour no registry has) never reach these rules: the matrix's validation takes its
@@ -13,7 +14,10 @@ from typing import Any
 
 from bench.facts.catalog import GpuSku, catalog
 from bench.launch import LAUNCHERS, flavour_named
-from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, training_state_bytes, workload_refusal
+from models.registry.collectives import COLLECTIVES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
+from models.registry.rules import workload_refusal
+from models.registry.workloads import training_state_bytes
 
 
 def hardware_reason(cell: dict[str, Any], sku: GpuSku) -> str | None:

@@ -20,10 +20,10 @@ from bench.core.redact import redact_text
 from bench.core.yamlsrc import Located, load_yaml_file, load_yaml_text
 from bench.facts.catalog import catalog
 from bench.launch import LAUNCHERS
-from models.registry import (COLLECTIVES, COMPILE_MODES, LOADERS, MODEL_WORKLOADS, OPTIMIZER_IMPLS, WORKLOADS,
-                             known_model)
-from models.transformer_shapes import CONFIGS as TRANSFORMER_CONFIGS
-from models.transformer_shapes import shape_id
+from models.registry.collectives import COLLECTIVES
+from models.registry.workloads import COMPILE_MODES, LOADERS, MODEL_WORKLOADS, OPTIMIZER_IMPLS, WORKLOADS, known_model
+from models.workloads.transformer.shapes import CONFIGS as TRANSFORMER_CONFIGS
+from models.workloads.transformer.shapes import shape_id
 
 MAX_CELLS = 1_000_000
 
@@ -41,8 +41,8 @@ class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     # What a cell measures: ResNet-50 training, a transformer language model's (a configuration of
-    # models/transformer_shapes.py, or a shape id naming its numbers: docs/transformer.md), or a collective sweep
-    # (docs/collectives.md).
+    # models/workloads/transformer/shapes.py, or a shape id naming its numbers: docs/transformer.md), or a collective
+    # sweep (docs/collectives.md).
     model: str = "resnet50"
     # Who averages the gradients: Horovod, the framework's own engine (PyTorch DDP), or FSDP2 (transformers only).
     engine: Literal["horovod", "native", "fsdp2"] = "horovod"
@@ -68,9 +68,9 @@ class Workload(BaseModel):
     # Collective cells: the largest message of the sweep in bytes (float32 elements, so a multiple of 4); the sweep
     # is 4 KiB x 4^k below it, then it. null = ResNet-50's fp32 gradients. Training cells ignore it.
     max_message_bytes: int | None = Field(None, ge=4096, le=1 << 34, multiple_of=4)
-    # The training step's settings (docs/gpu.md, "Step settings"; vocabularies from models/registry.py). Real-data
-    # cells only: who decodes the JPEGs (auto: the fastest there is, resolved and recorded by the worker: DALI or
-    # nvJPEG on a GPU, Pillow on a CPU; synthetic cells ignore it).
+    # The training step's settings (docs/gpu.md, "Step settings"; vocabularies from models/registry/workloads.py).
+    # Real-data cells only: who decodes the JPEGs (auto: the fastest there is, resolved and recorded by the worker: DALI
+    # or nvJPEG on a GPU, Pillow on a CPU; synthetic cells ignore it).
     loader: Literal[LOADERS] = "auto"
     # torch.compile of the model, in this mode (off: eager, as before the key).
     compile: Literal[COMPILE_MODES] = "off"
@@ -84,6 +84,22 @@ class Workload(BaseModel):
     seq_len: int | None = Field(None, ge=8, le=1 << 20)
     grad_accum: int = Field(1, ge=1, le=4096)
     activation_checkpointing: bool = False
+    # Transformer cells: the parallel layout in bench/layouts' text form (`dp_shard=2,tp=2,pp=2,schedule=1f1b,m=4`;
+    # docs/layouts.md); null: the engine's own data parallelism, as before the key.
+    layout: str | None = None
+
+    @field_validator("layout")
+    @classmethod
+    def _layout(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from bench.layouts.layout import LayoutError, parse_layout
+
+        try:
+            parse_layout(v)
+        except LayoutError as e:
+            raise ValueError(str(e).split(": ", 1)[-1]) from None  # the key and the value are said around it
+        return v
 
     @field_validator("model")
     @classmethod

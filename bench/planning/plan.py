@@ -6,6 +6,7 @@ from typing import Any, Protocol
 from bench.facts.catalog import catalog
 from bench.planning.cell import PlannedCell, cell_id, cell_nodes
 from bench.planning.feasibility import build_reason, hardware_reason
+from bench.planning.layout_rules import layout_reason
 
 
 class Reach(Protocol):
@@ -32,6 +33,8 @@ def plan_cells(cells: list[dict[str, Any]], backend: Reach | None) -> list[Plann
             if reason is None and backend is not None:
                 reason = backend.reach_reason(cell, nodes)
             memo[key] = reason
+        if reason is None and cell.get("layout") is not None:  # reads the batch and the layout: not memoised
+            reason = layout_reason(cell, sku, nodes)
         planned.append(PlannedCell(cell=cell, cell_id=cell_id(cell), status="skipped" if reason else "planned",
                                    reason=reason, nodes=nodes))
     return planned
@@ -44,12 +47,8 @@ def select_cells(planned: list[PlannedCell], text: str | None, where: str = "--w
         return planned
     import pandas as pd
 
-    from bench.cells.selection import describe, matches, parse_selection
-    from bench.core.errors import BenchInputError
+    from bench.cells.selection import select
 
-    chosen = parse_selection(text, where)
     frame = pd.DataFrame([{"cell_id": p.cell_id, **p.cell, "nodes": p.nodes} for p in planned])
-    picked = [p for p, hit in zip(planned, matches(frame, chosen) if planned else []) if hit]
-    if not picked:
-        raise BenchInputError(f"'{describe(chosen)}' matches none of the matrix's {len(planned)} cells", where)
-    return picked
+    picked = select(frame, text, f"the matrix's {len(planned)} cells", where)
+    return [planned[i] for i in picked.index]

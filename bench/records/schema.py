@@ -1,7 +1,8 @@
 """The versioned record schema: what a worker reports for one measured repeat, plus what bench adds around it.
 
 Workers (models/) write plain JSON; this model is the gate every record passes before it reaches the store. An ok
-record must be internally consistent: its global rate is recomputed from its own per-rank data.
+record must be internally consistent: its global rate is recomputed from its own per-rank data. Its parts (a rank's
+rate, a collective row, what ran on a GPU, ...) are bench/records/parts.py's.
 """
 from __future__ import annotations
 
@@ -12,208 +13,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.core.errors import BenchInputError
-from models.phases import PHASES
-from models.registry import COLLECTIVES, COMPILE_MODES, CUDA_GRAPH_SCOPES, LOADERS, OPTIMIZER_IMPLS
+from bench.records.parts import (CollectiveRow, CudaEventCheck, GpuRan, PeakMemory, PowerRan, RankRate, StepTimes,
+                                 finite_positive_rate, generic_rate_names)
+from models.registry.collectives import COLLECTIVES
+from models.registry.workloads import COMPILE_MODES, CUDA_GRAPH_SCOPES, LOADERS, OPTIMIZER_IMPLS
 
 SCHEMA_VERSION = 1
-MAX_SAMPLES_PER_SEC = 10_000_000  # far above any machine; larger is a bug, not a measurement
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
-
-
-def _finite_positive(v: float | None, name: str) -> float | None:
-    if v is None:
-        return v
-    if not math.isfinite(v) or v <= 0 or v > MAX_SAMPLES_PER_SEC:
-        raise ValueError(f"{name} must be a finite positive rate below {MAX_SAMPLES_PER_SEC:,}, got {v!r}")
-    return v
-
-
-def _rate_names(data: Any) -> Any:
-    """Records written before the workload was an axis, and the image workers' today, name the rate images_per_sec:
-    the same value (samples / window_s, a sample being an image) under the generic name."""
-    if isinstance(data, dict) and any(k.startswith("images_per_sec") for k in data):
-        data = {k.replace("images_per_sec", "samples_per_sec", 1) if k.startswith("images_per_sec") else k: v
-                for k, v in data.items()}
-    return data
-
-
-class OutsideProcess(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    pid: int = Field(ge=0)
-    cpu_s_per_s: float = Field(ge=0)
-    cpus: list[int] | None = None  # the CPUs it may run on
-
-
-class Outside(BaseModel):
-    """What else used the rank's node during the window (models/host_load.py), per second of wall time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    # processes outside the cell, all together (the machine's busy time less the cell's)
-    cpu_s_per_s: float = Field(ge=0)
-    cell_cpu_s_per_s: float = Field(ge=0)
-    cores: int = Field(ge=1)  # CPUs this rank may use
-    machine_cores: int | None = Field(None, ge=1)
-    steal_s_per_s: float | None = Field(None, ge=0)
-    throttles: int | None = Field(None, ge=0)
-    mhz: float | None = Field(None, gt=0)
-    top: list[OutsideProcess] = []
-    rank_cpus: list[int] = []
-
-
-class RankRate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _names(cls, data):
-        return _rate_names(data)
-
-    rank: int = Field(ge=0)
-    host: str
-    samples: int = Field(ge=0)
-    steps: int = Field(ge=0)
-    window_s: float = Field(gt=0)
-    busy_s: float = Field(ge=0)
-    samples_per_sec: float | None
-    # Seconds of the window this rank spent in each phase of its steps (models/phases.py: input, compute, comm_wait,
-    # update, other), summed over its steps; absent in records written before the workers timed phases.
-    phases_s: dict[str, float] | None = None
-    outside: Outside | None = None  # what else used the node meanwhile (absent in records written before 2026-12)
-
-    @field_validator("samples_per_sec")
-    @classmethod
-    def _rate(cls, v):
-        return _finite_positive(v, "per-rank samples_per_sec")
-
-    @field_validator("phases_s")
-    @classmethod
-    def _phases(cls, v):
-        for name, seconds in (v or {}).items():
-            if name not in PHASES:
-                raise ValueError(f"unknown phase {name!r} (known: {', '.join(PHASES)})")
-            if not math.isfinite(seconds) or seconds < 0:
-                raise ValueError(f"phase {name}: {seconds!r} is not a duration")
-        return v
-
-
-class StepTimes(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    mean: float
-    median: float
-    min: float
-    max: float
-    p90: float
-
-
-class CollectiveRow(BaseModel):
-    """One message size of a collective sweep (models/collectives.py): the slowest rank's time per iteration, and
-    nccl-tests' bandwidths at the median time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    op: Literal[tuple(COLLECTIVES)]
-    bytes: int = Field(gt=0)
-    iterations: int = Field(gt=0)
-    time_median_s: float = Field(gt=0)
-    time_p10_s: float = Field(gt=0)
-    time_p90_s: float = Field(gt=0)
-    time_min_s: float = Field(gt=0)
-    time_max_s: float = Field(gt=0)
-    algbw_bytes_per_s: float = Field(ge=0)
-    busbw_bytes_per_s: float = Field(ge=0)
-    # The busiest rank's engine CPU seconds per iteration (its process's CPU time less the calling thread's, which
-    # only waits), median; null in sweeps recorded before it was measured.
-    cpu_time_median_s: float | None = Field(None, ge=0)
-    # Compute and collective on shared cores (CPU allreduce sweeps, the largest size and a few smaller ones; null
-    # elsewhere): the probe kernel's rate while the engine idles (the largest size only) and while this size's
-    # allreduce is in flight, as fractions of its rate alone (slowest rank), and the allreduce's time under that
-    # load (models/contention.py).
-    idle_compute_ratio: float | None = Field(None, gt=0)
-    contended_compute_ratio: float | None = Field(None, ge=0)
-    contended_time_median_s: float | None = Field(None, gt=0)
-    # That allreduce's time beside the probe over its time alone, in pairs seconds apart (median over the pairs,
-    # slowest rank); null in sweeps recorded before store migration 9, which divide by the sweep's own time instead.
-    contended_stretch: float | None = Field(None, gt=0)
-    # Beside a replay of one training step's gradient stream (the largest size's row of CPU allreduce sweeps over
-    # two ranks or more; null elsewhere and before store migration 12): the probe's rate over a backward pass's worth
-    # of calls while ResNet-50's 161 gradients are submitted at their ready points, as a fraction of its rate alone
-    # (each replay's slowest rank, median over the replays), and how long the stream's last allreduce ended after
-    # those calls.
-    replay_compute_ratio: float | None = Field(None, gt=0)
-    replay_tail_s: float | None = Field(None, ge=0)
-
-
-class GpuRan(BaseModel):
-    """What ran on a GPU worker (models/gpu_facts.py); `sku` is the catalogue entry whose nvidia-smi name it matches,
-    added by bench (None: no entry matches)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = None
-    sku: str | None = None
-    uuid: str | None = None
-    compute_capability: str | None = None
-    driver: str | None = None
-    cuda: str | None = None
-    cudnn: int | None = None
-    nccl: str | None = None
-    clocks_sm_mhz: float | None = None
-    clocks_mem_mhz: float | None = None
-    clocks_max_sm_mhz: float | None = None
-    clocks_max_mem_mhz: float | None = None
-    power_limit_w: float | None = None
-    cudnn_benchmark: bool | None = None
-    tf32: bool | None = None
-    amp_dtype: str | None = None
-    grad_scaler: bool | None = None
-    channels_last_input: bool | None = None
-    channels_last_params: bool | None = None
-
-
-class PowerRan(BaseModel):
-    """Sampled GPU power over the measured window (models/power.py): null joules with a note when not sampled."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    source: str | None  # nvml | nvidia-smi | None (nothing to sample with)
-    gpus: int = Field(ge=1)
-    samples: int = Field(ge=0)  # the fewest readings any GPU had inside the window
-    joules: float | None = Field(None, ge=0)
-    joules_per_image: float | None = Field(None, ge=0)
-    mean_watts_per_gpu: float | None = Field(None, ge=0)
-    sm_clock_mhz: float | None = Field(None, gt=0)  # the median SM clock over the window, the slowest GPU's
-    note: str | None = None
-
-
-class CudaEventCheck(BaseModel):
-    """The wall-clock meter against CUDA events for the same steps (models/cuda_timing.py), the worst rank's."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    verdict: Literal["agree", "host_bound", "inconsistent"]
-    wall_median_s: float = Field(gt=0)
-    event_median_s: float = Field(gt=0)
-    ratio: float = Field(gt=0)
-    tolerance: float = Field(gt=0)
-    steps: int = Field(gt=0)
-    rank: int = Field(ge=0)
-
-
 COLLECTIVE_MODELS = tuple(COLLECTIVES)  # cell `model` values whose records carry `collective` rows, not images/sec
-
-
-class PeakMemory(BaseModel):
-    """Each rank's peak memory over the measured windows (models/transformer_pytorch.py PeakMemory): the CUDA
-    allocator's peak on a GPU, the process's peak resident set on a CPU."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: str
-    bytes_per_rank: list[int | None]
 
 
 class Record(BaseModel):
@@ -222,7 +29,7 @@ class Record(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _names(cls, data):
-        return _rate_names(data)
+        return generic_rate_names(data)
 
     schema_: int = Field(SCHEMA_VERSION, alias="schema")
     kind: Literal["measurement"] = "measurement"
@@ -289,11 +96,11 @@ class Record(BaseModel):
     gpu: GpuRan | None = None
     power: PowerRan | None = None
     cuda_events: CudaEventCheck | None = None
-    # Transformer cells (models/transformer_pytorch.py; null for images): what a sample is and how many tokens it
-    # holds, the rate in tokens, FLOPs per sample by the stated convention, the configuration that ran, the step's
-    # settings as the worker resolved them, the first step's loss (the window's must have fallen below it), each
+    # Transformer cells (models/workloads/transformer/pytorch_worker.py; null for images): what a sample is and how many
+    # tokens it holds, the rate in tokens, FLOPs per sample by the stated convention, the configuration that ran, the
+    # step's settings as the worker resolved them, the first step's loss (the window's must have fallen below it), each
     # rank's peak memory, and the engine's own facts (FSDP2's resharding, DDP's buckets).
-    sample_unit: str | None = None  # image, sequence, or a registered workload's (models/registry.py)
+    sample_unit: str | None = None  # image, sequence, or a registered workload's (models/registry/workloads.py)
     tokens_per_sample: int | None = Field(None, gt=0)
     tokens_per_sec: float | None = None
     tokens_per_sec_per_gpu: float | None = None
@@ -314,11 +121,14 @@ class Record(BaseModel):
     peak_memory: PeakMemory | None = None
     fsdp: dict[str, Any] | None = None
     ddp: dict[str, Any] | None = None
+    # A layout cell's (docs/layouts.md): its degrees and mesh, the pipeline bubble measured per rank beside
+    # (p − 1)/m, each mesh dimension's collective seconds per step (models/workloads/transformer/layout_run.py)
+    layout: dict[str, Any] | None = None
 
     @field_validator("samples_per_sec", "samples_per_sec_per_gpu")
     @classmethod
     def _rates(cls, v, info):
-        return _finite_positive(v, info.field_name)
+        return finite_positive_rate(v, info.field_name)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Record":

@@ -64,15 +64,17 @@ def _draw_all(draw, jobs: list, *, parallel_from: int) -> list:
     return [draw(job) for job in jobs]
 
 
-def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame | None = None
+def scaling_charts(table: pd.DataFrame, out_dir: Path, references: pd.DataFrame | None = None, *,
+                   rate: str = "images/sec (global, median; bars: 95% CI)", prefix: str = "scaling"
                    ) -> list[tuple[str, Path]]:
-    """One PNG per GPU: throughput vs workers (bars: bootstrap 95% CI; dashed: ideal linear scaling from the named
-    baseline) and efficiency vs workers. Published references (imported) are drawn dotted with hollow markers.
-    With several GPUs the figures are drawn in parallel processes (each is independent)."""
+    """One PNG per GPU, <prefix>_<gpu>.png: throughput vs workers (bars: bootstrap 95% CI; dashed: ideal linear
+    scaling from the named baseline) and efficiency vs workers; `rate` labels the throughput axis (another workload's
+    table comes with its rates in its own unit). Published references (imported) are drawn dotted with hollow
+    markers. With several GPUs the figures are drawn in parallel processes (each is independent)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     varying = varying_workload_keys(table)
     refs = references if references is not None else pd.DataFrame(columns=["gpu"])
-    jobs = [(gpu, by_gpu, refs[refs["gpu"] == gpu] if not refs.empty else refs, varying, out_dir)
+    jobs = [(gpu, by_gpu, refs[refs["gpu"] == gpu] if not refs.empty else refs, varying, out_dir, rate, prefix)
             for gpu, by_gpu in table.groupby("gpu", sort=True)]
     return _draw_all(_scaling_figure, jobs, parallel_from=4)
 
@@ -98,7 +100,7 @@ def differing_labels(rows: list[pd.Series], varying: list[str]) -> tuple[list[st
 
 
 def _scaling_figure(job) -> tuple[str, Path]:
-    gpu, by_gpu, ref_gpu, varying, out_dir = job
+    gpu, by_gpu, ref_gpu, varying, out_dir, rate, prefix = job
     groups = list(by_gpu.groupby(SERIES_KEYS, dropna=False, sort=True))
     # Longest series first (they say the most about scaling), then the fastest.
     groups.sort(key=lambda kv: (-len(kv[1]), -kv[1]["samples_per_sec"].max()))
@@ -131,7 +133,7 @@ def _scaling_figure(job) -> tuple[str, Path]:
     if common:
         fig.suptitle(f"{gpu}, every series: {common}", fontsize=9, y=1 - 0.08 / height, va="top")
     ax_t.set(title=f"{gpu}: throughput (dashed: ideal linear scaling)", xlabel="workers (GPUs)",
-             ylabel="images/sec (global, median; bars: 95% CI)")
+             ylabel=rate)
     ax_e.set(title=f"{gpu}: scaling efficiency", xlabel="workers (GPUs)",
              ylabel="efficiency % vs smallest run of the series")
     ax_e.axhline(100, color="grey", linewidth=0.8)
@@ -146,7 +148,7 @@ def _scaling_figure(job) -> tuple[str, Path]:
     if len(groups) > MAX_SERIES_PER_CHART:
         ax_t.text(0.99, 0.01, f"{len(groups) - MAX_SERIES_PER_CHART} more series in the table",
                   transform=ax_t.transAxes, ha="right", fontsize=8)
-    path = _save(fig, out_dir / f"scaling_{slug(gpu)}.png")
+    path = _save(fig, out_dir / f"{prefix}_{slug(gpu)}.png")
     return f"{gpu}: throughput and scaling efficiency", path
 
 
@@ -277,7 +279,8 @@ def study_figure(gpu: str, published: pd.DataFrame, predicted: pd.DataFrame, mea
             if series in (unexplained or {}):  # beside the curve: the miss is shown, and why it stays
                 at = s.iloc[len(s) // 2]  # under the published curve's middle bar
                 ax_e.annotate(unexplained[series], (_x([at["gpus"]])[0], 100 * at["efficiency"]),
-                              textcoords="offset points", xytext=(0, -14), ha="center", va="top", fontsize=6.5, color=colour, wrap=True,
+                              textcoords="offset points", xytext=(0, -14), ha="center", va="top", fontsize=6.5,
+                              color=colour, wrap=True,
                               bbox=dict(boxstyle="round,pad=0.3", fc="white", ec=colour, alpha=0.9, lw=0.6))
     for label, m in (measured.groupby("label", sort=True) if not measured.empty else []):
         m = m.sort_values("gpus")

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from bench.analysis.missing import is_missing, text
-from models.cpufeatures import cpu_line
+from models.probes.cpufeatures import cpu_line
 
 ENV_SAMPLE = 200  # record_json parsed for the environments table: a sample, never every record
 NOT_RECORDED = "not recorded"  # a record made without the environment probe (or before it recorded this)

@@ -1,5 +1,5 @@
-"""Writes the report from the store's records only: reports/index.html (self-contained: charts embedded),
-summary.md, PNG charts and CSV tables.
+"""Writes the report from the store's records only: reports/index.html (self-contained: charts embedded, plotly.js
+inline for the hover charts), summary.md, PNG charts and CSV tables.
 
 Every number is computed by the pure functions of bench.analysis; the sections (bench.report.sections, in their
 SECTIONS order) pick, format and draw, and the templates lay the same section objects out as HTML and as Markdown.
@@ -18,6 +18,7 @@ from bench.analysis.missing import text
 from bench.core.errors import BenchInputError
 from bench.report.environments import ENV_SAMPLE
 from bench.report.format import LEFT
+from bench.report.interactive import plotly_js
 from bench.report.sections import build_sections
 from bench.report.sections.blocks import MAX_ROWS
 from bench.report.sections.context import build_context
@@ -110,7 +111,9 @@ def write_report(records: pd.DataFrame, out_dir: Path, store_path: str, *,
     ctx = build_context(records, out_dir, prices=prices, env_json=env_json, collectives=collectives,
                         run_env_json=run_env_json, ranks=ranks, run_sources=run_sources)
     sections = build_sections(ctx)
-    page = dict(store=store_path, where=where, sections=sections, left=LEFT, max_rows=MAX_ROWS,
+    # plotly.js once, inline, for every hover chart of the page (bench/report/interactive.py): it works offline.
+    plotly = plotly_js() if any(getattr(s, "interactive", False) for s in sections) else None
+    page = dict(store=store_path, where=where, sections=sections, left=LEFT, max_rows=MAX_ROWS, plotly_js=plotly,
                 n_records=len(records), n_cells=len(ctx.table) + len(ctx.other_table), n_failed=len(ctx.failures),
                 n_imported=len(ctx.imported), generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     index = out_dir / "index.html"

@@ -1,46 +1,23 @@
 """`bench status`'s output, rendered from its rows (bench/analysis/status_rows.py): a table per run and workload for
-people (rich, WIDTH columns wide whatever the terminal: coloured verdicts on a terminal, plain text anywhere else, so
-a pipe or a log reads the same wherever it ran), a JSON list of row objects (docs/ci/status-result.schema.json) and a
-GitHub-Markdown table. Computes nothing: every figure is a row's.
+people (printed on the verbs' one console, bench/commands/console.py: 120 columns whatever the terminal, coloured
+verdicts on a terminal only, so a pipe or a log reads the same wherever it ran), a JSON list of row objects
+(docs/ci/status-result.schema.json) and a GitHub-Markdown table. Computes nothing: every figure is a row's.
 
 The table names each cell by its label (bench.cells.label.cell_label) less the parts every cell of its table shares,
-which the table's title line names once: within one run and workload the cells mostly differ in one or two settings,
-and the whole label of every cell would not leave a 120-column line room for the figures.
+which the table's title line names once (bench/cells/label_parts.py).
 """
 from __future__ import annotations
 
 import json
-import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bench.analysis.missing import MISSING
 from bench.analysis.status_rows import ABOVE, AS_EXPECTED, BELOW, NO_EXPECTED, StatusRow
+from bench.cells.label_parts import relative_labels, shared_title
 from bench.cells.units import format_quoted
 
-_WORKERS = re.compile(r"\d+w")  # a label's worker count, e.g. "2w"
-WIDTH = 120  # the most columns a line of the table output takes, on a terminal or not
 COLOURS = {AS_EXPECTED: "green", BELOW: "bold red", ABOVE: "yellow", NO_EXPECTED: "dim"}
-
-
-def console(file=None):
-    """A rich Console for the table: WIDTH columns whatever the terminal (a narrower one wraps the lines rather than
-    rich cutting figures short), colours on a terminal only, no escape codes anywhere else (whatever FORCE_COLOR
-    says)."""
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            # rich exits 1 when the reader goes away (`bench status | head`), which reads as "a cell failed";
-            # bench.cli answers a closed pipe as every verb does (128 + SIGPIPE)
-            self.quiet = True
-            raise BrokenPipeError
-
-    file = file or sys.stdout
-    tty = file.isatty()
-    return _Console(file=file, width=WIDTH, color_system="auto" if tty else None, force_terminal=tty,
-                    highlight=False, emoji=False)
 
 
 def run_header(run_id: str, run: Mapping[str, Any] | None, cells: int, failed: int, source: str = "") -> str:
@@ -54,47 +31,29 @@ def run_header(run_id: str, run: Mapping[str, Any] | None, cells: int, failed: i
             f"{'finished' if run['finished_unix'] else 'unfinished'}" + (f"  source {source}" if source else ""))
 
 
-def _parts(label: str) -> tuple[list[str], list[str]]:
-    path, *tokens = label.split(" ")
-    return path.split("/"), tokens
-
-
-def relative_labels(labels: Sequence[str]) -> tuple[list[str], str]:
-    """Each label less the path parts and tokens every label shares but the worker count ("2w", kept in every row),
-    and those shared parts as one label-like text ("cpu/ib=off fp32 b16"). Labels of distinct cells stay distinct
-    (each differs from the others in a part that is then not shared)."""
-    split = [_parts(label) for label in labels]
-    if not split:
-        return [], ""
-    paths = {p for p in set.intersection(*(set(p) for p, _ in split)) if not _WORKERS.fullmatch(p)}
-    tokens = set.intersection(*(set(t) for _, t in split))
-    out = []
-    for path, toks in split:
-        rest = "/".join(p for p in path if p not in paths)
-        out.append(" ".join(x for x in [rest, *(t for t in toks if t not in tokens)] if x))
-    first_path, first_tokens = split[0]
-    shared = " ".join(x for x in ["/".join(p for p in first_path if p in paths),
-                                  *(t for t in first_tokens if t in tokens)] if x)
-    return out, shared
-
-
-def _value(row: StatusRow, v: float | None) -> str:
+def value_text(row: StatusRow, v: float | None) -> str:
+    """A figure of the row in its rate unit's digits ('1,234.5' img/s, '14,820' tokens/s); a dash when missing."""
     return MISSING if v is None else format_quoted(v, row.units_per_sample)
 
 
-def _interval(row: StatusRow, v: float | None, low: float | None, high: float | None) -> str:
+def range_text(row: StatusRow, low: float | None, high: float | None) -> str:
+    """An interval's two ends, 'low–high'; a dash when either is missing."""
+    return MISSING if low is None or high is None else f"{value_text(row, low)}–{value_text(row, high)}"
+
+
+def interval_text(row: StatusRow, v: float | None, low: float | None, high: float | None) -> str:
     if v is None:
         return MISSING
     if low is None or high is None:
-        return _value(row, v)
-    return f"{_value(row, v)} ({_value(row, low)}–{_value(row, high)})"
+        return value_text(row, v)
+    return f"{value_text(row, v)} ({range_text(row, low, high)})"
 
 
-def _speedup(row: StatusRow) -> str:
+def speedup_text(row: StatusRow) -> str:
     return MISSING if row.speedup is None else f"{row.speedup:.2f}×"
 
 
-def _efficiency(row: StatusRow) -> str:
+def efficiency_text(row: StatusRow) -> str:
     return MISSING if row.efficiency is None else f"{100 * row.efficiency:.0f}%"
 
 
@@ -120,9 +79,9 @@ def table(rows: Sequence[StatusRow], labels: Sequence[str]):
     t.add_column("verdict", no_wrap=True)
     for row, label in zip(rows, labels):
         cells = [row.cell_id, Text(label, no_wrap=True, overflow="ellipsis"),
-                 _interval(row, row.rate, row.rate_low, row.rate_high)]
-        cells += [_speedup(row), _efficiency(row)] if scaled else []
-        cells += [_interval(row, row.expected, row.expected_low, row.expected_high)] if expected else []
+                 interval_text(row, row.rate, row.rate_low, row.rate_high)]
+        cells += [speedup_text(row), efficiency_text(row)] if scaled else []
+        cells += [interval_text(row, row.expected, row.expected_low, row.expected_high)] if expected else []
         t.add_row(*cells, Text(row.verdict_text, style=COLOURS.get(row.verdict, "")))
     return t
 
@@ -134,16 +93,12 @@ def print_tables(out, groups: Iterable[tuple[str, list[tuple[str, list[StatusRow
     from rich.text import Text
 
     for run_id, workloads in groups:
-        out.print(Text(headers[run_id]), soft_wrap=not wrap)
+        out.say(headers[run_id], wrap=wrap)
         for workload, rows in workloads:
             labels, shared = relative_labels([r.label for r in rows])
-            every = " · every cell: " if len(rows) > 1 else " · "
-            out.print(Text(f"  {workload}" + (every + shared if shared else ""), style="bold"))
-            with out.capture() as captured:
-                out.print(table(rows, labels))
-            # rich pads every line to the table's width: no trailing blanks in a pipe or a log
-            out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-            out.file.flush()
+            title = shared_title(shared, len(rows))
+            out.print(Text(f"  {workload}" + (f" · {title}" if title else ""), style="bold"))
+            out.print_table(table(rows, labels))
 
 
 def json_text(rows: Iterable[StatusRow]) -> str:
@@ -160,12 +115,11 @@ def markdown(rows: Iterable[StatusRow]) -> str:
             "verdict")
     lines = ["| " + " | ".join(head) + " |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        rate = f"{_value(r, r.rate)} {r.rate_unit}"
-        interval = MISSING if r.rate_low is None else f"{_value(r, r.rate_low)}–{_value(r, r.rate_high)}"
-        expected = MISSING if r.expected is None else f"{_value(r, r.expected)} {r.rate_unit}"
-        e_interval = (MISSING if r.expected_low is None
-                      else f"{_value(r, r.expected_low)}–{_value(r, r.expected_high)}")
-        lines.append("| " + " | ".join(cell(x) for x in (r.run_id, r.cell_id, r.label, rate, interval, _speedup(r),
-                                                           _efficiency(r), expected, e_interval, r.verdict_text))
-                     + " |")
+        rate = f"{value_text(r, r.rate)} {r.rate_unit}"
+        interval = range_text(r, r.rate_low, r.rate_high)
+        expected = MISSING if r.expected is None else f"{value_text(r, r.expected)} {r.rate_unit}"
+        e_interval = range_text(r, r.expected_low, r.expected_high)
+        figures = (r.run_id, r.cell_id, r.label, rate, interval, speedup_text(r), efficiency_text(r), expected,
+                   e_interval, r.verdict_text)
+        lines.append("| " + " | ".join(cell(x) for x in figures) + " |")
     return "\n".join(lines)

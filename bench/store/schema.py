@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 13
+STORE_SCHEMA_VERSION = 14
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -152,8 +152,8 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN source_json TEXT;
     """,
     # 12: compute beside a replay of a training step's gradient stream (CPU allreduce sweeps, the largest size's row;
-    # models/contention.py replay): the probe's rate as a fraction of its rate alone, and the stream's tail after the
-    # replayed backward pass (null elsewhere and in older sweeps).
+    # models/workloads/collectives/contention.py replay): the probe's rate as a fraction of its rate alone, and the
+    # stream's tail after the replayed backward pass (null elsewhere and in older sweeps).
     12: """
     ALTER TABLE collectives ADD COLUMN replay_compute_ratio REAL;
     ALTER TABLE collectives ADD COLUMN replay_tail_s REAL;
@@ -179,6 +179,11 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE records ADD COLUMN activation_checkpointing INTEGER DEFAULT 0;
     ALTER TABLE records ADD COLUMN flops_per_sample REAL;
     ALTER TABLE records ADD COLUMN peak_memory_bytes INTEGER;
+    """,
+    # 14: the parallel layout as a cell key (issue 66; docs/layouts.md): its text form, null for every earlier row
+    # (the engine's own data parallelism).
+    14: """
+    ALTER TABLE records ADD COLUMN layout TEXT;
     """,
 }
 

@@ -1,1 +1,2 @@
-"""Input pipelines for real data (ImageNet layouts), one module per framework."""
+"""Input pipelines: ImageNet in its layouts (one module per framework, and the GPU decoders), and token windows for
+the transformer (tokens.py)."""

@@ -36,7 +36,7 @@ if engine == "horovod":
 else:
     import torch.distributed as dist
 
-    from models import torch_native
+    from models.workloads import torch_native
 
     comm, _, _ = torch_native.init(torch)
     rank, size = comm.rank, comm.size

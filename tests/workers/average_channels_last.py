@@ -1,5 +1,5 @@
-"""Channels-last parameters under Horovod's hooks (the GPU layout: models/gpu_plan.py puts parameters channels-last
-on a GPU), on CPU: one step of hvd.DistributedOptimizer with models/torch_layout.py's compression.
+"""Channels-last parameters under Horovod's hooks (the GPU layout: models/gpu/plan.py puts parameters channels-last
+on a GPU), on CPU: one step of hvd.DistributedOptimizer with models/workloads/resnet50/torch_layout.py's compression.
 
 Each rank feeds its own batch to the same channels-last model, computes its local gradients once without Horovod
 (the reference), then through DistributedOptimizer. After synchronize() every gradient must be the mean of the ranks'
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import horovod.torch as hvd  # noqa: E402
 import torch  # noqa: E402
 
-from models.torch_layout import LayoutPreservingCompression  # noqa: E402
+from models.workloads.resnet50.torch_layout import LayoutPreservingCompression  # noqa: E402
 
 hvd.init()
 torch.manual_seed(0)

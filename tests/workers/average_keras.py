@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-import models.tf_env  # noqa: E402,F401
+import models.workloads.resnet50.tf_env  # noqa: E402,F401
 
 import horovod.tensorflow.keras as hvd  # noqa: E402
 import numpy as np  # noqa: E402

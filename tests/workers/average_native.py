@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import torch  # noqa: E402
 
-from models import torch_native  # noqa: E402
+from models.workloads import torch_native  # noqa: E402
 
 comm, _, _ = torch_native.init(torch)
 model = torch.nn.Linear(1, 1, bias=False)

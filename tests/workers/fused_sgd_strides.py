@@ -1,7 +1,7 @@
-"""The PyTorch worker's own model and optimizer (models/resnet50_pytorch.py build_model) under Horovod with the GPU's
-channels-last parameters, on CPU: after one step every parameter, its gradient and its momentum buffer must share
-strides. CUDA's fused SGD kernel refuses a step otherwise (check_fast_path_restrictions, seen on an H200 when a
-zero-grad step had made NCHW momentum buffers before the layout switch); the CPU kernel does not check, so this does.
+"""The PyTorch worker's own model and optimizer (models/workloads/resnet50/pytorch_worker.py build_model) under Horovod
+with the GPU's channels-last parameters, on CPU: after one step every parameter, its gradient and its momentum buffer
+must share strides. CUDA's fused SGD kernel refuses a step otherwise (check_fast_path_restrictions, seen on an H200 when
+a zero-grad step had made NCHW momentum buffers before the layout switch); the CPU kernel does not check, so this does.
 Writes one JSON line per rank to argv[1].
 """
 import json
@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import horovod.torch as hvd  # noqa: E402
 import torch  # noqa: E402
 
-from models.resnet50_pytorch import Worker, build_model, horovod_comm  # noqa: E402
+from models.workloads.resnet50.pytorch_worker import Worker, build_model  # noqa: E402
+from models.workloads.torch_horovod import horovod_comm  # noqa: E402
 
 hvd.init()
 torch.set_num_threads(1)

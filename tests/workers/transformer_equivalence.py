@@ -1,6 +1,6 @@
 """Run under a real launcher: each rank trains its slice of a fixed global batch for a few steps with one engine of
-models/transformer_engines.py, then rank 0 saves every parameter in full (tests/test_transformer_engines.py compares
-them with one process trained on the whole batch).
+models/workloads/transformer/engines.py, then rank 0 saves every parameter in full (tests/test_transformer_engines.py
+compares them with one process trained on the whole batch).
 
     transformer_equivalence.py OUT ENGINE STEPS GRAD_ACCUM
 
@@ -14,9 +14,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import torch  # noqa: E402
 
-from models import transformer as tfm  # noqa: E402
-from models.transformer_engines import wrap  # noqa: E402
-from models.transformer_shapes import Shape  # noqa: E402
+from models.workloads.transformer import model as tfm  # noqa: E402
+from models.workloads.transformer.engines import wrap  # noqa: E402
+from models.workloads.transformer.shapes import Shape  # noqa: E402
 
 SHAPE = Shape("llama", layers=2, width=32, heads=4, kv_heads=2, ffn=64, vocab=97, seq=16, tied=True)
 GLOBAL_BATCH = 4  # sequences per step, over all ranks
@@ -44,7 +44,7 @@ def main() -> int:
         hvd.init()
         rank, world = hvd.rank(), hvd.size()
     else:
-        from models import torch_native
+        from models.workloads import torch_native
 
         comm, _, _ = torch_native.init(torch)
         rank, world = comm.rank, comm.size

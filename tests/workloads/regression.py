@@ -1,10 +1,10 @@
-"""A workload registered from outside bench/ (models/registry.py, BENCH_WORKLOADS=tests.workloads.regression): a
-small linear regression trained data-parallel under DDP, a sample being one row of features. It exists to prove the
+"""A workload registered from outside bench/ (models/registry/workloads.py, BENCH_WORKLOADS=tests.workloads.regression):
+a small linear regression trained data-parallel under DDP, a sample being one row of features. It exists to prove the
 registry is the one place a workload is declared: tests/test_registered_workload.py plans, runs, stores and reports
 it with no edit under bench/."""
 from pathlib import Path
 
-from models.gradients import Gradient
+from models.workloads.gradients import Gradient
 
 FEATURES = 64
 

@@ -1,5 +1,5 @@
 """The registered test workload's worker: a linear regression under DDP (torchrun or an MPI launcher), measured by
-the same barrier-bounded windows as every bench workload (models/common.py)."""
+the same barrier-bounded windows as every bench workload (models/measure/common.py)."""
 import argparse
 import os
 import sys
@@ -7,8 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from models import torch_native  # noqa: E402
-from models.common import SampleRate, measure_windows, single_process_comm  # noqa: E402
+from models.measure.common import SampleRate, measure_windows, single_process_comm  # noqa: E402
+from models.workloads import torch_native  # noqa: E402
 from tests.workloads.regression import FEATURES  # noqa: E402
 
 

@@ -40,7 +40,7 @@ from bench.launch import LaunchSpec, Rendered, flavour_named
 from bench.launch.evidence import debug_env
 from bench.launch.fabric import nccl_env
 from bench.planning.cell import PlannedCell
-from models.registry import TORCH_DISTRIBUTED_ENGINES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
 
 __all__ = ["AzureMLBackend", "Handle", "RECORDS", "Workspace", "check_no_secrets", "fabric_env", "resolve_workspace"]
 

@@ -30,7 +30,7 @@ import psutil
 from bench.backend_settings.hosts import Host, HostsConfig, configured_hosts
 from bench.backends.base import Backend
 from bench.backends.hosts.leash import Leashes, sweep, sweep_argv, sweep_command
-from bench.backends.hosts.nodes import MARKER, node_verdict, probe
+from bench.backends.hosts.nodes import MARKER, PROBE_UNDER_MODELS, node_verdict, probe
 from bench.backends.shared import launcher_job
 from bench.backends.shared.cell_launch import CellLaunch, Placement, cell_dir, launch_for, runtime_of
 from bench.backends.shared.container import apptainer_prefix, write_wrapper
@@ -43,7 +43,7 @@ from bench.launch import LAUNCHERS, Rendered, Ssh
 from bench.launch.bindings import binding_reason
 from bench.launch.fabric import is_cidr
 from bench.planning.cell import PlannedCell
-from models.registry import TORCH_DISTRIBUTED_ENGINES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
 
 
 @dataclass
@@ -223,13 +223,13 @@ class HostsBackend(Backend):
         make_imagenet_sample_if_needed(runnable, self.imagenet_dir, self.imagenet_sample, say)
 
     def _probe(self, host: str | None, python: str) -> dict[str, Any] | str:
-        """The node's facts (models/node_probe.py), or why they could not be had. host None = this machine."""
+        """The node's facts (models/probes/node_probe.py), or why they could not be had. host None = this machine."""
         iface = self.config.iface if self.config.iface and not is_cidr(self.config.iface) else ""
         remote = host is not None and not self._is_here(host)
         program = None
         if (c := self.config.container) is not None:  # the workers' facts are the image's
             wrapper = self.workdir / ".bench-container.sh"
-            program = (*self._container_prefix(wrapper), c.python, f"{c.models}/node_probe.py")
+            program = (*self._container_prefix(wrapper), c.python, f"{c.models}/{PROBE_UNDER_MODELS}")
         return probe(python, self.workdir / MARKER, iface, self.ssh_argv(host) if remote else None, program)
 
     def _facts(self, hosts: tuple[str, ...], python: str) -> dict[str | None, dict[str, Any] | str]:

@@ -1,4 +1,4 @@
-"""The hosts backend's node checks: each host's facts (models/node_probe.py, run there over ssh or here) and the
+"""The hosts backend's node checks: each host's facts (models/probes/node_probe.py, run there over ssh or here) and the
 verdict on whether a host can run its share of a cell."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 from bench.backends.shared.cell_launch import MODELS_DIR
 from bench.planning.cell import PlannedCell
 
-PROBE = MODELS_DIR / "node_probe.py"  # the same path on every host (the repository is shared, or at the same place)
+PROBE_UNDER_MODELS = "probes/node_probe.py"  # in this checkout, and in a container image's models/
+PROBE = MODELS_DIR / PROBE_UNDER_MODELS  # the same path on every host (the repository is shared, or at the same place)
 PROBE_TIMEOUT_S = 30  # one node's check, ssh connection included
 MARKER = ".bench-shared"  # written into the workdir by this machine; every host must read the same token back
 SAME = (("python", "Python"), ("bench", "bench"), ("models", "workload code"), ("horovod", "Horovod"))

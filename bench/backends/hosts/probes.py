@@ -1,4 +1,4 @@
-"""`bench diagnose`'s probes: models/diag_probe.py on each host, over the hosts backend's ssh (or here, for this
+"""`bench diagnose`'s probes: models/probes/diag_probe.py on each host, over the hosts backend's ssh (or here, for this
 machine), one at a time so that no probe competes with another; the rules that name a node or a link are pure, in
 bench/analysis/diagnose.py.
 
@@ -21,7 +21,7 @@ from typing import Callable
 from bench.analysis.diagnose import LINK_BELOW, ROUNDS, Finding, compute_findings, link_findings, node_compute
 from bench.backends.shared.cell_launch import MODELS_DIR
 
-PROBE = MODELS_DIR / "diag_probe.py"
+PROBE = MODELS_DIR / "probes" / "diag_probe.py"
 COMPUTE_S = 1.0
 START_AFTER_S = 10.0  # every host's ssh connects and its probe waits for the common start
 LINK_S = 0.5

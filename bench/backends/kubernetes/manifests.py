@@ -8,8 +8,8 @@
   own `-H` and reaches the workers over the same ssh.
 - DDP cells started by torchrun: a PyTorchJob (kubeflow/trainer v1.9, `kubeflow.org/v1`): one Master and N-1
   Workers, each running the same torchrun line (`bench.launch.torchrun`), meeting at the Master's service.
-- Records: rank 0 prints them on stdout (models/record.py's STDOUT_PREFIX) and bench reads them back from the pods'
-  logs. Chosen over a volume because every cluster keeps pod logs and not every cluster has a ReadWriteMany volume
+- Records: rank 0 prints them on stdout (models/measure/record.py's STDOUT_PREFIX) and bench reads them back from the
+  pods' logs. Chosen over a volume because every cluster keeps pod logs and not every cluster has a ReadWriteMany volume
   to share; the price is that the records live as long as the pods' logs do (bench reads them as soon as the job
   ends, before it deletes the job).
 """
@@ -23,7 +23,7 @@ from bench.backend_settings.kubernetes import KubernetesConfig
 from bench.backends.shared.cell_launch import launch_in_image
 from bench.launch import LAUNCHERS, TORCHRUN, Rendered, Ssh
 from bench.planning.cell import PlannedCell
-from models.registry import TORCH_DISTRIBUTED_ENGINES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
 
 MPIJOB_API = "kubeflow.org/v2beta1"
 PYTORCHJOB_API = "kubeflow.org/v1"

@@ -134,7 +134,7 @@ class LocalBackend(Backend):
         allowed, the engine probe measured again for it, up to engine_probe.AGAIN_AT_MOST times until it agrees, or
         once where it ran slower with nothing outside the cell named (their outcomes returned, to be shown as
         probes'; None otherwise)."""
-        from bench.analysis.expected import ran_faster_than_probe, ran_slower_than_probe
+        from bench.analysis.expected_probes import ran_faster_than_probe, ran_slower_than_probe
         from bench.analysis.outside import beside_cell
         from bench.backends.local import engine_probe
         from bench.backends.local.compute_probe import record_costs

@@ -3,11 +3,11 @@ machine — no launcher, no communication library, threads and placement as the 
 workers (unpinned: no flavour binds them) — and its result stored under the results folder, for every cell with the
 same compute settings (bench/analysis/probe.py: the key, the stale rule, the figures).
 
-No communication library: every workload runs as a single process when `import horovod...` fails (models/common.py
-single_process_comm, models/tf_env.py); the probe puts a folder first on the processes' PYTHONPATH whose `horovod`
-package raises ImportError, so no Horovod, MPI or Gloo is loaded or initialised in them (their records say
-engine `none`). The native engine's cells are probed the same way (without `--engine native`): DDP over one process
-would still start a Gloo process group.
+No communication library: every workload runs as a single process when `import horovod...` fails
+(models/measure/common.py single_process_comm, models/workloads/resnet50/tf_env.py); the probe puts a folder first on
+the processes' PYTHONPATH whose `horovod` package raises ImportError, so no Horovod, MPI or Gloo is loaded or
+initialised in them (their records say engine `none`). The native engine's cells are probed the same way (without
+`--engine native`): DDP over one process would still start a Gloo process group.
 
 Cost: start-up (imports, and TensorFlow's tracing) is most of it; the windows are PROBE_WARMUP + PROBE_STEPS ×
 PROBE_REPEATS steps. Bounded: PROBE_TIMEOUT_S for the whole probe, then the processes' groups are killed.

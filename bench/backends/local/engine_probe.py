@@ -1,5 +1,5 @@
 """The engine probe, run: a co-located cell's own launch — its launcher, its engine, its N ranks — with the engine
-up and a few floats a step but no gradient traffic (models/engine_probe.py), in short windows; the rate each
+up and a few floats a step but no gradient traffic (models/probes/engine_probe.py), in short windows; the rate each
 rank computes at beside the engine and the other ranks, stored beside the compute probe under the same rules
 (bench/analysis/probe.py: same machine, same settings, under 7 days old, measured on a quiet machine) with the stack
 (flavour and engine) in its key. The cell's expected value rests on it (bench/analysis/expected.py): what the engine's
@@ -8,7 +8,7 @@ absorbed as "the engine".
 
 Workloads whose worker has the probe mode (ENGINE_PROBE_FRAMEWORKS) are probed; the others keep the compute probe's
 rule. A probe that must be measured runs first in the cell's own launch (`first_or_stored`, `first_env`,
-`from_first`; the worker's side is models/engine_probe.first_then): its windows before the cell's, in the same
+`from_first`; the worker's side is models/probes/engine_probe.first_then): its windows before the cell's, in the same
 processes, so it costs its steps and no launch of its own (a launch took 2-8 s more a probe here:
 interpreter, imports, the launcher's and the engine's start), and it measures the engine as that launch has it. A
 probe measured again after a cell (`again`) is a launch of its own. Stored probes are reused for 7 days.
@@ -28,7 +28,7 @@ from bench.analysis.probe import (ProbeResult, engine_key, engine_words, fresh, 
 from bench.backends.local.compute_probe import ProbeOutcome, busy_cpu_s, children_cpu_s, identity, kept, load
 from bench.cells.units import format_rate
 from bench.planning.cell import PlannedCell
-from models.engine_probe import ENV, FIRST_ENV, PHASE_KIND, SYNC_STEPS
+from models.probes.engine_probe import ENV, FIRST_ENV, PHASE_KIND, SYNC_STEPS
 
 CACHE = Path("probes") / "engine.json"  # under the results folder, beside the compute probes
 FIRST_FILE = "engine-probe.jsonl"  # in the cell's job folder: what the probe run first in its launch wrote
@@ -42,8 +42,9 @@ ENGINE_TIMEOUT_S = 240.0
 # 6), but slow launches came in runs, so three more brought back 3 of 4 slow first runs of 6 (docs/diagnose.md);
 # each is one launch, 8-11 s for that cell
 AGAIN_AT_MOST = 3
-# The worker programs with the probe mode (models/resnet50_pytorch.py and models/transformer_engines.py under Horovod,
-# DDP and FSDP2; models/resnet50_tensorflow.py and models/resnet50_keras.py under Horovod).
+# The worker programs with the probe mode (models/workloads/resnet50/pytorch_worker.py and
+# models/workloads/transformer/engines.py under Horovod, DDP and FSDP2; models/workloads/resnet50/tensorflow_worker.py
+# and models/workloads/resnet50/keras_worker.py under Horovod).
 ENGINE_PROBE_FRAMEWORKS = ("pytorch", "tensorflow", "keras")
 
 
@@ -98,13 +99,13 @@ def first_or_stored(planned: PlannedCell, results_dir: Path, now: float | None =
 
 
 def first_env(first: First) -> dict[str, str]:
-    """What the cell's launch adds to its environment for the probe first (models/engine_probe.FIRST_ENV)."""
+    """What the cell's launch adds to its environment for the probe first (models/probes/engine_probe.FIRST_ENV)."""
     return {FIRST_ENV: f"{ENGINE_WARMUP},{first.steps},{ENGINE_REPEATS},{first.path}"}
 
 
 def from_first(planned: PlannedCell, results_dir: Path, first: First) -> ProbeOutcome:
     """The probe run first in the cell's launch, read from its file, summarised and stored as a probe launched
-    apart is. Quiet or not is what the cell's ranks sampled beside its windows (models/host_load.py)."""
+    apart is. Quiet or not is what the cell's ranks sampled beside its windows (models/probes/host_load.py)."""
     from bench.backends.shared.records import read_records
     from bench.cells.units import IMAGES, unit_of_cell
 
@@ -134,12 +135,11 @@ def outside_load(windows: list[dict]) -> float | None:
 def again(planned: PlannedCell, backend, results_dir: Path, above: Any, started_unix: float,
           timeout_s: float = ENGINE_TIMEOUT_S, step_s: float | None = None) -> ProbeOutcome:
     """The engine probe measured once more, right after its cell ran faster than the probe allowed (`above`: the
-    cell's Expected, bench/analysis/expected.py ran_faster_than_probe) or slower with nothing outside the cell named
-    (ran_slower_than_probe), and stored as the probe for that run of the
-    cell (`started_unix`: its first window's start) and for later runs (the newest). One launch more, only for a
-    cell that disagreed: an engine whose idle loop settles differently from launch to launch (MPICH's: slow in 7 of
-    17 launches here) is likelier caught in the cell's state the next time, and a probe that still disagrees leaves
-    the cell above expected."""
+    cell's Expected, bench/analysis/expected_probes.py ran_faster_than_probe) or slower with nothing outside the cell
+    named (ran_slower_than_probe), and stored as the probe for that run of the cell (`started_unix`: its first
+    window's start) and for later runs (the newest). One launch more, only for a cell that disagreed: an engine whose
+    idle loop settles differently from launch to launch (MPICH's: slow in 7 of 17 launches here) is likelier caught in
+    the cell's state the next time, and a probe that still disagrees leaves the cell above expected."""
     from bench.cells.units import IMAGES, unit_of_cell
 
     unit = unit_of_cell(planned.cell) or IMAGES
@@ -169,7 +169,7 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
     from bench.backends.shared import launcher_job
     from bench.backends.shared.cell_launch import Placement, launch_for
     from bench.backends.shared.outcome import classify
-    from models.faults import FAULT_VAR
+    from models.measure.faults import FAULT_VAR
 
     probe = probe_cell(planned, steps=steps)
     run_id = f"engine-probe-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
@@ -177,7 +177,8 @@ def measure(planned: PlannedCell, backend, results_dir: Path, timeout_s: float, 
     launch = launch_for(probe, run_id, 0, where=Placement(Path(results_dir) / "probes", backend.python,
                                                            cores=os.cpu_count() or 1, data_dir=backend.imagenet_dir))
     rendered = launch.render()
-    # The worker test hooks (models/faults.py) are planted in the cell, never in the probe that measures the machine.
+    # The worker test hooks (models/measure/faults.py) are planted in the cell, never in the probe that measures the
+    # machine.
     rendered = replace(rendered, env={**rendered.env, ENV: "1", FAULT_VAR: ""})
     measured_at = time.time()
     busy0, mine0, t0 = busy_cpu_s(), children_cpu_s(), time.monotonic()

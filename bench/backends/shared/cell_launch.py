@@ -16,7 +16,9 @@ from bench.launch import LAUNCHERS, TORCHRUN, Flavour, LaunchSpec, Rendered, Ssh
 from bench.launch.cellenv import cell_env
 from bench.launch.runtimes import Runtime, image_runtime, runtime_for
 from bench.planning.cell import PlannedCell
-from models.registry import COLLECTIVES, TORCH_DISTRIBUTED_ENGINES, workload_spec
+from models.registry.collectives import COLLECTIVES
+from models.registry.engines import TORCH_DISTRIBUTED_ENGINES
+from models.registry.workloads import workload_spec
 
 MODELS_DIR = Path(models.__file__).resolve().parent
 GPU_THREADS = 4  # GPU workers: a few threads each for the host side
@@ -134,7 +136,8 @@ def worker_program(planned: PlannedCell, run_id: str, out: Path | str | None, th
                    models_dir: Path | str = MODELS_DIR) -> tuple[str, ...]:
     """The workload's argv: every cell setting becomes an explicit flag, so the command alone reproduces the cell.
     `models_dir` is where the worker programs are on the workers (this repository's models/, or a job's snapshot).
-    `out` None: rank 0 prints its records on stdout (models/record.py's STDOUT_PREFIX), for jobs read from a log."""
+    `out` None: rank 0 prints its records on stdout (models/measure/record.py's STDOUT_PREFIX), for jobs read from a
+    log."""
     c = planned.cell
     to = ("--out", str(out)) if out is not None else ()
     name = worker_script(c)
@@ -186,7 +189,7 @@ def probe_program(planned: PlannedCell, out: Path, threads: int, python: str, da
 
 
 def worker_script(cell: dict[str, Any]) -> str:
-    """The program under models/ that measures the cell: a collective sweep, or its workload's (models/registry.py)."""
+    """The program under models/ that measures the cell: a collective sweep, or its workload's (models/registry/)."""
     spec = COLLECTIVES.get(cell["model"]) or workload_spec(cell["model"], cell["framework"])
     return spec["script"]
 

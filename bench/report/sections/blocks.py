@@ -12,6 +12,7 @@ import pandas as pd
 from bench.analysis.missing import CSV_MISSING, csv_ready
 
 MAX_ROWS = 200  # per HTML/Markdown table; the CSV beside the page has every row
+MARKED = ("transport", "transport (a)", "transport (b)", "verdict")  # the columns a "_bad" row shows in red
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,16 @@ class Table:
     title: str | None = None
     open: bool = True
     collapsible: bool = False  # one <details> block (the main table, one per GPU)
+    marked: tuple[str, ...] = MARKED  # the columns a "_bad" row shows in red
+    wrap: bool = False  # its cells wrap (the page's first screen: no table wider than the window)
 
 
 def table(tid: str, columns: list[str], rows: list[dict], *, csv: str | None = None, title: str | None = None,
-          open_: bool = True, total: int | None = None, collapsible: bool = False) -> Table:
+          open_: bool = True, total: int | None = None, collapsible: bool = False, marked: tuple[str, ...] = MARKED,
+          wrap: bool = False) -> Table:
     """A table of at most MAX_ROWS rows; `total` is how many the full table (the CSV) has."""
-    return Table(tid, columns, rows[:MAX_ROWS], max(total or 0, len(rows)), csv, title, open_, collapsible)
+    return Table(tid, columns, rows[:MAX_ROWS], max(total or 0, len(rows)), csv, title, open_, collapsible, marked,
+                 wrap)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bench.analysis.collectives import fit_alpha_beta
 from bench.report.sections.blocks import Section, table
 from bench.report.sections.context import Context
-from models.registry import COLLECTIVES
+from models.registry.collectives import COLLECTIVES
 
 
 def build(ctx: Context) -> Section | None:

@@ -11,7 +11,8 @@ import pandas as pd
 from bench.analysis.breakdown import Breakdown, breakdowns
 from bench.analysis.collectives import fit_stacks, training_only
 from bench.analysis.cost import Price, catalogue_prices, merge_prices
-from bench.analysis.expected import Expected, expected_with_probes
+from bench.analysis.expected import Expected
+from bench.analysis.expected_cells import expected_with_probes
 from bench.analysis.mfu import with_cell_power, with_mfu
 from bench.analysis.scaling import cell_summary, input_bound, latest_complete, latest_failures, scaling, split_imported
 from bench.analysis.windows import windows_of

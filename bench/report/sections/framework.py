@@ -4,7 +4,7 @@ from __future__ import annotations
 from bench.report.sections.blocks import Section
 from bench.report.sections.context import Context
 from bench.report.sections.pairs import axis_section
-from models.registry import WORKLOADS
+from models.registry.workloads import WORKLOADS
 
 
 def build(ctx: Context) -> Section | None:

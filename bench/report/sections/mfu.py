@@ -42,10 +42,10 @@ def build(ctx: Context) -> Section | None:
             "precision. "
             "Model FLOPs per image = 3 × one forward pass's convolution and matmul FLOPs (forward, and a backward "
             "pass of twice that) at the cell's image size, counted from the model two independent ways "
-            "(bench/data/model_flops.yaml, written by models/flops.py); BatchNorm, activations, pooling and the "
-            "optimizer are not counted. The peak is the data sheet's boost-clock figure without sparsity: fp16 and "
-            "bf16 cells against their tensor-core peak, fp32 cells against TF32's where the GPU has TF32 (the "
-            "workers leave TF32 on), else fp32's. W/GPU and J/img: NVML board power sampled over each measured "
-            "window, the median over windows. Peaks: " + (sources or "none") + ".")
+            "(bench/data/model_flops.yaml, written by models/workloads/resnet50/flops.py); BatchNorm, activations, "
+            "pooling and the optimizer are not counted. The peak is the data sheet's boost-clock figure without "
+            "sparsity: fp16 and bf16 cells against their tensor-core peak, fp32 cells against TF32's where the GPU "
+            "has TF32 (the workers leave TF32 on), else fp32's. W/GPU and J/img: NVML board power sampled over each "
+            "measured window, the median over windows. Peaks: " + (sources or "none") + ".")
     return Section("mfu", TITLE, note,
                    tables=(table("mfu-table", COLUMNS, rows, csv=csv.name, total=len(gpu)),), files=(csv,))

@@ -1,9 +1,12 @@
 """One section per workload that is not counted in images (the transformer; a registered workload), each in its own
-unit: the rate (global and per worker, tokens/s for the transformer), the scaling efficiency against the series'
-smallest worker count, the expected value and verdict, MFU and peak memory per rank, the sampled watts per GPU and
-joules per sample (a GPU's), and $ per million units (tokens) at the VM's list price. The image sections never see
-these cells (context.py: other_table), so no transformer figure is ever labelled images/sec."""
+unit: its scaling chart per GPU (a PNG like ResNet-50's), then, folded, the rate (global and per worker, tokens/s for
+the transformer), the scaling efficiency against the series' smallest worker count, the expected value and verdict,
+MFU and peak memory per rank, the sampled watts per GPU and joules per sample (a GPU's), and $ per million units
+(tokens) at the VM's list price. The image sections never see these cells (context.py: other_table), so no
+transformer figure is ever labelled images/sec."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -11,11 +14,11 @@ from bench.analysis.cost import cost_table
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.cells.label import cell_label
 from bench.cells.units import IMAGES, format_rate, quoted, unit_of_cell
+from bench.report import charts as ch
 from bench.report.format import num, pct
-from bench.report.sections.blocks import Section, table, write_csv
+from bench.report.sections.blocks import Chart, Section, table, write_csv
 from bench.report.sections.context import Context, vs_expected
-
-from models.registry import TRANSFORMER_WORKLOAD, workload_spec
+from models.registry.workloads import TRANSFORMER_WORKLOAD, workload_spec
 
 CSV_COLUMNS = ["cell_id", "gpu", "framework", "engine", "model", "seq_len", "gpus", "nodes", "precision",
                "batch_per_gpu", "grad_accum", "samples_per_sec", "units_per_sec", "units_per_sec_per_gpu",
@@ -37,7 +40,7 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
     units = [unit_of_cell(r) or IMAGES for r in t.to_dict("records")]
     rate = units[0].rate if units else IMAGES.rate
     transformer = spec is TRANSFORMER_WORKLOAD
-    sid = "transformer" if transformer else f"workload-{spec.get('name', 'other')}"
+    sid = section_id(spec)
     per = pd.Series([u.per_sample for u in units], index=t.index, dtype=float)
     peaks = (ctx.other_ok.groupby("cell_id")["peak_memory_bytes"].max()
              if "peak_memory_bytes" in ctx.other_ok else pd.Series(dtype=float))
@@ -54,6 +57,7 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
     sample = units[0].sample if units else "sample"
     per_million = f"$ per million {rate.removesuffix('/s')}"
     csv = write_csv(t[[c for c in CSV_COLUMNS if c in t]], ctx.out_dir, f"{sid}.csv")
+    charts = scaling_pngs(t, per, rate, sid, ctx)
     verdicts = {e.cell_id: e for e in ctx.other_expected}
     rows = []
     for r, unit in zip(t.to_dict("records"), units):
@@ -76,11 +80,27 @@ def one(ctx: Context, t, title: str, spec: dict) -> Section:
                "peak memory per rank", "W/GPU", f"J/{sample}", per_million, "cell_id"]
     note = TRANSFORMER_NOTE if transformer else (
         f"A sample is one {spec.get('sample_unit', 'sample')}; {rate} = samples/s × units per sample (Σ over every "
-        "worker, over the measured window; models/registry.py's entry for the workload says what a sample is). "
-        "Speedup and efficiency: against the same series' smallest worker count. MFU where the workload counts its "
-        "FLOPs and the GPU has a peak.")
-    return Section(sid, title, note,
-                   tables=(table(f"{sid}-table", columns, rows, csv=csv.name, total=len(t)),), files=(csv,))
+        "worker, over the measured window; models/registry/workloads.py's entry for the workload says what a sample "
+        "is). Speedup and efficiency: against the same series' smallest worker count. MFU where the workload counts "
+        "its FLOPs and the GPU has a peak.")
+    # The headline above shows each cell's rate, interval, scaling and verdict: every column of it folds here.
+    every = table(f"{sid}-table", columns, rows, csv=csv.name, total=len(t), open_=False, collapsible=True,
+                  title=f"Every figure of each cell: {len(t)} cell{'s' if len(t) != 1 else ''}")
+    return Section(sid, title, note, charts=tuple(Chart(c, p) for c, p in charts), tables=(every,),
+                   files=(*(p for _, p in charts), csv))
+
+
+def section_id(spec: dict) -> str:
+    """The section's id, and its CSV's name (<id>.csv), for a workload's registry entry."""
+    return "transformer" if spec is TRANSFORMER_WORKLOAD else f"workload-{spec.get('name', 'other')}"
+
+
+def scaling_pngs(t: pd.DataFrame, per: pd.Series, rate: str, sid: str, ctx: Context) -> list[tuple[str, Path]]:
+    """ResNet-50's scaling PNGs (charts.scaling_charts) for this workload's cells, in its unit (summary.md's charts;
+    the page's hover chart is the headline's)."""
+    quoted = t.assign(samples_per_sec=t["units_per_sec"], baseline_samples_per_sec=t["baseline_samples_per_sec"] * per,
+                      **{c: t[c] * per for c in ("boot_low", "boot_high") if c in t})
+    return ch.scaling_charts(quoted, ctx.out_dir, rate=f"{rate} (global, median; bars: 95% CI)", prefix=sid)
 
 
 def scaled(r: dict) -> dict:

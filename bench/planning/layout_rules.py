@@ -1,0 +1,60 @@
+"""Why a cell's parallel layout (its `layout` key, docs/layouts.md) cannot run: the plan's skip reason, from
+bench/layouts' own rules (feasibility.py and the memory model), so the plan and `bench model --layouts` refuse a
+layout with the same sentence.
+
+What a layout cell's batch means: `batch_per_gpu` sequences per data-parallel replica and micro-batch of
+`grad_accum`; under a pipeline (pp > 1) the replica's `batch_per_gpu` sequences are split into the layout's `m`
+micro-batches (torchtitan's local batch and pipeline micro-batches), so `m` must divide them. Ranks of one replica
+(tp × pp of them) share its sequences."""
+from __future__ import annotations
+
+from typing import Any
+
+from bench.facts.catalog import GpuSku
+from bench.layouts.feasibility import Job, memory_reason, reasons
+from bench.layouts.layout import Layout, LayoutError, parse_layout
+from bench.layouts.memory import is_sharded, rank_memory, usable_bytes
+from models.registry.workloads import is_transformer
+
+
+def cell_layout(cell: dict[str, Any]) -> Layout | None:
+    """The cell's layout, None for a cell without one; LayoutError for one that is not a layout of its world."""
+    text = cell.get("layout")
+    if text is None:
+        return None
+    layout, _ = parse_layout(text, world=cell["gpus"])
+    return layout
+
+
+def layout_reason(cell: dict[str, Any], sku: GpuSku, nodes: int) -> str | None:
+    """One line, or None when the cell names no layout or its layout can run here."""
+    text = cell.get("layout")
+    if text is None:
+        return None
+    model = cell.get("model") or "resnet50"
+    if not is_transformer(model):
+        return f"layout={text}: layouts train the transformer only (model={model})"
+    try:
+        layout = cell_layout(cell)
+    except LayoutError as e:
+        return str(e)
+    engine = "fsdp2" if is_sharded(layout) else "native"
+    if cell["engine"] != engine:
+        what = "shards the model" if engine == "fsdp2" else "only replicates the model (DDP)"
+        return f"layout={text} {what}: it runs as engine={engine}, not engine={cell['engine']}"
+    from bench.layouts.shapes import shape_named
+
+    shape = shape_named(model)
+    seq = cell.get("seq_len") or shape.seq
+    per_node = -(-cell["gpus"] // nodes)
+    job = Job(seq=seq, global_batch=layout.dp * cell["batch_per_gpu"], gpus_per_node=per_node, cpu=sku.is_cpu)
+    why = reasons(layout, shape, job)
+    if why:
+        return f"layout={text}: {why[0]}"
+    if sku.is_cpu:
+        return None
+    microbatch = cell["batch_per_gpu"] // layout.microbatches if layout.pp > 1 else cell["batch_per_gpu"]
+    memory = rank_memory(shape, layout, seq=seq, microbatch_seqs=microbatch,
+                         checkpointing="full" if cell.get("activation_checkpointing") else "none")
+    too_big = memory_reason(memory.total, usable_bytes(sku.memory_gb))
+    return f"layout={text} on {sku.key}: {too_big}" if too_big else None

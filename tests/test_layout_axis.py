@@ -1,0 +1,117 @@
+"""The matrix's `layout` key (issue 66, docs/layouts.md): a cell without it keeps its id; a layout is read by
+bench/layouts' parser (a malformed one is bad input: one line, exit 2) and judged by bench/layouts' rules, each
+refusal the cell's skip reason; the planner's emitted matrix plans with its layouts."""
+import contextlib
+import io
+import json
+
+import pytest
+import yaml
+
+from bench.cli import main
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix, load_matrix_text
+from bench.planning.plan import plan_cells
+
+# gpus and engine are workload settings here, not axes, so an include entry extends the one cell whatever it sets
+BASE = """
+name: layouts
+workload: {model: tiny, engine: fsdp2, seq_len: 32, batch_per_gpu: 4, warmup_steps: 1, steps: 2, repeats: 1}
+axes:
+  gpu: [cpu]
+  mpi: [gloo]
+include:
+  - {gpus: 2}
+"""
+
+
+def bench(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def plan(text: str) -> list:
+    return plan_cells(load_matrix_text(text).cells(), None)
+
+
+def one(extra: str) -> tuple[str, str | None]:
+    (cell,) = plan(BASE + f"  - {extra}\n")
+    return cell.status, cell.reason
+
+
+def test_a_cell_without_a_layout_keeps_its_id():
+    (cell,) = plan(BASE)
+    assert cell.cell["layout"] is None
+    assert cell.cell_id == cell_id({k: v for k, v in cell.cell.items() if k != "layout"})
+    (with_layout,) = plan(BASE + "  - {layout: 'tp=2'}\n")
+    assert with_layout.cell_id != cell.cell_id and "(tp=2)" in with_layout.label()
+
+
+@pytest.mark.parametrize("extra", [
+    "{layout: 'tp=2'}",
+    "{layout: 'pp=2,schedule=1f1b,m=4'}",
+    "{layout: 'pp=2,schedule=gpipe,m=2'}",
+    "{layout: 'dp_shard=2'}",
+    "{layout: 'dp_replicate=2', engine: native}",
+    "{layout: 'dp_replicate=2,dp_shard=2', gpus: 4}",
+    "{layout: 'dp_shard=2,tp=2', gpus: 4}",
+])
+def test_layouts_the_cpu_runs_are_planned(extra):
+    assert one(extra) == ("planned", None)
+
+
+@pytest.mark.parametrize("extra,reason", [
+    ("{layout: 'tp=8', gpus: 8}", "4 heads are not divisible by tp=8"),
+    ("{layout: 'pp=4', gpus: 4}", "2 layers are not divisible by pp × virtual stages = 4"),
+    ("{layout: 'pp=2,m=3'}", "4 sequences per replica are not divisible by 3 micro-batches"),
+    ("{layout: 'cp=2'}", "context parallelism runs on GPU cells only"),
+    ("{layout: 'tp=2,pp=2'}", "the degrees' product is 4, not the world size 2"),
+    ("{layout: 'tp=2', engine: native}", "it runs as engine=fsdp2, not engine=native"),
+    ("{layout: 'tp=2', model: resnet50, engine: native}", "layouts train the transformer only"),
+])
+def test_a_layout_that_cannot_run_is_skipped_with_its_reason(extra, reason):
+    status, why = one(extra)
+    assert status == "skipped" and reason in why, why
+
+
+def test_cp_plans_on_a_gpu_and_a_layout_too_big_for_the_gpu_is_skipped():
+    gpu = BASE.replace("gpu: [cpu]", "gpu: [H100]").replace("mpi: [gloo]", "mpi: [openmpi]")
+    assert one_of(gpu, "{layout: 'cp=2'}") == ("planned", None)
+    # the model's state is small (the catalogue's rule passes it); 4,096 sequences of 8,192 tokens' activations are not
+    big = gpu.replace("seq_len: 32, batch_per_gpu: 4", "seq_len: 8192, batch_per_gpu: 4096")
+    status, why = one_of(big, "{layout: 'tp=2'}")
+    assert status == "skipped" and "GiB per GPU" in why and "usable" in why, why
+
+
+def one_of(text: str, extra: str):
+    (cell,) = plan(text + f"  - {extra}\n")
+    return cell.status, cell.reason
+
+
+@pytest.mark.parametrize("value,words", [
+    ("tp=two", "tp takes a whole number"),
+    ("tq=2", "unknown key 'tq'"),
+    ("pp=2,schedule=zigzag", "schedule 'zigzag' is not one of"),
+])
+def test_a_malformed_layout_is_one_line_and_exit_2(tmp_path, value, words):
+    path = tmp_path / "m.yaml"
+    path.write_text(BASE + f"  - {{layout: '{value}'}}\n", encoding="utf-8")
+    code, out, err = bench("plan", str(path))
+    assert code == 2 and out == "", out
+    assert len(err.strip().splitlines()) == 1 and "include[1].layout" in err and words in err, err
+
+
+def test_the_planners_emitted_matrix_plans_its_layouts(tmp_path):
+    path = tmp_path / "emitted.yaml"
+    code, _, err = bench("model", "--layouts", "--model", "llama3-70b", "--gpu", "H100", "--nodes", "8", "--fabric",
+                         "ib", "--top", "3", "--emit-matrix", str(path))
+    assert (code, err) == (0, "")
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    code, out, err = bench("plan", str(path), "--format", "json")
+    assert code == 0, err
+    assert [c["layout"] for c in json.loads(out)] == [e["layout"] for e in doc["include"]]
+    # the planner's rules and the plan's agree: every layout it emitted as fitting is feasible (no backend's reach)
+    cells = plan_cells(load_matrix(path).cells(), None)
+    assert [c.status for c in cells] == ["planned"] * 3, [c.reason for c in cells]
