@@ -76,7 +76,8 @@ def positive_rate(text: str) -> bool:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rates", default="1gbit,200mbit", help="comma-separated tc rates; the unshaped run comes first")
-    p.add_argument("--max-bytes", type=int, default=102_228_128, help="largest message (default: ResNet-50's gradients)")
+    p.add_argument("--max-bytes", type=int, default=102_228_128,
+                   help="largest message (default: ResNet-50's gradients)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mpi", default="gloo,openmpi")
     args = p.parse_args()

@@ -6,7 +6,8 @@ allocator setting (models/measure/allocator.py), to show how much of the differe
 round by round so machine drift hits all of them alike; medians and ratios to the peer are printed (and written
 with --json).
 
-    .venv/bin/python benchmarks/compare_peer_pytorch.py --peer /path/to/horovod/examples/pytorch/pytorch_synthetic_benchmark.py
+    .venv/bin/python benchmarks/compare_peer_pytorch.py \\
+        --peer /path/to/horovod/examples/pytorch/pytorch_synthetic_benchmark.py
 
 The peer needs torchvision (`pip install --no-deps torchvision==0.28.0`; `make bench` does it); it is not part of
 this repository.

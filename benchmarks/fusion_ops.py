@@ -4,7 +4,8 @@ set beside what a Horovod timeline counts (benchmarks/timeline_ops.py) for the s
     python benchmarks/fusion_ops.py --image-size 64 --backward-s 0.69 --alpha-ms 1.2 --gbps 0.88
 
 --backward-s: the backward pass's seconds (2/3 of a 1-worker step's compute, whatif.BACKWARD_FRACTION);
---alpha-ms and --gbps: one allreduce's latency and bandwidth on the link (a collective sweep's fit, docs/collectives.md).
+--alpha-ms and --gbps: one allreduce's latency and bandwidth on the link (a collective sweep's fit,
+docs/collectives.md).
 """
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.analysis.fusion import (DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES, resnet50_gradients,  # noqa: E402
-                                   simulate)
+from bench.analysis.fusion import DEFAULT_CYCLE_S, DEFAULT_THRESHOLD_BYTES, resnet50_gradients, simulate  # noqa: E402
 
 
 def main(argv=None) -> int:

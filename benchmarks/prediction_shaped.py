@@ -213,8 +213,8 @@ def ratio(v: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| link | launcher/engine | X(1) samples/s | X(2) samples/s | measured E | rounds' E | calibrated E | error (pts) | "
-             "rounds' error (own sweeps) | ρ_idle / ρ_replay | per-operation rule E | error (pts) | "
+    lines = ["| link | launcher/engine | X(1) samples/s | X(2) samples/s | measured E | rounds' E | calibrated E | "
+             "error (pts) | rounds' error (own sweeps) | ρ_idle / ρ_replay | per-operation rule E | error (pts) | "
              "one-allreduce rule E | error (pts) | CPU-share rule E | error (pts) | "
              "data-sheet E | error (pts) | compute s | allreduce s (calibrated / data sheet) | fit |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -251,7 +251,8 @@ def markdown(rows: list[dict]) -> str:
     if share:
         lines.append(f"CPU-share rule: largest error {max(share):.1f} points, within ±5: "
                      f"{sum(e <= 5 for e in share)}/{len(rows)}")
-    lines.append(f"data sheet: largest error {max(sheet):.1f} points, within ±5: {sum(e <= 5 for e in sheet)}/{len(rows)}")
+    lines.append(f"data sheet: largest error {max(sheet):.1f} points, within ±5: "
+                 f"{sum(e <= 5 for e in sheet)}/{len(rows)}")
     parted = [r for r in rows if r.get("parts")]
     if parted:
         lines += ["", "Where the 2-node step went (seconds per step; each window's slower and faster rank by compute, "
@@ -279,7 +280,8 @@ def main() -> int:
     ap.add_argument("--rates", default="2gbit,500mbit,200mbit",
                     help="comma-separated tc rates, after the unshaped link (default 2gbit,500mbit,200mbit)")
     ap.add_argument("--no-unshaped", action="store_true", help="skip the unshaped link")
-    ap.add_argument("--rounds", type=int, default=3, help="measurements of the matrix per condition, the sweep in each (3)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measurements of the matrix per condition, the sweep in each (3)")
     ap.add_argument("--sweep-once", action="store_true",
                     help="measure the allreduce sweep in the first round only (about half the time; the contention "
                          "figures then come from minutes the later rounds' training windows are not in)")

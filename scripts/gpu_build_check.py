@@ -26,7 +26,8 @@ def wheel_lib_dirs() -> list[str]:
     dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
     nvidia = importlib.util.find_spec("nvidia")
     for root in (nvidia.submodule_search_locations if nvidia else []):
-        dirs += sorted(d for d in glob.glob(os.path.join(root, "*", "lib")) + glob.glob(os.path.join(root, "*", "*", "lib"))
+        dirs += sorted(d for d in (glob.glob(os.path.join(root, "*", "lib"))
+                                   + glob.glob(os.path.join(root, "*", "*", "lib")))
                        if os.path.isdir(d))
     return dirs
 

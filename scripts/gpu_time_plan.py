@@ -59,10 +59,10 @@ GRAPH_CAPTURE_S = 10  # CUDA graph warm-up and capture (estimate)
 
 # The transformer (docs/transformer.md), from the 2026-12-04 H200 loan (docs/gpu-results.md): MFU 18.7-19.5 % eager
 # or at 16 sequences under FSDP2, 31.7-53.8 % compiled; each cell took 28-90 s with its start and compile (the first
-# compile in a fresh machine ~20 s, inferred from the cell's time). The plan takes MFU 35 % compiled and 18 % eager against the H100/H200 dense peak
-# (the step's FLOPs by the 6N + 12LHQT count), FSDP2 at 0.9 of that, and 25 s to compile: every measured cell then
-# plans at or above what it took (0.8x on the whole loan). The peak is the catalogue's for the cell's GPU and
-# precision, as MFU's (bench/analysis/mfu.py).
+# compile in a fresh machine ~20 s, inferred from the cell's time). The plan takes MFU 35 % compiled and 18 % eager
+# against the H100/H200 dense peak (the step's FLOPs by the 6N + 12LHQT count), FSDP2 at 0.9 of that, and 25 s to
+# compile: every measured cell then plans at or above what it took (0.8x on the whole loan). The peak is the
+# catalogue's for the cell's GPU and precision, as MFU's (bench/analysis/mfu.py).
 TRANSFORMER_MFU = {"compiled": 0.35, "eager": 0.18}
 FSDP2_FACTOR = 0.9
 TRANSFORMER_COMPILE_S = 25

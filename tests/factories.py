@@ -12,7 +12,8 @@ def cell(**overrides):
 def rank(rank_no, samples, window_s, busy_s=None, steps=4, start=1000.0):
     busy_s = window_s if busy_s is None else busy_s
     return {"rank": rank_no, "host": "h", "samples": samples, "steps": steps, "window_s": window_s, "busy_s": busy_s,
-            "samples_per_sec": samples / busy_s if busy_s else None, "step_times_s": [busy_s / steps] * steps if steps else [],
+            "samples_per_sec": samples / busy_s if busy_s else None,
+            "step_times_s": [busy_s / steps] * steps if steps else [],
             "start_unix": start, "end_unix": start + window_s}
 
 

@@ -85,7 +85,8 @@ def test_a_worker_that_cannot_import_its_binding_fails_the_cell_naming_module_en
 
     shadow = tmp_path / "shadow"
     shutil.copytree(Path(horovod.__file__).parent, shadow / "horovod",
-                    ignore=lambda d, names: [n for n in names if Path(d).name == "tensorflow" and n.startswith("mpi_lib")])
+                    ignore=lambda d, names: [n for n in names
+                                             if Path(d).name == "tensorflow" and n.startswith("mpi_lib")])
     (tmp_path / "m.yaml").write_text(f"""
 name: no-binding
 {TINY_WORKLOAD}

@@ -10,7 +10,6 @@ from bench.analysis import AnalysisError
 from bench.analysis.calibration import RATED_ALPHA_S, compare, rated_link
 from bench.analysis.collectives import fit_alpha_beta, stack_of
 from bench.analysis.whatif import BACKWARD_FRACTION, DEFAULT_OVERLAP, LINKS, gradient_bytes
-
 from tests.test_collective_fit import sweep
 
 G = gradient_bytes("fp32")

@@ -1,8 +1,8 @@
 """The CI regression check: run the small CPU matrix (ci/matrix-cpu.yaml) for real and check it against the
 committed baseline (baselines/ci-cpu.json), normalised by the 1-worker cell of the same run so that a CI machine
 faster or slower than the one the baseline was made on does not matter. Unchanged tree: no regression (exit 0). The
-same real run, saved as a baseline, against itself with the 2-worker cell at a quarter of its speed: caught (exit 1). How often this check cries wolf, and what it
-catches, is measured in docs/regression-checks.md."""
+same real run, saved as a baseline, against itself with the 2-worker cell at a quarter of its speed: caught (exit 1).
+How often this check cries wolf, and what it catches, is measured in docs/regression-checks.md."""
 import shutil
 import sqlite3
 import tempfile

@@ -224,7 +224,8 @@ def test_contention_per_size_is_kept_and_interpolated_in_log_size():
                                           {SIZES[3]: (3.0, 0.5), SIZES[5]: (2.0, 0.6), top: (1.2, 0.7)}))
     assert fit.per_operation_measured and [b for b, _, _ in fit.contended_by_size] == [SIZES[3], SIZES[5], top]
     # The largest size's figures are still what the one-allreduce rule takes.
-    assert (fit.idle_compute_ratio, fit.contended_compute_ratio, fit.contended_stretch) == pytest.approx((0.8, 0.7, 1.2))
+    assert (fit.idle_compute_ratio, fit.contended_compute_ratio,
+            fit.contended_stretch) == pytest.approx((0.8, 0.7, 1.2))
     # Halfway between two measured sizes in log size: halfway between their figures; outside: the nearest one's.
     mid = SIZES[4]
     seconds, during = fit.shared_operation(2, mid)

@@ -42,7 +42,8 @@ def test_values_every_run_draws_afresh_are_not_changes():
     ab` of two git refs once named only HOROVOD_GLOO_RENDEZVOUS_PORT); a real variable beside them still is."""
     def side(port: str, tmp: str, threads: str):
         return rec(tuning_env={"HOROVOD_GLOO_RENDEZVOUS_PORT": port,
-                               "HOROVOD_GLOO_RENDEZVOUS_ADDR": f"10.0.0.{port[-1]}", "MASTER_PORT": port, "MASTER_ADDR": "node1", "BENCH_CELL_TOKEN": tmp[-4:],
+                               "HOROVOD_GLOO_RENDEZVOUS_ADDR": f"10.0.0.{port[-1]}", "MASTER_PORT": port,
+                               "MASTER_ADDR": "node1", "BENCH_CELL_TOKEN": tmp[-4:],
                                "TMPDIR": tmp, "MKL_NUM_THREADS": threads})
     a = environment_of([side("26387", "/tmp/bench-ab-x1y2", "1"), side("27819", "/tmp/bench-ab-x1y3", "1")])
     assert diff_environments(a, environment_of([side("14126", "/tmp/bench-ab-q9z8", "1")])) == []

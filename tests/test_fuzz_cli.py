@@ -4,8 +4,9 @@ and never exit 70 (an internal error, a bug).
 The fuzz is of the parsers and the input files, not of side effects: it runs `bench.cli.main` in this process, in a
 temporary folder, on the verbs that only read their inputs or write under that folder (`run`, `ab`, `doctor` and
 `images build|check` start jobs or builds and are left out; `diagnose` gets its hosts from the fuzzed inputs, and its
-ssh probes are replaced by a stand-in that refuses any host outside the reserved `.invalid` domain, RFC 6761). The inputs are files a user may hand bench by mistake: none,
-empty, a directory, text that is not what the option expects, a corrupt store, a valid store and matrix.
+ssh probes are replaced by a stand-in that refuses any host outside the reserved `.invalid` domain, RFC 6761). The
+inputs are files a user may hand bench by mistake: none, empty, a directory, text that is not what the option expects,
+a corrupt store, a valid store and matrix.
 """
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def test_horovods_cuda_kernels_compile_for_sm80_and_sm90(tmp_path):
     env = {**os.environ, "HOROVOD_CUDA_HOME": str(CUDA), "HOROVOD_BUILD_CUDA_CC_LIST": ",".join(map(str, ARCHS)),
            "PATH": f"{CUDA / 'bin'}:{os.environ['PATH']}"}
     # The flags Horovod's CMake passes to nvcc (its cmake/build_utils.py), for our architecture list.
-    flags = subprocess.run([sys.executable, "-c", "import build_utils; print('\\n'.join(build_utils.get_nvcc_flags()))"],
+    flags = subprocess.run([sys.executable, "-c",
+                            "import build_utils; print('\\n'.join(build_utils.get_nvcc_flags()))"],
                            cwd=src / "cmake", env=env, capture_output=True, text=True, check=True).stdout.split("\n")
     # code=\"sm_90,compute_90\" is quoted for CMake's shell; as one argv item nvcc takes the list in brackets
     flags = [re.sub(r'code="([^"]*)"', r"code=[\1]", f.replace('\\"', '"')) for f in flags if f]

@@ -10,13 +10,15 @@ import pytest
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_session.sh"
-PINS = [line.split("#")[0].strip() for line in (ROOT / "scripts" / "device_kit_requirements.txt").read_text().splitlines()]
+PINS = [line.split("#")[0].strip()
+        for line in (ROOT / "scripts" / "device_kit_requirements.txt").read_text().splitlines()]
 PINS = [p for p in PINS if p]
 
 
 @pytest.fixture
 def kit(tmp_path):
-    """A kit with every file `make device-kit` puts there (small stand-ins: the dry run checks presence, not content)."""
+    """A kit with every file `make device-kit` puts there (small stand-ins: the dry run checks presence, not
+    content)."""
     kit = tmp_path / "kit"
     (kit / "wheels").mkdir(parents=True)
     for pin in PINS:

@@ -24,7 +24,8 @@ def against(path, *extra):
 
 def test_the_documented_line_sets_the_headline_cell_beside_its_plan():
     doc = (ROOT / "docs" / "gpu.md").read_text()
-    line = next(l for l in doc.splitlines() if l.startswith(".venv/bin/python scripts/gpu_time_plan.py --against"))
+    line = next(doc_line for doc_line in doc.splitlines()
+                if doc_line.startswith(".venv/bin/python scripts/gpu_time_plan.py --against"))
     done = subprocess.run([sys.executable, *line.split()[1:]], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     # Taken: from the run's start to the cell's last record (it was its run's first cell), read here independently.
@@ -32,7 +33,7 @@ def test_the_documented_line_sets_the_headline_cell_beside_its_plan():
         written, started = db.execute(
             "SELECT max(r.written_unix), u.started_unix FROM records r JOIN runs u USING (run_id) "
             "WHERE r.cell_id = ? AND r.status = 'ok'", (HEADLINE,)).fetchone()
-    headline = next(l for l in done.stdout.splitlines() if l.strip().startswith(
+    headline = next(out_line for out_line in done.stdout.splitlines() if out_line.strip().startswith(
         "cell H200/pytorch/gloo/ib=off/1w fp16 b256 20+50x3 "))
     planned, taken, ratio = re.findall(r"(\d+) s\s+(\d+) s\s+(\d+\.\d\d)", headline)[0]
     assert int(taken) == round(written - started)

@@ -25,7 +25,8 @@ def _side_venv(tmp_path: Path) -> Path:
     own — the way scripts/install.sh makes the MPICH-ABI venv."""
     venv = tmp_path / "venv"
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "_bench_main_venv.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
     # pip comes from the main venv's packages (the .pth), which is all the script's pip calls need.

@@ -1,7 +1,6 @@
 """The hosts backend: its matrix section, its hostfile, its node checks, and (on the emulated cluster of network
 namespaces, tests/cluster.py) real 2-node cells through `python -m bench run`."""
 import json
-import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -142,7 +141,8 @@ def test_node_checks_name_the_node_and_what_differs(tmp_path):
     assert verdict(tmp_path, {**HERE, "iface": False}) == "node2: has no interface eth1"
     assert verdict(tmp_path, {**HERE, "cores": 1}) == "node2: 1 cores for 2 CPU workers"
     gpu = "name: t\naxes: {gpu: [V100], gpus: [4], workers_per_node: [2]}\n"
-    assert verdict(tmp_path, {**HERE, "gpus": 1}, gpu) .startswith("node2: 1 GPUs (nvidia-smi -L) for 2 workers of Tesla V100")
+    assert verdict(tmp_path, {**HERE, "gpus": 1}, gpu).startswith(
+        "node2: 1 GPUs (nvidia-smi -L) for 2 workers of Tesla V100")
     assert verdict(tmp_path, {**HERE, "gpus": 2}, gpu) is None
 
 

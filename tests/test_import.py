@@ -34,7 +34,8 @@ def _dump(db):
         conn.close()
 
 
-@pytest.mark.parametrize("path, source, framework", [(TF, "batchai-tf", "tensorflow"), (PT, "batchai-pytorch", "pytorch")])
+@pytest.mark.parametrize("path, source, framework",
+                         [(TF, "batchai-tf", "tensorflow"), (PT, "batchai-pytorch", "pytorch")])
 def test_reference_adapter_row_counts_values_and_provenance(tmp_path, path, source, framework):
     rows = _csv_rows(path)
     final = [r for r in rows if r["status"].startswith("final")]
@@ -84,7 +85,10 @@ def test_known_values_from_the_charts(tmp_path):
     with Store(db, create=False) as store:
         df = store.dataframe()
     r50 = df[df.model == "resnet50"]
-    pick = lambda gpu, mpi, n: r50[(r50.gpu == gpu) & (r50.mpi == mpi) & (r50.gpus == n)].samples_per_sec.item()
+
+    def pick(gpu, mpi, n):
+        return r50[(r50.gpu == gpu) & (r50.mpi == mpi) & (r50.gpus == n)].samples_per_sec.item()
+
     assert pick("V100", "intelmpi", 32) == pytest.approx(6514.13)
     assert pick("V100", "openmpi", 32) == pytest.approx(4268.86)
     assert pick("K80", "none", 1) == pytest.approx(53.01)

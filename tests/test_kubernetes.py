@@ -19,15 +19,15 @@ from bench.backend_settings.kubernetes import KubernetesConfig
 from bench.backends.kubernetes import schema as kubernetes_schema
 from bench.backends.kubernetes.backend import KubernetesBackend
 from bench.backends.kubernetes.manifests import job_name, worker_hosts
-from bench.core.errors import BenchInputError
 from bench.facts.catalog import catalog
 from bench.images import mpijob
 from bench.planning.matrix import load_matrix, load_matrix_text
 from bench.planning.plan import plan_cells
 from tests.conftest import ROOT, bench_cli
 from tests.test_kubernetes_follow import (MPI_CREATED, MPI_RUNNING, PT_CREATED, PT_RUNNING, cond, container, launcher,
-                                          mpi_labels, pod, pt_labels, pytorchjob, unschedulable, worker)
+                                          mpi_labels)
 from tests.test_kubernetes_follow import mpijob as mpijob_object
+from tests.test_kubernetes_follow import pod, pt_labels, pytorchjob, unschedulable, worker
 
 pytest.importorskip("kubernetes_validate", reason="the core schema comes with kubernetes-validate (.[kubernetes])")
 
@@ -152,7 +152,8 @@ def test_torchrun_ddp_cells_are_pytorchjobs_and_mpirun_ddp_cells_mpijobs(tmp_pat
     argv = replicas["Master"]["template"]["spec"]["containers"][0]["command"]
     name = job_name(planned[("gloo", "H100", 16)], "RUN_ID")
     assert argv[:3] == ["/opt/bench/.venv/bin/python", "-m", "torch.distributed.run"]
-    assert f"{name}-master-0:29400" in argv and replicas["Worker"]["template"]["spec"]["containers"][0]["command"] == argv
+    assert (f"{name}-master-0:29400" in argv
+            and replicas["Worker"]["template"]["spec"]["containers"][0]["command"] == argv)
     mpirun = backend.maker.manifest(planned[("openmpi", "H100", 16)], "RUN_ID")
     assert mpirun["kind"] == "MPIJob" and kubernetes_schema.problems(mpirun) == []
     env = mpirun["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"]

@@ -100,7 +100,8 @@ def upward_imports(root: Path, layers: Layers) -> tuple[list[str], list[str]]:
                 continue
             where = path.relative_to(root.parent)
             offences.append(f"{where}:{line}: {module} ({layers.names[mine]}) imports {target} "
-                            f"({layers.names[theirs]}): {path.read_text(encoding='utf-8').splitlines()[line - 1].strip()}")
+                            f"({layers.names[theirs]}): "
+                            f"{path.read_text(encoding='utf-8').splitlines()[line - 1].strip()}")
     return offences, unplaced
 
 

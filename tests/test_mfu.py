@@ -10,7 +10,6 @@ import math
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -253,7 +252,7 @@ def test_the_report_shows_mfu_beside_watts_and_energy(h200):
     summary = (h200 / "out" / "summary.md").read_text(encoding="utf-8")
     header = next(x for x in summary.splitlines() if x.startswith("| gpu | framework |"))
     assert "| per worker | MFU | W/GPU | J/img |" in header  # the main table's H200 block
-    assert f"| 5,940.1 | 14.7% | 615 | 0.104 | — | 1.00× |" in summary
+    assert "| 5,940.1 | 14.7% | 615 | 0.104 | — | 1.00× |" in summary
     assert "## MFU and energy per image (GPU cells)" in summary
     mfu_row = next(x for x in summary.splitlines() if x.startswith("| H200/pytorch/gloo/ib=off/1w fp16 b256 20+50x3"))
     assert "| 24.54 | 145.7 | fp16 989.4 TFLOP/s | 14.7% | 615 | 0.104 | 87f3f262f3d7 |" in mfu_row

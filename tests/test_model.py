@@ -221,7 +221,8 @@ def test_model_verb_refuses_bad_input_in_one_line(capsys):
     assert main(["model", "--validate", "--overlap", "1.5"]) == 2  # the model's own AnalysisError, mapped to 2
     err = capsys.readouterr().err.splitlines()
     assert err == ["bench: error: nothing to do: add --validate (predicted vs published 32-GPU efficiency) or "
-                   "--layouts (the layout planner); see `bench model --help`", "bench: error: overlap must be within [0, 1], got 1.5"]
+                   "--layouts (the layout planner); see `bench model --help`",
+                   "bench: error: overlap must be within [0, 1], got 1.5"]
 
 
 def test_validation_takes_rows_not_files():

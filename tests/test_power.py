@@ -1,6 +1,5 @@
 """J/img from sampled power (models/gpu/power.py): the integral over the measured window, its refusals, and the sampler
 where no GPU answers (this machine) or a stand-in nvidia-smi streams readings."""
-import os
 import time
 from pathlib import Path
 
@@ -82,8 +81,8 @@ def test_the_sampler_reads_a_streaming_nvidia_smi(tmp_path):
     finally:
         sampler.stop()
     assert sampler.source == "nvidia-smi"
-    assert args.read_text().split() == ["--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits", "-i", "GPU-abc",
-                                        "-lms=20"]
+    assert args.read_text().split() == ["--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits",
+                                        "-i", "GPU-abc", "-lms=20"]
     assert e.joules == pytest.approx(250.5 * (t1 - t0))
     assert e.samples >= 1  # one reading a sleep apart; a loaded machine stretches the stand-in's 20 ms
     assert e.sm_mhz == 1755.0

@@ -111,4 +111,5 @@ def test_the_table_shows_where_the_step_went():
            "samples_per_sec": 48.0, "measured_efficiency": 0.75, "calibrated_efficiency": 0.8,
            "data_sheet_efficiency": 0.95, "compute_s": 0.99, "data_sheet_comm_s": 0.5, "fit": "α"}
     text = markdown([row])
-    assert "| 1500mbit | gloo/horovod | 1 | 1.321 | 1.238 | 1.259 | 1.280 / 0.020 | 1.250 / 0.050 | 0.030 | 0.010 |" in text
+    assert ("| 1500mbit | gloo/horovod | 1 | 1.321 | 1.238 | 1.259 | 1.280 / 0.020 | 1.250 / 0.050 | 0.030 | 0.010 |"
+            in text)

@@ -50,6 +50,9 @@ REFUSALS = {
         _matrix_rejects("batch_per_gpu: 0", "image_size: 0", "steps: 0", "repeats: 0"),
     "f'--{name} must be positive, got {getattr(args, name)}'": _matrix_rejects("steps: 0", "repeats: 0"),
     "'--warmup-steps must be >= 0'": _matrix_rejects("warmup_steps: -1"),
+    # The worker reads a layout's text form itself (models/ never imports bench/); the matrix checks it with
+    # bench/layouts' parser first.
+    "f'layout {text!r}: unknown key {key!r}'": _matrix_rejects("layout: 'tp=2,colour=red'"),
     "f'--max-bytes must be a multiple of 4 and at least {MIN_BYTES}, got {args.max_bytes}'":
         _matrix_rejects("max_message_bytes: 4094", "max_message_bytes: 4098"),
     # The catalogue's hardware rule: bf16 needs a GPU of compute capability 8.0 or newer.

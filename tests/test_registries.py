@@ -46,7 +46,8 @@ def flavour_gaps(f: Flavour) -> list[str]:
         except Exception as e:  # a piece that raises is a missing piece
             problem = f"{type(e).__name__}: {e}"
         if problem:
-            gaps.append(f"flavour {name}: {what} ({problem})" if isinstance(problem, str) else f"flavour {name}: {what}")
+            gaps.append(f"flavour {name}: {what} ({problem})" if isinstance(problem, str)
+                        else f"flavour {name}: {what}")
 
     need("a title and a launcher tool", lambda: not (getattr(f, "title", None) and getattr(f, "tool", None)))
 

@@ -34,7 +34,7 @@ BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi",
         "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
         "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
-        "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
+        "seq_len": None, "grad_accum": 1, "activation_checkpointing": False, "layout": None,
         "nodes": 1}
 
 

@@ -14,13 +14,14 @@ def summary_of(rates: dict[int, list[float]], **cell):
     for gpus, values in rates.items():
         for i, v in enumerate(values):
             rows.append({"cell_id": f"c{gpus}", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi", "ib": False,
-                         "gpus": gpus, "model": "resnet50", "engine": "horovod", "data": "synthetic", "data_layout": "jpeg",
-                         "loader_workers": 0, "batch_per_gpu": 64,
+                         "gpus": gpus, "model": "resnet50", "engine": "horovod", "data": "synthetic",
+                         "data_layout": "jpeg", "loader_workers": 0, "batch_per_gpu": 64,
                          "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
-                         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
+                         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None,
+                         "max_message_bytes": None,
                          "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
                          "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
-                         "nodes": 1,
+                         "layout": None, "nodes": 1,
                          "samples_per_sec": v,
                          "job": 0, "slowest_rank": 0, "rank_spread": 0.0, **cell})
     return cell_summary(pd.DataFrame(rows))

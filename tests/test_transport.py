@@ -97,7 +97,10 @@ def test_unknown_mpi_is_an_error():
 
 
 def test_launcher_prefixes_are_stripped_and_ranks_interleave():
-    log = "[1,1]<stderr>:[vm:24805] mca: bml: Using self btl for send to [[3102,1],1] on node vm\n[1,0]<stdout>:rank 0 ready\n[1,0]<stderr>:[vm:24804] mca: bml: Using tcp btl for send to [[3102,1],1] on node vm\n[0]<stderr>:noise"
+    log = ("[1,1]<stderr>:[vm:24805] mca: bml: Using self btl for send to [[3102,1],1] on node vm\n"
+           "[1,0]<stdout>:rank 0 ready\n"
+           "[1,0]<stderr>:[vm:24804] mca: bml: Using tcp btl for send to [[3102,1],1] on node vm\n"
+           "[0]<stderr>:noise")
     got = parse_transport(log, "openmpi", False, 1)
     assert got == Transport("tcp", "[vm:24804] mca: bml: Using tcp btl for send to [[3102,1],1] on node vm", "openmpi")
 
@@ -116,13 +119,16 @@ def test_multinode_p2p_and_net_ib_means_ib_single_node_means_shm():
 
 
 def test_nccl_node_count_comes_from_the_log_when_not_given():
-    log = read_log("nccl_multinode_ib").replace("via NET/IB/0/GDRDMA", "via P2P/IPC").replace("via NET/IB/1/GDRDMA", "x")
+    log = (read_log("nccl_multinode_ib").replace("via NET/IB/0/GDRDMA", "via P2P/IPC")
+           .replace("via NET/IB/1/GDRDMA", "x"))
     # nNodes 2 in the log: multi-node, and the only inter-node evidence is "Using network IB"
     assert parse_transport(log, "openmpi", True).evidence.endswith("Using network IB")
 
 
 def test_slowest_inter_node_path_wins():
-    log = "[node0:1] mca: bml: Using openib btl for send to [[1,1],2] on node node1\n[node0:1] mca: bml: Using tcp btl for send to [[1,1],3] on node node2\n[node0:1] mca: bml: Using vader btl for send to [[1,1],1] on node node0"
+    log = ("[node0:1] mca: bml: Using openib btl for send to [[1,1],2] on node node1\n"
+           "[node0:1] mca: bml: Using tcp btl for send to [[1,1],3] on node node2\n"
+           "[node0:1] mca: bml: Using vader btl for send to [[1,1],1] on node node0")
     got = parse_transport(log, "openmpi", False, 3)
     assert got.effective == "tcp" and "node2" in got.evidence
     # only the intra-node line left: the inter-node path is unseen
@@ -164,8 +170,8 @@ def test_gpu_cells_fall_back_to_the_mpi_layer_when_nccl_is_silent():
 
 
 def test_gloo_without_debug_lines():
-    assert parse_transport("[0]<stdout>:[...] Using GLOO to perform controller operations.", "gloo", False, 1).effective \
-        == "tcp"
+    assert parse_transport("[0]<stdout>:[...] Using GLOO to perform controller operations.",
+                           "gloo", False, 1).effective == "tcp"
     assert parse_transport("rank 0 done", "gloo", False, 1).effective == "unknown"
 
 

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from bench.analysis import AnalysisError
-
 from bench.backends.shared.cell_launch import worker_program
 from bench.cells.label import cell_label, framework_words
 from bench.cells.units import IMAGES, format_rate, image_rows, other_rows, unit_of_cell
@@ -70,8 +69,9 @@ def test_fsdp2_is_refused_for_resnet50_with_the_workers_own_words():
 def test_the_new_keys_at_their_defaults_move_no_resnet50_id():
     c = cell()
     before = cell_id_text({k: v for k, v in c.items() if k not in ("seq_len", "grad_accum",
-                                                                      "activation_checkpointing")})
-    assert cell_id_text({**c, "seq_len": None, "grad_accum": 1, "activation_checkpointing": False}) == before
+                                                                      "activation_checkpointing", "layout")})
+    assert cell_id_text({**c, "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
+                         "layout": None}) == before
     assert cell_id({**c, "grad_accum": 2}) != cell_id(c)
 
 
@@ -142,8 +142,10 @@ def test_the_shipped_matrix_has_the_transformer_cells_of_make_run():
 
     cells = load_matrix(Path(__file__).resolve().parents[1] / "matrix.yaml").cells()
     tfm = [c for c in cells if c["model"] == "tiny"]
-    assert len(tfm) == 7 and {c["engine"] for c in tfm} == {"horovod", "native", "fsdp2"}
-    assert {c["mpi"] for c in tfm} == {"gloo", "openmpi"} and {c["gpus"] for c in tfm} == {1, 2}
+    # 7 data-parallel cells across the engines, and 3 parallel layouts (docs/layouts.md)
+    assert len(tfm) == 10 and {c["engine"] for c in tfm} == {"horovod", "native", "fsdp2"}
+    assert sum(c["layout"] is not None for c in tfm) == 3
+    assert {c["mpi"] for c in tfm} == {"gloo", "openmpi"} and {c["gpus"] for c in tfm} == {1, 2, 4}
 
 
 def test_a_gpt2_cell_longer_than_its_positions_is_skipped_with_the_reason(write_matrix):

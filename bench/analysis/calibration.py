@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bench.analysis import AnalysisError
-from bench.analysis.whatif import FABRICS, LINKS, Link, image_size_of, predict
 from bench.analysis.traffic import samples_per_step, step_of
+from bench.analysis.whatif import FABRICS, LINKS, Link, image_size_of, predict
 
 # The emulated link's "data sheet": the rate tc holds it to, and the CPU entry's latency (a veth hop costs
 # microseconds; at ResNet-50's 102 MB the rate decides). Unshaped, a veth has no rate: the model's CPU figure.

@@ -10,8 +10,8 @@ is a compute setting until it is listed here: a probe is never shared across a s
 Stale. A stored probe stands for a cell on the machine it was measured on (hostname, cores this process may use,
 kernel release, bench version and PROBE_VERSION: `identity`) for MAX_AGE_S (7 days), if it was measured on a quiet
 machine (other processes under LOADED_PER_CORE CPU-s/s per core meanwhile). A run measures it again when any of those
-differ, it is older or was measured beside other load (`stale_reason`); the analysis takes, for each cell, the newest probe of its key
-on the cell's host measured before the cell ran and at most MAX_AGE_S before it (`match`).
+differ, it is older or was measured beside other load (`stale_reason`); the analysis takes, for each cell, the newest
+probe of its key on the cell's host measured before the cell ran and at most MAX_AGE_S before it (`match`).
 
 Windows. The N processes start together but do not start computing at one instant (imports, tracing) nor end
 together; a window counts only while every process was inside its measured windows (`overlapping`): the rate of a
@@ -157,7 +157,8 @@ class ProbeResult:
         """One line; the rates in the unit users quote for the probed workload (img/s, tokens/s)."""
         others = self.workers - 1
         return (f"{self.workers} plain processes at once: {format_rate(self.rate, unit)} each "
-                f"[{format_value(self.rate_low, unit)}, {format_value(self.rate_high, unit)}] beside {others} other{'s' if others != 1 else ''}"
+                f"[{format_value(self.rate_low, unit)}, {format_value(self.rate_high, unit)}] "
+                f"beside {others} other{'s' if others != 1 else ''}"
                 + (f", compute {self.compute_s:.3f} s a step" if self.compute_s else "")
                 + f", spread {100 * self.spread:.0f}%"
                 + ("" if self.other_load is None else f", other processes {self.other_load:.1f} CPU-s/s"))

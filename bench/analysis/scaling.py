@@ -5,13 +5,12 @@ images/sec and N0 the smallest worker count measured in the same series: normall
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from bench.cells.label import framework_words
 from bench.analysis.stats.intervals import bootstrap_many, median_ci
 from bench.backend_settings.registry import BACKENDS
 from bench.cells.keys import CELL_KEYS, INPUT_KEYS
+from bench.cells.label import framework_words
 from bench.records.completeness import IMPORT_RUN_PREFIX, complete_runs
 
 # A series is every cell setting except the worker count: the same SKU, framework, MPI, fabric and workload.

@@ -186,8 +186,8 @@ def split_step(row: Mapping[str, Any], probe, windows: list[list[Mapping[str, An
         imb, spread = now["imbalance"], max(probe.spread, tolerance) * c
         slow = now["slow_rank"]
         parts.append(Part("imbalance", imb, "measured", min(imb, spread), spread,
-                          words="" if imb <= 0 else f"ranks' compute differs by {imb:.3f} s a step (the probe measured up to "
-                                f"{spread:.3f} s between {n} plain processes)",
+                          words="" if imb <= 0 else f"ranks' compute differs by {imb:.3f} s a step (the probe "
+                                f"measured up to {spread:.3f} s between {n} plain processes)",
                           grown=f"rank {slow} computed {now['slow_compute']:.3f} s a step, {imb:.3f} s more than the "
                                 f"fastest rank, where {n} plain processes differed by {probe.spread * c:.3f} s "
                                 f"(compute probe): something beside rank {slow} on its cores"))

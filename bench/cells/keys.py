@@ -9,9 +9,9 @@ so a key added there and not here fails at once (and in tests/test_cell_keys.py)
 AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 # The workload settings (bench.planning.matrix.Workload's fields, in declaration order); any may also be an axis.
 WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "batch_per_gpu", "image_size",
-                 "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads", "workers_per_node",
-                 "max_message_bytes", "loader", "compile", "optimizer_impl", "cuda_graphs", "seq_len", "grad_accum",
-                 "activation_checkpointing", "layout")
+                 "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads",
+                 "workers_per_node", "max_message_bytes", "loader", "compile", "optimizer_impl", "cuda_graphs",
+                 "seq_len", "grad_accum", "activation_checkpointing", "layout")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS
 # The input pipeline's settings: where the images come from and how they are decoded. A real-data cell's synthetic
 # twin, and a 1-worker cell that differs only in these, differ in nothing else (bench/analysis/scaling.py, expected.py).

@@ -273,10 +273,13 @@ def _emit(args, r: dict, result: dict) -> None:
 
     import yaml
 
+    from bench.launch import FLAVOURS
     from bench.layouts.emit import matrix_for
 
+    # the reference flavour (the registry's first) among those whose launcher starts torch.distributed's ranks
+    mpi = next(f.name for f in FLAVOURS if f.native is not None)
     doc = matrix_for(result["ranked"], model=r["model"], shape=r["shape"], sku=r["gpu"], fabric=r["fabric_name"],
-                     seq=r["seq"], global_batch=r["global_batch"], top=args.top)
+                     seq=r["seq"], global_batch=r["global_batch"], top=args.top, mpi=mpi)
     if not doc["include"]:
         raise BenchInputError("--emit-matrix: no layout fits; nothing written")
     Path(args.emit_matrix).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")

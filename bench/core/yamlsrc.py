@@ -49,7 +49,8 @@ def _convert(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: str) -> Any
             else:
                 key = _scalar(key_node) if key_node.tag != "tag:yaml.org,2002:str" else key_node.value
             if key == "<<":
-                raise BenchInputError("YAML merge keys (<<) are not supported", f"{path}:{key_node.start_mark.line + 1}")
+                raise BenchInputError("YAML merge keys (<<) are not supported",
+                                      f"{path}:{key_node.start_mark.line + 1}")
             if not isinstance(key, str):
                 key = str(key)
             if key in out:

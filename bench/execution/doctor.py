@@ -39,7 +39,8 @@ for name, (_, _, mod) in workloads.items():
         continue
     try:
         h = importlib.import_module(mod)
-        out["horovod_" + name] = {"mpi": bool(h.mpi_built()), "gloo": bool(h.gloo_built()), "nccl": bool(h.nccl_built())}
+        out["horovod_" + name] = {"mpi": bool(h.mpi_built()), "gloo": bool(h.gloo_built()),
+                                  "nccl": bool(h.nccl_built())}
     except Exception as e:
         out["horovod_" + name] = None
 print(json.dumps(out))
@@ -158,7 +159,8 @@ def bindings_grid() -> tuple[list[str], list[str]]:
             built = built_bindings(pythons[name])
             mark = "unknown" if built is None else "ok" if binding in built else "absent"
             if mark == "absent":
-                missing.append(f"horovod.{binding} for {framework} under {name} (in {Path(pythons[name]).parent.parent})")
+                missing.append(f"horovod.{binding} for {framework} under {name} "
+                               f"(in {Path(pythons[name]).parent.parent})")
             marks.append(mark)
         lines.append("  " + f"{framework:<12}" + "  ".join(f"{m:<{w}}" for m, w in zip(marks, widths)).rstrip())
     return lines, missing
@@ -184,7 +186,8 @@ def report() -> tuple[str, int]:
         if probe.problem is not None:
             missing.append(f"mpi flavour {name} ({probe.problem})")
     if missing:
-        lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing) + " (run `make run` to install)")
+        lines.append("MISSING for the default matrix's cpu cells: " + "; ".join(missing)
+                     + " (run `make run` to install)")
     else:
         lines.append("ok: this machine can run the default matrix's cpu cells" + (
             f" of the {image_abi()} ABI (this image's)" if image_abi() else ""))

@@ -3,7 +3,6 @@
 written to a host folder mounted at /work, and read back here: the records and the transport verdict."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import dataclass

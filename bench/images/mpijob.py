@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.images.recipes import (DOCKER_DIR, RENDERED_DIR, Variant, image_for_cell, variant, variants,
-                                  write_rendered)
+from bench.images.recipes import DOCKER_DIR, RENDERED_DIR, Variant, image_for_cell, variant, variants, write_rendered
 
 SUFFIX = "-mpijob"
 TEMPLATE = "Dockerfile.mpijob.j2"

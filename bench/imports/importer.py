@@ -17,7 +17,8 @@ How imported records are kept apart (no store change needed):
   this project measures: `run` resume never skips a cell because a published number exists.
 
 An import is one transaction; the file is read and checked completely before the store is opened, so a bad file
-changes nothing (exit 2, one line). The same file imported twice gives the same rows (a record replaces the one with its key).
+changes nothing (exit 2, one line). The same file imported twice gives the same rows (a record replaces the one with
+its key).
 """
 from __future__ import annotations
 
@@ -206,8 +207,8 @@ def _adapt_bench_csv(batch: ImportBatch, header: list[str], rows, store_columns:
             record = parse_record(doc, where)
             for key in ("cell_id", "repeat", "job", "status"):
                 if getattr(record, key) != row[key]:
-                    raise BenchInputError(f"{key} {row[key]!r} disagrees with its record_json ({getattr(record, key)!r})",
-                                          where)
+                    raise BenchInputError(f"{key} {row[key]!r} disagrees with its record_json "
+                                          f"({getattr(record, key)!r})", where)
         elif doc.get("kind") == "import":
             if not isinstance(doc.get("provenance"), dict) or doc.get("cell_id") != row["cell_id"]:
                 raise BenchInputError("imported record_json without provenance or with another cell_id", where)

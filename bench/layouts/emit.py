@@ -13,8 +13,9 @@ from models.workloads.transformer.shapes import CONFIGS, shape_id
 
 
 def matrix_for(rows: list[dict], *, model: str, shape, sku: str, fabric: str, seq: int, global_batch: int,
-               top: int) -> dict:
-    """A matrix document (plain data, for yaml.safe_dump) of the first `top` fitting rows."""
+               top: int, mpi: str) -> dict:
+    """A matrix document (plain data, for yaml.safe_dump) of the first `top` fitting rows, launched by the MPI
+    flavour `mpi` (the caller asks the launcher registry, a layer above this one)."""
     workers_model = model if model in CONFIGS else shape_id(shape)
     include = []
     for row in [r for r in rows if r.get("fits")][:top]:
@@ -35,7 +36,7 @@ def matrix_for(rows: list[dict], *, model: str, shape, sku: str, fabric: str, se
                      "repeats": 3},
         # the layouts as an axis, so each include entry extends its own layout's cell (an entry matching every cell
         # would overwrite the one before it)
-        "axes": {"gpu": [sku], "framework": ["pytorch"], "mpi": ["openmpi"], "ib": [fabric == "ib"],
+        "axes": {"gpu": [sku], "framework": ["pytorch"], "mpi": [mpi], "ib": [fabric == "ib"],
                  "gpus": sorted({e["gpus"] for e in include}) or [1],
                  "layout": [e["layout"] for e in include] or ["dp_replicate=1"]},
         "include": include,

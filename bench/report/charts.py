@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.cells.label import framework_words
 from bench.analysis.scaling import SERIES_KEYS, varying_workload_keys  # noqa: E402
+from bench.cells.label import framework_words
 
 MAX_SERIES_PER_CHART = 12  # past this a legend is unreadable; the rest stay in the table
 MAX_BARS = 25

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.cells.label import framework_words
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.analysis.scaling import INPUT_BOUND_BELOW
+from bench.cells.label import framework_words
 
 COLUMNS = ["gpu", "framework", "mpi", "IB", "transport", "workers", "nodes", "batch/worker", "image", "precision",
            "data", "images/sec", "95% CI", "per worker", "rank spread", "speedup", "efficiency", "vs expected",

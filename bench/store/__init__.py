@@ -1,8 +1,8 @@
 """The results store: one SQLite file, the single source of truth for reports and checks.
 
 WAL journal, one transaction per record, a schema-version table with forward migrations. (run_id, cell_id, job,
-repeat) is the key, so writing the same record twice leaves one row. `pandas.read_sql("SELECT * FROM records", conn)` gives
-one tidy row per record; the full record is kept as JSON beside the columns.
+repeat) is the key, so writing the same record twice leaves one row. `pandas.read_sql("SELECT * FROM records", conn)`
+gives one tidy row per record; the full record is kept as JSON beside the columns.
 
 The store owns storage: only this package imports sqlite3 or writes SQL (tests/test_commands.py checks both). Callers
 ask the Store by name (db.py) and meet one exception, StoreError (failures.py). schema.py holds the pinned

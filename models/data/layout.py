@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 MAX_BAD_FRACTION = 0.01
 
 

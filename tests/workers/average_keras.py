@@ -1,14 +1,16 @@
 """Averaging check for the Keras workload's mechanism (hvd.keras.DistributedOptimizer + model.fit).
 
-Under Keras 3 (TF 2.21's default, 3.15) this very check ends at -1 and -2 instead of -1.5: Horovod's Keras optimizer silently
-does not average there. Writes `rank weight controller` to argv[1]. With argv[2] == "fp16", the optimizer is
+Under Keras 3 (TF 2.21's default, 3.15) this very check ends at -1 and -2 instead of -1.5: Horovod's Keras optimizer
+silently does not average there. Writes `rank weight controller` to argv[1]. With argv[2] == "fp16", the optimizer is
 wrapped the way the workload wraps it for fp16 (a LossScaleOptimizer around Horovod's) under mixed_float16.
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-import models.workloads.resnet50.tf_env  # noqa: E402,F401
+import models.workloads.resnet50.tf_env  # noqa: E402,F401  (must precede tensorflow)
+
+# isort: split
 
 import horovod.tensorflow.keras as hvd  # noqa: E402
 import numpy as np  # noqa: E402

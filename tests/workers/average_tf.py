@@ -7,7 +7,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-import models.workloads.resnet50.tf_env  # noqa: E402,F401
+import models.workloads.resnet50.tf_env  # noqa: E402,F401  (must precede tensorflow)
+
+# isort: split
 
 import horovod.tensorflow as hvd  # noqa: E402
 import tensorflow as tf  # noqa: E402

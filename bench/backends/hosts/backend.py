@@ -218,8 +218,8 @@ class HostsBackend(Backend):
         runnable = [p for p in planned if p.runnable]
         used = {h for p in runnable for h in self.hosts_for(p.cell, p.nodes) or ()}
         if runnable:
-            say(f"hosts backend: {len(used)} host(s) in use ({', '.join(h.name for h in self.hosts if h.name in used)}),"
-                f" workdir {self.workdir}")
+            say(f"hosts backend: {len(used)} host(s) in use "
+                f"({', '.join(h.name for h in self.hosts if h.name in used)}), workdir {self.workdir}")
         make_imagenet_sample_if_needed(runnable, self.imagenet_dir, self.imagenet_sample, say)
 
     def _probe(self, host: str | None, python: str) -> dict[str, Any] | str:

@@ -22,7 +22,7 @@ from bench.backend_settings.kubernetes import KubernetesConfig
 from bench.backends.base import Backend
 from bench.backends.kubernetes import schema as kubernetes_schema
 from bench.backends.kubernetes.follow import job_state, launcher_pod, records_from_log
-from bench.backends.kubernetes.manifests import ManifestMaker, is_pytorchjob, job_name
+from bench.backends.kubernetes.manifests import ManifestMaker, job_name
 from bench.backends.shared.cell_launch import cell_dir
 from bench.backends.shared.outcome import JobEnd, Outcome, classify
 from bench.backends.shared.records import tail_of
@@ -58,8 +58,8 @@ class Handle:
 class KubernetesBackend(Backend):
     name = "kubernetes"
 
-    def __init__(self, config: KubernetesConfig, results_dir: Path, timeout_s: float, poll_every_s: float = POLL_EVERY_S,
-                 api=None):
+    def __init__(self, config: KubernetesConfig, results_dir: Path, timeout_s: float,
+                 poll_every_s: float = POLL_EVERY_S, api=None):
         self.config = config
         self.results_dir = Path(results_dir).resolve()
         self.timeout_s = timeout_s

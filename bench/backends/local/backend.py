@@ -104,9 +104,8 @@ class LocalBackend(Backend):
         days old), else measured: the compute probe now, the engine probe first in the cell's own launch. None for
         every other cell."""
         from bench.analysis.probe import colocated
-        from bench.backends.local.compute_probe import ensure
-
         from bench.backends.local import engine_probe
+        from bench.backends.local.compute_probe import ensure
 
         self._first.pop(planned.cell_id, None)  # a launch that failed before after_cell leaves its own
         if not self.probe_compute or not colocated({**planned.cell, "nodes": planned.nodes}):

@@ -75,8 +75,9 @@ def classify(end: JobEnd, repeats: int, timeout_s: float, ended_by: str, hosts: 
 # not causes: "Horovod has been shut down" is what the healthy ranks say after another rank died.
 _ERROR_LINES = (
     re.compile(r"^.*?(bench worker: (?!repeat \d+: [\d.]+ img/s)(?!rank \d+ skipped).*)$"),  # not its progress lines
-    re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)(?!.*Horovod has been shut down)"
-               r"\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*|.*\*\*\* An error occurred in \S+.*)$"),
+    re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?!RuntimeError: Horovod detected that)"
+               r"(?!.*Horovod has been shut down)\w+(?:\.\w+)*(?:Error|Exception|Interrupt)\b.*"
+               r"|.*\*\*\* An error occurred in \S+.*)$"),
     re.compile(r"^(.*Killed.*|.*exited on signal.*|.*signal \d+.*|.*ORTE_ERROR_LOG: .*|.*MPI_ABORT.*)$"),
     re.compile(r"^(.*exited with non-zero status.*)$"),  # the launcher's summary: only when nothing says more
 )

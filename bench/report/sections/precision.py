@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.cells.label import framework_words
 from bench.analysis.compare import precision_table
+from bench.cells.label import framework_words
 from bench.report.format import num
 from bench.report.sections.blocks import MAX_ROWS, Section, omitted, table, write_csv
 from bench.report.sections.context import Context
