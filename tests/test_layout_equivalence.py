@@ -39,11 +39,11 @@ def reference(layout: str) -> dict:
     import layout_equivalence as le
     import transformer_equivalence as eq
 
-    from models.workloads.transformer import layouts
     from models.workloads.transformer import model as tfm
     from models.workloads.transformer.engines import wrap
+    from models.workloads.transformer.mesh_layout import read_layout
 
-    model = tfm.build(le.shape_for(layouts.read_layout(layout)), seed=0)
+    model = tfm.build(le.shape_for(read_layout(layout)), seed=0)
     trainer = wrap(torch, model, "none", device=torch.device("cpu"), lr=1e-2)
     for batch in eq.global_batches(STEPS):
         trainer.step(batch.unsqueeze(0))

@@ -1,5 +1,5 @@
 """Run under torchrun: the ranks train a fixed global batch for a few steps under one parallel layout
-(models/workloads/transformer/layouts.py), then rank 0 saves every parameter gathered in full
+(models/workloads/transformer/layouts.py builds it), then rank 0 saves every parameter gathered in full
 (tests/test_layout_equivalence.py compares them with one process trained on the whole batch).
 
     layout_equivalence.py OUT LAYOUT STEPS [BREAK]
@@ -17,6 +17,7 @@ import torch  # noqa: E402
 
 from models.workloads import torch_native  # noqa: E402
 from models.workloads.transformer import layouts  # noqa: E402
+from models.workloads.transformer import mesh_layout  # noqa: E402
 from models.workloads.transformer import model as tfm  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +35,7 @@ def shape_for(layout) -> "object":
 
 def broken(kind: str) -> None:
     if kind == "tp-rows":
-        layouts.fused_row_orders = lambda torch, shape, tp: {}
+        layouts.fused_row_orders = lambda torch, shape, tp: {}  # build looks it up in layouts
     elif kind == "pp-swap":
         original = layouts.Stage.__new__
 
@@ -52,7 +53,7 @@ def main() -> int:
     broken(sys.argv[4] if len(sys.argv) > 4 else "")
     torch.set_num_threads(1)
     comm, _, _ = torch_native.init(torch)
-    layout = layouts.read_layout(text)
+    layout = mesh_layout.read_layout(text)
     shape = shape_for(layout)
     trainer = layouts.build(torch, shape, layout, device=torch.device("cpu"),
                             decoder_factory=lambda: tfm.build(shape, seed=0), grad_accum=1, lr=1e-2,

@@ -1,13 +1,15 @@
 """The transformer worker's side of a layout cell (`--layout`): the trainer on its mesh, whose batch each rank reads,
 how many of the replica's sequences each rank counts, and what the record says of the layout as it ran (each
 stage's idle time beside (p − 1)/m, each mesh dimension's collective time per step). models/workloads/transformer/
-layouts.py builds the mesh; this module joins it to the measured-window loop (models/measure/common.py)."""
+layouts.py builds the mesh (mesh_layout.py reads the layout); this module joins it to the measured-window loop
+(models/measure/common.py)."""
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
 from models.workloads.transformer import layouts
+from models.workloads.transformer.mesh_layout import layout_facts, read_layout, refusal
 
 
 def trainer_for(torch, args, shape, device, comm, model_factory, wrap) -> tuple[Any, int, int]:
@@ -16,8 +18,8 @@ def trainer_for(torch, args, shape, device, comm, model_factory, wrap) -> tuple[
     A layout with one data-parallel degree only is the engine itself (DDP for dp_replicate, FSDP2 for dp_shard),
     built by `wrap`; every other one is built on its mesh here. The ranks of one replica (tp × pp) read the same
     sequences; each counts its share of them, so the meter's sum over ranks is the sequences trained."""
-    layout = layouts.read_layout(args.layout)
-    if why := layouts.refusal(layout, shape, world=comm.size, cuda=device.type == "cuda", batch=args.batch_size):
+    layout = read_layout(args.layout)
+    if why := refusal(layout, shape, world=comm.size, cuda=device.type == "cuda", batch=args.batch_size):
         raise ValueError(why)
     per_step = args.batch_size * args.grad_accum
     if set(layout.dims()) <= {"dp_replicate"} or set(layout.dims()) == {"dp_shard"}:
@@ -25,7 +27,7 @@ def trainer_for(torch, args, shape, device, comm, model_factory, wrap) -> tuple[
         trainer = wrap(torch, model_factory(), engine, device=device, precision=args.precision,
                        grad_accum=args.grad_accum, lr=args.lr, optimizer_impl=args.optimizer_impl,
                        world_size=comm.size)
-        trainer.facts["layout"] = layouts.layout_facts(layout, layout.dims())
+        trainer.facts["layout"] = layout_facts(layout, layout.dims())
         return trainer, comm.rank, per_step
     trainer = layouts.build(torch, shape, layout, device=device, decoder_factory=model_factory,
                             grad_accum=args.grad_accum, lr=args.lr, optimizer_impl=args.optimizer_impl,

@@ -1,5 +1,7 @@
 """The transformer trained under a parallel layout (docs/layouts.md, "Running layouts"): torchtitan's degrees on a
-DeviceMesh, one training step for all of them.
+DeviceMesh, one training step for all of them. This module holds the pipeline stages, the trainer (`LayoutTrainer`)
+and `build`; beside it, mesh_layout.py describes the layout, collective_timer.py times the collectives and
+tensor_parallel.py reorders the fused rows and parallelizes the blocks.
 
 - tp: tensor parallel with DTensor (`parallelize_module`): q/k/v and SwiGLU's gate/up column-wise, the attention
   output and the MLP's down projection row-wise, the norms sequence-parallel (each rank holds 1/tp of the sequence
@@ -16,7 +18,7 @@ DeviceMesh, one training step for all of them.
 - cp and ep are not run here (the plan refuses them on CPU; GPU cells with cp are rendered by the planner only).
 
 The worker reads the layout's text form (`dp_shard=2,tp=2,pp=2,schedule=1f1b,m=4`), which the plan has already
-validated with bench/layouts (this module does not import bench: `read_layout` only reads the numbers).
+validated with bench/layouts (no module here imports bench: mesh_layout.py's `read_layout` only reads the numbers).
 
 Timers: every collective the step issues through a process group of the mesh is timed by the group it runs on
 (`CollectiveTimer`), so a step's time splits into each mesh dimension's collectives; each pipeline stage's forward and
@@ -29,236 +31,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-DEGREES = ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep")
-MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "tp")  # torchtitan's order, outermost first (tp innermost: one node)
-
-
-@dataclass(frozen=True)
-class MeshLayout:
-    dp_replicate: int = 1
-    dp_shard: int = 1
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    schedule: str = "none"
-    v: int = 1
-    m: int = 1
-
-    @property
-    def world(self) -> int:
-        return self.dp_replicate * self.dp_shard * self.tp * self.pp * self.cp * self.ep
-
-    @property
-    def dp(self) -> int:
-        return self.dp_replicate * self.dp_shard
-
-    def dims(self) -> dict[str, int]:
-        """The mesh's dimensions above 1, outermost first; dp_shard kept beside dp_replicate even at 1, so FSDP2
-        replicates over its 2-D (HSDP) mesh."""
-        return {name: getattr(self, name) for name in MESH_ORDER
-                if getattr(self, name) > 1 or (name == "dp_shard" and self.dp_replicate > 1)}
-
-
-def read_layout(text: str) -> MeshLayout:
-    """The numbers of a layout's text form; ValueError for what is not one (the plan has checked the rules)."""
-    values: dict[str, Any] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        key, _, raw = part.partition("=")
-        key = key.strip()
-        if key == "schedule":
-            values[key] = raw.strip().lower()
-        elif key in DEGREES or key in ("v", "m"):
-            values[key] = int(raw)
-        else:
-            raise ValueError(f"layout {text!r}: unknown key {key!r}")
-    if values.get("pp", 1) > 1 and "schedule" not in values:
-        values["schedule"] = "interleaved" if values.get("v", 1) > 1 else "1f1b"
-    return MeshLayout(**values)
-
-
-def refusal(layout: MeshLayout, shape, *, world: int, cuda: bool, batch: int) -> str | None:
-    """What this worker cannot run (the plan refuses the same cells with bench/layouts' words first)."""
-    if layout.world != world:
-        return f"layout: the degrees' product is {layout.world}, not the world size {world}"
-    if layout.cp > 1 and not cuda:
-        return "context parallelism runs on GPU cells only (ring attention over the GPU's attention kernels)"
-    if layout.cp > 1 or layout.ep > 1:
-        return "layout: cp and ep are not run by the transformer worker yet"
-    if shape.heads % layout.tp or shape.kv_heads % layout.tp:
-        return f"layout: {shape.heads} heads and {shape.kv_heads} key/value heads must divide by tp={layout.tp}"
-    if shape.layers % (layout.pp * layout.v):
-        return f"layout: {shape.layers} layers are not divisible by pp × v = {layout.pp * layout.v}"
-    if layout.pp > 1 and batch % layout.m:
-        return f"layout: {batch} sequences per replica are not divisible by m={layout.m} micro-batches"
-    return None
-
-
-# --- timing -----------------------------------------------------------------------------------------------------------
-class CollectiveTimer:
-    """Seconds each mesh dimension spent in collectives, from timers around them: the process groups' collective
-    calls (FSDP2's all-gathers and reduce-scatters, the pipeline's sends and receives, the tied-weight all-reduce) and
-    DTensor's functional collectives with their waits, each charged to the dimension whose group it ran on."""
-
-    WRAPPED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather", "batch_isend_irecv",
-               "send", "recv", "broadcast")  # not isend/irecv: P2POp checks them by identity
-    FUNCTIONAL = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "wait_tensor")
-
-    def __init__(self, torch, dims_by_group: dict[str, str]):
-        self.torch, self.by_group = torch, dims_by_group  # group name → mesh dimension
-        self.seconds: dict[str, float] = {}
-        self._undo: list = []
-        self._pending: dict[int, str] = {}
-
-    def dimension(self, group) -> str:
-        if group is None:
-            return "world"
-        name = getattr(group, "group_name", None) or str(group)
-        return self.by_group.get(name, "world")
-
-    def add(self, dim: str, seconds: float) -> None:
-        self.seconds[dim] = self.seconds.get(dim, 0.0) + seconds
-
-    def install(self) -> "CollectiveTimer":
-        import torch.distributed as dist
-
-        for name in self.WRAPPED:
-            original = getattr(dist, name, None)
-            if original is None:
-                continue
-            self._undo.append((dist, name, original))
-            setattr(dist, name, self._timed(original, name))
-        return self
-
-    def _timed(self, original, name):
-        timer = self
-
-        def timed(*args, **kwargs):
-            group = kwargs.get("group")
-            if group is None and name == "batch_isend_irecv" and args and args[0]:
-                group = getattr(args[0][0], "group", None)
-            t0 = time.perf_counter()
-            work = original(*args, **kwargs)
-            dim = timer.dimension(group)
-            timer.add(dim, time.perf_counter() - t0)
-            return _TimedWork(work, timer, dim) if work is not None and not isinstance(work, list) else (
-                [_TimedWork(w, timer, dim) for w in work] if isinstance(work, list) else work)
-
-        return timed
-
-    @contextlib.contextmanager
-    def functional(self):
-        """DTensor's functional collectives (tensor parallel), timed from issue to their wait."""
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        timer = self
-
-        class Watch(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                op = func.__name__.split(".")[0]
-                if op not in timer.FUNCTIONAL:
-                    return func(*args, **(kwargs or {}))
-                t0 = time.perf_counter()
-                out = func(*args, **(kwargs or {}))
-                if op == "wait_tensor":
-                    dim = timer._pending.pop(id(args[0]), "tp")
-                else:
-                    dim = timer.by_group.get(str(args[-1]), "tp")
-                    timer._pending[id(out)] = dim
-                timer.add(dim, time.perf_counter() - t0)
-                return out
-
-        with Watch():
-            yield
-
-    def take(self) -> dict[str, float]:
-        out, self.seconds = self.seconds, {}
-        return out
-
-    def close(self) -> None:
-        for owner, name, original in reversed(self._undo):
-            setattr(owner, name, original)
-        self._undo = []
-
-
-class _TimedWork:
-    """A collective's Work whose wait() is timed too."""
-
-    def __init__(self, work, timer: CollectiveTimer, dim: str):
-        self._work, self._timer, self._dim = work, timer, dim
-
-    def wait(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return self._work.wait(*args, **kwargs)
-        finally:
-            self._timer.add(self._dim, time.perf_counter() - t0)
-
-    def __getattr__(self, name):
-        return getattr(self._work, name)
-
-
-# --- the model, reordered for tensor parallel -------------------------------------------------------------------------
-def _row_order(torch, parts: list[int], tp: int):
-    """Row indices that put shard r's slice of each part together: [part0_r, part1_r, ...] for r in 0..tp-1."""
-    starts = [sum(parts[:i]) for i in range(len(parts))]
-    order = []
-    for r in range(tp):
-        for start, size in zip(starts, parts):
-            share = size // tp
-            order.extend(range(start + r * share, start + (r + 1) * share))
-    return torch.tensor(order)
-
-
-def fused_row_orders(torch, shape, tp: int) -> dict[str, Any]:
-    """Parameter-name suffix → the row order that makes a column shard whole: q/k/v per head group, gate/up."""
-    out = {"attn.qkv": _row_order(torch, [shape.width, shape.kv_width, shape.kv_width], tp)}
-    if shape.style == "llama":
-        out["mlp.up"] = _row_order(torch, [shape.ffn, shape.ffn], tp)
-    return out
-
-
-def reorder_rows(torch, module, orders: dict[str, Any], *, inverse: bool = False) -> None:
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            order = _order_for(name, orders)
-            if order is None:
-                continue
-            p.copy_(p[torch.argsort(order)] if inverse else p[order])
-
-
-def _order_for(name: str, orders: dict[str, Any]):
-    for suffix, order in orders.items():
-        if name.endswith((f"{suffix}.weight", f"{suffix}.bias")):
-            return order
-    return None
-
-
-def apply_tp(torch, model, tp_mesh) -> None:
-    """Tensor and sequence parallel on every block; the embedding's output split along the sequence, the head's
-    input gathered (both stay replicated)."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
-                                                   RowwiseParallel, SequenceParallel, parallelize_module)
-
-    if getattr(model, "embed", None) is not None:
-        parallelize_module(model.embed, tp_mesh, PrepareModuleOutput(
-            output_layouts=Replicate(), desired_output_layouts=Shard(1), use_local_output=True))
-    for block in model.blocks:
-        parallelize_module(block, tp_mesh, {
-            "attn_norm": SequenceParallel(),
-            "attn": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
-            "attn.qkv": ColwiseParallel(),
-            "attn.out": RowwiseParallel(output_layouts=Shard(1)),
-            "mlp_norm": SequenceParallel(),
-            "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "mlp.up": ColwiseParallel(),
-            "mlp.down": RowwiseParallel(output_layouts=Shard(1)),
-        })
-    if getattr(model, "norm", None) is not None:
-        parallelize_module(model.norm, tp_mesh, SequenceParallel(use_local_output=False))
-        parallelize_module(model.head, tp_mesh, PrepareModuleInput(
-            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True))
+from models.workloads.transformer.collective_timer import CollectiveTimer
+from models.workloads.transformer.mesh_layout import MeshLayout, layout_facts
+from models.workloads.transformer.tensor_parallel import apply_tp, fused_row_orders, order_for, reorder_rows
 
 
 # --- pipeline stages --------------------------------------------------------------------------------------------------
@@ -418,7 +193,7 @@ class LayoutTrainer:
                 out.setdefault(name, t)
         if self.orders:
             for name in list(out):
-                order = _order_for(name, self.orders)
+                order = order_for(name, self.orders)
                 if order is not None:
                     out[name] = out[name][torch.argsort(order)]
         return out
@@ -570,14 +345,6 @@ def _time_stages(trainer: LayoutTrainer) -> None:
 
             setattr(stage, method, timed)
 
-
-def layout_facts(layout: MeshLayout, dims: dict[str, int]) -> dict[str, Any]:
-    return {"degrees": {name: getattr(layout, name) for name in DEGREES}, "schedule": layout.schedule,
-            "virtual_stages": layout.v, "microbatches": layout.m, "mesh": dict(dims),
-            "bubble_predicted": (layout.pp - 1) / (layout.v * layout.m) if layout.pp > 1 else 0.0,
-            "tp_style": "sequence parallel norms, q/k/v and gate/up column-wise" if layout.tp > 1 else None,
-            "dp_style": ("HSDP" if layout.dp_replicate > 1 and layout.dp_shard > 1 else "FSDP2")
-            if layout.dp > 1 else None}
 
 
 def replica_of(trainer: LayoutTrainer) -> int:

@@ -60,7 +60,7 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         s = self.shape
         h = self.qkv(x)
-        # Under tensor parallel (models/workloads/transformer/layouts.py) a rank computes 1/tp of the heads
+        # Under tensor parallel (models/workloads/transformer/tensor_parallel.py) a rank computes 1/tp of the heads
         tp = (s.width + 2 * s.kv_width) // h.shape[-1]
         heads, kv_heads = s.heads // tp, s.kv_heads // tp
         q, k, v = h.split((s.width // tp, s.kv_width // tp, s.kv_width // tp), dim=-1)
