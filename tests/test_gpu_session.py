@@ -196,12 +196,12 @@ def stand_in_venv(work):
     python.chmod(0o755)
 
 
-def cells_phase(tmp_path, kit, *extra):
+def cells_phase(tmp_path, kit, *extra, timeout_s: float = 180):
     work, out = tmp_path / "work", tmp_path / "out"
     if not work.exists():
         stand_in_venv(work)
     return subprocess.run([str(SCRIPT), "--phase", "cells", "--kit", str(kit), "--work", str(work), "--out", str(out),
-                           *extra], capture_output=True, text=True, timeout=180, cwd=ROOT), work
+                           *extra], capture_output=True, text=True, timeout=timeout_s, cwd=ROOT), work
 
 
 def test_the_deadline_shrinks_the_cells_budget_to_what_is_left(tmp_path, kit):
@@ -244,7 +244,9 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     # suite, and tests/test_step_settings.py compiles with this torch already.
     matrix["include"] = [entry for entry in matrix["include"] if "compile" not in entry]
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
-    done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"))
+    # six real cells with their probes (the stand-in's CPU cells are probed; a GPU's are not): 2-3 minutes on a
+    # quiet 2-core VM, more on a loaded one
+    done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"), timeout_s=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with sqlite3.connect(work / "bench.db") as db:
         rows = db.execute("SELECT mpi, gpus, engine, data, status, samples_per_sec FROM records").fetchall()
@@ -270,8 +272,9 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     # the check is the arithmetic, not the speed.
     compared = re.search(r"^  compared\s+(\d+) s\s+(\d+) s\s+(\d+\.\d\d)$", log, re.M)
     assert compared and compared.group(1) == "132", log
-    # taken is printed to the second and the ratio to 0.01: each rounding moves it by up to half a step
-    assert float(compared.group(3)) == pytest.approx(int(compared.group(2)) / 132, abs=0.5 / 132 + 0.005), log
+    # planned and taken are printed to the second and the ratio to 0.01: each rounding moves it by up to half a step
+    # (0.004 for either second at this size, 0.005 for the ratio)
+    assert float(compared.group(3)) == pytest.approx(int(compared.group(2)) / 132, abs=0.015), log
 
 
 def test_the_report_phase_with_no_records_says_so_and_passes(tmp_path, kit):
