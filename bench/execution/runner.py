@@ -56,7 +56,7 @@ def transport_of(planned: PlannedCell, outcome: Outcome) -> dict[str, Any]:
     """Requested fabric (the `ib` axis) next to the one the job's log shows it used, and their verdict."""
     requested = "ib" if planned.cell["ib"] else "tcp"
     found = parse_transport(_read_log_head(outcome.log_path), planned.cell["mpi"], not planned.sku.is_cpu,
-                            planned.nodes)
+                            planned.nodes, planned.cell["engine"])
     return {"requested_transport": requested, "effective_transport": found.effective,
             "transport_verdict": verdict(requested, found.effective, nodes=planned.nodes).value,
             "transport_evidence": redact_text(found.evidence)}

@@ -12,7 +12,7 @@ from bench.planning.cell import PlannedCell
 def cell_env(planned: PlannedCell, threads: int, runtime: Runtime, iface: str | None = None) -> dict[str, str]:
     gpu = not planned.sku.is_cpu
     env = {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", **runtime.env,
-           **debug_env(planned.cell["mpi"], gpu)}
+           **debug_env(planned.cell["mpi"], gpu, planned.cell["engine"])}
     if gpu:
         fabric = LaunchSpec(workers=planned.cell["gpus"], hosts=(), program=(), ib=planned.cell["ib"], iface=iface)
         env.update(nccl_env(fabric))

@@ -2,12 +2,14 @@
 
 The `ib` axis is what a cell *asked* for. Each communication layer can print what it *chose*: NCCL (GPU gradients),
 the MPI flavour (CPU gradients, and Horovod's control plane), UCX under Open MPI/MPICH, libfabric under Intel MPI and
-MPICH. `debug_env_for` turns that output on at a modest volume; `parse_log` reads a job's log into one of
-`ib`, `tcp`, `shm` or `unknown` and keeps the line that decided; `verdict`/`mismatch` compare it with the request.
+MPICH, PyTorch's own Gloo backend (the CPU tensors of the torch.distributed engines: DDP, FSDP2, layout cells).
+`debug_env_for` turns that output on at a modest volume; `parse_log` reads a job's log into one of `ib`, `tcp`, `shm`
+or `unknown` and keeps the line that decided; `verdict`/`mismatch` compare it with the request.
 
-This module holds what every layer shares (the vocabulary, the deciding rules, the UCX, libfabric and NCCL readers);
-each MPI flavour's own reader is its `parse` (bench/launch/<flavour>.py). It is pure: it reads text and is handed the
-flavour (`Reader`); it knows no registry. bench.launch.evidence looks a cell's flavour up by name and asks this module.
+This module holds what every layer shares (the vocabulary, the deciding rules, the UCX, libfabric, NCCL and PyTorch
+Gloo readers); each MPI flavour's own reader is its `parse` (bench/launch/<flavour>.py). It is pure: it reads text and
+is handed the flavour (`Reader`); it knows no registry. bench.launch.evidence looks a cell's flavour up by name and
+asks this module.
 
 Rules shared by every layer:
 - Only lines that report a *selection* count (a chosen provider, a per-peer BTL, an endpoint configuration, a channel);
@@ -50,12 +52,19 @@ SHARED_DEBUG_ENV: dict[str, dict[str, str]] = {
     "ucx": {"UCX_LOG_LEVEL": "info"},
 }
 
+# PyTorch's own Gloo backend, under the torch.distributed engines (DDP, FSDP2, layout cells) on CPU, whatever launcher
+# started them. At INFO Gloo's transport prints one line per process group and rank when its pairs are connected, from
+# its own source file, e.g. "[.../gloo/transport/tcp/context.cc:243] INFO Rank 0 is connected to 1. Expected number of
+# connected peers is: 1" (torch 2.13.0); nothing per step. Not a key of SHARED_DEBUG_ENV: no flavour sits on it, a
+# cell's engine does (debug_env_for's torch_distributed).
+TORCH_GLOO_DEBUG_ENV: dict[str, str] = {"GLOO_LOG_LEVEL": "INFO"}
+
 
 @dataclass(frozen=True)
 class Transport:
     effective: str  # Effective value: ib | tcp | shm | unknown
     evidence: str | None  # the trimmed log line that decided (launcher prefix removed); None if nothing decided
-    layer: str | None  # nccl | openmpi | ucx | intelmpi | mpich | gloo; None when nothing decided
+    layer: str | None  # nccl | openmpi | ucx | intelmpi | mpich | gloo | torch-gloo; None when nothing decided
 
 
 UNKNOWN = Transport(Effective.UNKNOWN.value, None, None)
@@ -71,16 +80,19 @@ class Reader(Protocol):
         ...
 
 
-def debug_env_for(flavour: Reader, gpu: bool) -> dict[str, str]:
+def debug_env_for(flavour: Reader, gpu: bool, torch_distributed: bool = False) -> dict[str, str]:
     """The env vars a cell's job needs so its log names the transport: the flavour's own switches, those of the
     shared layers it sits on (UCX under Open MPI and MPICH), and NCCL's on GPU cells.
 
     GPU cells also get NCCL's: Horovod's GPU allreduce runs over NCCL under every controller (MPI or Gloo), so NCCL
     carries the gradients; the MPI layer still carries the control plane (and is the fallback when NCCL is silent).
+    A torch.distributed engine's CPU cells (`torch_distributed`) also get PyTorch Gloo's (TORCH_GLOO_DEBUG_ENV).
     """
     env = dict(flavour.debug)
     for layer in flavour.layers + (("nccl",) if gpu else ()):
         env.update(SHARED_DEBUG_ENV[layer])
+    if torch_distributed and not gpu:
+        env.update(TORCH_GLOO_DEBUG_ENV)
     return env
 
 
@@ -226,18 +238,45 @@ def _nccl(lines: list[str], nodes: int | None) -> Transport | None:
     return slowest(net) if net else slowest(local)
 
 
+# --- PyTorch's Gloo backend (torch.distributed on CPU) ---------------------------------------------------------
+
+# "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:243] INFO Rank 0 is connected to 1. Expected
+# number of connected peers is: 1": the directory names the Gloo transport that connected the group. torch's Linux
+# wheels build only gloo::transport::tcp (uv is libuv's TCP; ibverbs is Gloo's RDMA transport, not in the wheels).
+_TORCH_GLOO = re.compile(r"gloo/transport/(\w+)/context\.cc:\d+\]\s+INFO Rank \d+ is connected to \d+\. "
+                         r"Expected number of connected peers is: (\d+)")
+_GLOO_TRANSPORT_KIND = {"tcp": "tcp", "tcp_tls": "tcp", "uv": "tcp", "ibverbs": "ib"}
+
+
+def torch_gloo_paths(lines: list[str]) -> list[Seen]:
+    """One path per process group and rank that has peers. The line does not say whether a peer is on this node or
+    another (loopback TCP on one node is still TCP), nor which process group it is: unscoped, not per group."""
+    seen = []
+    for line in lines:
+        m = _TORCH_GLOO.search(line)
+        if m and int(m.group(2)) > 0:  # a group of one rank (a mesh dimension of degree 1) connects nothing
+            seen.append(Seen(_GLOO_TRANSPORT_KIND.get(m.group(1), "other"), "any", line, "torch-gloo"))
+    return seen
+
+
 # --- entry points --------------------------------------------------------------------------------------------------
 
-def parse_log(log: str, flavour: Reader, gpu: bool, nodes: int | None = None) -> Transport:
+def parse_log(log: str, flavour: Reader, gpu: bool, nodes: int | None = None,
+              torch_distributed: bool = False) -> Transport:
     """The transport a job used, from its combined log (all ranks, any launcher prefixes).
 
     `nodes` is the cell's node count; when None it is inferred from the log where the layer says (Open MPI peer hosts,
     Intel MPI's pinning table, NCCL's nNodes, UCX's inter-node configurations) and otherwise left open.
     GPU cells: NCCL decides when it printed anything; the MPI layer only when NCCL is silent.
+    A torch.distributed engine's cells (`torch_distributed`: DDP, FSDP2, layouts) move their tensors over
+    torch.distributed's backend, NCCL on GPU and PyTorch's Gloo on CPU; the launcher (torchrun, mpirun) only starts
+    the processes, so the flavour's reading never decides them: without that backend's lines they are unknown.
     """
     lines = clean_lines(log)
     if gpu and (found := _nccl(lines, nodes)) is not None:
         return found
+    if torch_distributed:
+        return UNKNOWN if gpu else decide(torch_gloo_paths(lines), None if nodes is None else nodes > 1)
     return flavour.parse(lines, nodes)
 
 

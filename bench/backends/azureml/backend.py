@@ -170,7 +170,8 @@ class AzureMLBackend(Backend):
         c = planned.cell
         # debug_env: each layer's log then names the transport it really used (the ib axis: requested vs effective).
         env = {"OMP_NUM_THREADS": str(self.threads_for(planned)), "PYTHONUNBUFFERED": "1",
-               **debug_env(c["mpi"], gpu=not planned.sku.is_cpu), **fabric_env(c["mpi"], c["ib"], planned.sku)}
+               **debug_env(c["mpi"], gpu=not planned.sku.is_cpu, engine=c["engine"]),
+               **fabric_env(c["mpi"], c["ib"], planned.sku)}
         if c["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(c["mpi"]).native == "launcher":
             env["MASTER_PORT"] = MASTER_PORT
         return {**env, **self.config.env}
