@@ -197,7 +197,7 @@ def _workspace(d: Path) -> Path:
 
     d.mkdir(parents=True)
     for name in ("matrix.yaml", "matrix-gpu.yaml", "matrix-fabric.yaml", "matrix-kubernetes.yaml",
-                 "matrix-llm-cluster.yaml"):
+                 "matrix-llm-cluster.yaml", "matrix-llm-layouts.yaml"):
         shutil.copy(ROOT / name, d / name)
     for folder in ("ci", "benchmarks", "baselines"):
         shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))

@@ -55,6 +55,8 @@ def test_parameter_counts_match_transformers_and_the_built_module(name):
 def test_gpt2_small_is_the_published_124m():
     assert CONFIGS["gpt2-124m"].params() == 124_439_808
     assert CONFIGS["llama3-8b"].params() == 8_030_261_248
+    assert CONFIGS["llama3-70b"].params() == 70_553_706_496  # the published 70B and 405B
+    assert CONFIGS["llama3-405b"].params() == 405_853_388_800
 
 
 def copy_from_hf(ours: tfm.Decoder, theirs) -> None:

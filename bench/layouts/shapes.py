@@ -1,21 +1,12 @@
-"""The transformer shapes the planner knows: the workers' table (models/workloads/transformer/shapes.py) and the
-published Llama 3 shapes the workers do not train yet, kept here as data while models/ moves. Numbers from Llama 3's
-paper (Grattafiori et al., 2024, "The Llama 3 Herd of Models", table 3: layers, width, FFN width, heads, key/value
-heads; vocabulary 128,256) and torchtitan's llama3 model args (FFN widths 28,672 and 53,248)."""
+"""The transformer shapes the planner knows: the workers' own table (models/workloads/transformer/shapes.py, where
+each shape's source is given), or a shape id with the user's numbers."""
 from __future__ import annotations
 
 from models.workloads.transformer.shapes import CONFIGS, Shape, shape_from_id
 
-PUBLISHED: dict[str, Shape] = {
-    "llama3-70b": Shape("llama", layers=80, width=8192, heads=64, kv_heads=8, ffn=28_672, vocab=128_256, seq=8192,
-                        tied=False, rope_theta=500_000.0),
-    "llama3-405b": Shape("llama", layers=126, width=16_384, heads=128, kv_heads=8, ffn=53_248, vocab=128_256,
-                         seq=8192, tied=False, rope_theta=500_000.0),
-}
-
 
 def known() -> dict[str, Shape]:
-    return {**CONFIGS, **{name: shape for name, shape in PUBLISHED.items() if name not in CONFIGS}}
+    return dict(CONFIGS)
 
 
 def shape_named(name: str) -> Shape:

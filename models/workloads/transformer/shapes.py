@@ -129,6 +129,9 @@ class Shape:
 #   llama3-1b 1,235,814,400  Llama 3.2 1B's shape (tied head); its long-context RoPE scaling, which changes the
 #                            rotation frequencies and not the cost, is left out
 #   llama3-8b 8,030,261,248  Llama 3 8B (the 3.1 release differs only in that RoPE scaling)
+#   llama3-70b  70,553,706,496   Llama 3 70B, and llama3-405b 405,853,388,800: the paper's shapes (Grattafiori et
+#                                al., 2024, "The Llama 3 Herd of Models", table 3: layers, width, heads, key/value
+#                                heads; FFN widths 28,672 and 53,248 as torchtitan's llama3 args); for cluster cells
 #   tiny        for the CPU cells: Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention) at a size 2 cores
 #               train in well under a second a step
 CONFIGS: dict[str, Shape] = {
@@ -140,6 +143,10 @@ CONFIGS: dict[str, Shape] = {
                        tied=True, rope_theta=500_000.0),
     "llama3-8b": Shape("llama", layers=32, width=4096, heads=32, kv_heads=8, ffn=14_336, vocab=128_256, seq=8192,
                        tied=False, rope_theta=500_000.0),
+    "llama3-70b": Shape("llama", layers=80, width=8192, heads=64, kv_heads=8, ffn=28_672, vocab=128_256, seq=8192,
+                        tied=False, rope_theta=500_000.0),
+    "llama3-405b": Shape("llama", layers=126, width=16_384, heads=128, kv_heads=8, ffn=53_248, vocab=128_256,
+                         seq=8192, tied=False, rope_theta=500_000.0),
     "tiny": Shape("llama", layers=2, width=128, heads=4, kv_heads=2, ffn=384, vocab=4096, seq=128, tied=True),
 }
 
