@@ -184,6 +184,11 @@ def test_the_reference_is_its_fastest_window_so_a_disturbed_reference_job_does_n
 def test_selections():
     assert parse_selection("gpus=1,mpi=gloo") == {"gpus": [1], "mpi": ["gloo"]}
     assert parse_selection("abc123") == {"cell_id": ["abc123"]}
+    # a layout keeps its own commas, alternatives and the terms after it stay apart
+    assert parse_selection("layout=tp=2|pp=2,schedule=1f1b,m=4,mpi=gloo") == {
+        "layout": ["tp=2", "pp=2,schedule=1f1b,m=4"], "mpi": ["gloo"]}
+    with pytest.raises(BenchInputError):  # outside a layout a piece that is no key stays an error
+        parse_selection("mpi=gloo,schedule=1f1b")
     for bad in ("gpu=", "nosuchkey=1", "gpus=one"):
         with pytest.raises(BenchInputError):
             parse_selection(bad, "--normalize")

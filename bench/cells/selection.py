@@ -3,6 +3,7 @@
 refusal is one line naming the option and what is wrong (bench.core.errors.BenchInputError: exit 2).
 
     gpu=V100|A100,ib=on,gpus=8|16      comma-separated key=value terms, `|` between alternatives; every term holds
+    layout=pp=2,schedule=1f1b,m=4      (a layout keeps its own commas: its keys are no selection keys)
     35a9a1812f60                       a bare cell id, 6 to 64 hex digits (the same as cell_id=35a9a1812f60)
 
 Keys are `cell_id`, the cell keys (bench/cells/keys.py) and `nodes`. Values are typed by their key: true/false
@@ -54,13 +55,26 @@ def _value(key: str, text: str, where: str) -> Any:
     return text
 
 
+def _terms(text: str) -> list[str]:
+    """The comma-separated terms, where a layout's own commas stay in its value: `layout=pp=2,schedule=1f1b,m=4`
+    is one term, since `schedule` and `m` are no selection keys (and no layout key is one)."""
+    terms: list[str] = []
+    for piece in text.split(","):
+        key = piece.partition("=")[0].strip()
+        if terms and terms[-1].partition("=")[0].strip() == "layout" and "=" in piece and key not in SELECTION_KEYS:
+            terms[-1] += "," + piece
+        else:
+            terms.append(piece)
+    return terms
+
+
 def parse_selection(text: str | None, where: str = "--where") -> Selection:
     """'gpu=V100,framework=pytorch|keras' → {'gpu': ['V100'], 'framework': ['pytorch', 'keras']}; a bare cell id →
     {'cell_id': [id]}; empty → {} (every cell). `where` names the option in error messages."""
     if text is None or not text.strip():
         return {}
     terms: Selection = {}
-    for term in text.split(","):
+    for term in _terms(text):
         if "=" not in term and _CELL_ID.fullmatch(term.strip()):
             term = f"cell_id={term.strip()}"
         if "=" not in term:
