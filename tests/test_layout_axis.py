@@ -67,6 +67,9 @@ def test_layouts_the_cpu_runs_are_planned(extra):
     ("{layout: 'pp=4', gpus: 4}", "2 layers are not divisible by pp × virtual stages = 4"),
     ("{layout: 'pp=2,m=3'}", "4 sequences per replica are not divisible by 3 micro-batches"),
     ("{layout: 'cp=2'}", "context parallelism runs on GPU cells only"),
+    # what no engine runs is said before which engine would (ep alone only replicates the model)
+    ("{layout: 'ep=2', engine: native}", "ep is reserved for mixture-of-experts shapes"),
+    ("{layout: 'ep=2'}", "ep is reserved for mixture-of-experts shapes"),
     ("{layout: 'tp=2,pp=2'}", "the degrees' product is 4, not the world size 2"),
     ("{layout: 'tp=2', engine: native}", "it runs as engine=fsdp2, not engine=native"),
     ("{layout: 'tp=2', model: resnet50, engine: native}", "layouts train the transformer only"),

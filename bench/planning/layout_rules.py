@@ -38,19 +38,19 @@ def layout_reason(cell: dict[str, Any], sku: GpuSku, nodes: int) -> str | None:
         layout = cell_layout(cell)
     except LayoutError as e:
         return str(e)
-    engine = "fsdp2" if is_sharded(layout) else "native"
-    if cell["engine"] != engine:
-        what = "shards the model" if engine == "fsdp2" else "only replicates the model (DDP)"
-        return f"layout={text} {what}: it runs as engine={engine}, not engine={cell['engine']}"
     from bench.layouts.shapes import shape_named
 
     shape = shape_named(model)
     seq = cell.get("seq_len") or shape.seq
     per_node = -(-cell["gpus"] // nodes)
     job = Job(seq=seq, global_batch=layout.dp * cell["batch_per_gpu"], gpus_per_node=per_node, cpu=sku.is_cpu)
-    why = reasons(layout, shape, job)
+    why = reasons(layout, shape, job)  # first: what no engine can run (ep reserved, cp on a CPU, a heads split)
     if why:
         return f"layout={text}: {why[0]}"
+    engine = "fsdp2" if is_sharded(layout) else "native"
+    if cell["engine"] != engine:
+        what = "shards the model" if engine == "fsdp2" else "only replicates the model (DDP)"
+        return f"layout={text} {what}: it runs as engine={engine}, not engine={cell['engine']}"
     if sku.is_cpu:
         return None
     microbatch = cell["batch_per_gpu"] // layout.microbatches if layout.pp > 1 else cell["batch_per_gpu"]
