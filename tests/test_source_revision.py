@@ -165,7 +165,7 @@ def test_an_ab_of_two_git_refs_names_the_source_and_the_changed_file_first(tmp_p
                                      "\n  mpi: [gloo]\n  gpus: [1]\nbackend:\n  name: local\n  timeout_s: 300\n")
     env = {**os.environ, "PYTHONPATH": str(clone)}
     r = subprocess.run([sys.executable, "-m", "bench", "ab", str(tmp_path / "m.yaml"), "--a", "git=HEAD~1",
-                        "--b", "git=HEAD", "--pairs", "3", "--store", str(tmp_path / "ab.db"),
+                        "--b", "git=HEAD", "--pairs", "2", "--store", str(tmp_path / "ab.db"),
                         "--json", str(tmp_path / "ab.json")], cwd=clone, env=env, capture_output=True, text=True,
                        timeout=1200)
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-3000:]
