@@ -244,7 +244,7 @@ def test_the_cells_phase_runs_the_rehearsal_matrix_for_real(tmp_path, kit):
     # suite, and tests/test_step_settings.py compiles with this torch already.
     matrix["include"] = [entry for entry in matrix["include"] if "compile" not in entry]
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
-    # six real cells, unprobed as a GPU's are (the phase passes --no-probe): PROBED_S on a quiet 2-core VM
+    # six real cells, unprobed as a GPU's are (the phase passes --no-probe)
     done, work = cells_phase(tmp_path, kit, "--matrix", str(tmp_path / "matrix.yaml"), timeout_s=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with sqlite3.connect(work / "bench.db") as db:
