@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from bench.analysis.expected import Expected
@@ -53,6 +53,9 @@ class StatusRow:
     verdict_text: str  # the table's: the verdict with its gap ("below expected by 12%")
     detail: str  # the whole sentence: the verdict's own words with its causes, or why there is no expected value
     slow_rank: int | None
+    # A layout cell's figures (bench/analysis/layout_cells.py: LayoutFigures.as_json(): bubble, each mesh
+    # dimension's collective time per step, peak memory beside the model's); None for every other cell.
+    layout: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +123,11 @@ def _row(r: Mapping[str, Any], e: Expected | None, run_id: str) -> StatusRow:
         expected_high=rate(e.expected_high) if judged else None, expected_from=e.links if judged else "",
         verdict=verdict, verdict_text=short, detail=detail,
         slow_rank=e.straggler.rank if e is not None and e.straggler is not None else None)
+
+
+def with_layout_figures(rows: Iterable[StatusRow], figures: Mapping[str, Any]) -> list[StatusRow]:
+    """The rows, each layout cell's with its figures (`figures`: cell_id → LayoutFigures, layout_cells.py)."""
+    return [replace(r, layout=figures[r.cell_id].as_json()) if r.cell_id in figures else r for r in rows]
 
 
 def grouped(rows: Iterable[StatusRow], runs: Iterable[str]) -> list[tuple[str, list[tuple[str, list[StatusRow]]]]]:

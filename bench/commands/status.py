@@ -2,9 +2,11 @@
 with its 95% interval, speedup and scaling efficiency, expected value and verdict (bench/analysis/status_rows.py,
 rendered by bench/report/status_table.py), grouped by run and by workload. `-v` adds the sentences behind them: each
 multi-worker cell's expected value, verdict and slow rank, the probes they rest on and where the step time went
-(bench/analysis/expected.py), and each GPU cell's MFU beside its power and energy (bench/analysis/mfu.py); `--cell`
-shows one cell with its sentences; `--where` selects cells (bench/cells/selection.py); `--format json|md` writes the
-rows (docs/ci/status-result.schema.json)."""
+(bench/analysis/expected.py), each GPU cell's MFU beside its power and energy (bench/analysis/mfu.py), and each
+layout cell's peak memory beside the memory model's, its pipeline bubble beside (p − 1)/m and each mesh dimension's
+collective time per step (bench/analysis/layout_cells.py; the JSON rows' `layout`); `--cell` shows one cell with
+its sentences; `--where` selects cells (bench/cells/selection.py); `--format json|md` writes the rows
+(docs/ci/status-result.schema.json)."""
 from __future__ import annotations
 
 from bench.commands import EXIT_OK
@@ -15,6 +17,8 @@ from bench.core.errors import BenchInputError
 HELP = "runs in the store, the state of their cells, and whether each cell's figure is as expected"
 EXPECTED_TITLE = "expected vs measured (latest complete run of each cell):"
 MFU_TITLE = "MFU (model FLOPs ÷ dense peak), power and energy (latest complete run of each GPU cell):"
+LAYOUT_TITLE = ("parallel layouts, measured beside the model (latest complete run of each layout cell; the model: "
+                "bench/layouts/memory.py, bubble (p−1)/m):")
 
 
 def add_arguments(parser) -> None:
@@ -51,14 +55,16 @@ def _selected(judged, where: str | None) -> set[str] | None:
 
 def run(args) -> int:
     from bench.analysis.judged import judge
+    from bench.analysis.layout_cells import cell_layouts, with_layouts
     from bench.analysis.mfu import with_power
     from bench.analysis.scaling import split_imported
-    from bench.analysis.status_rows import grouped, run_counts, status_rows
+    from bench.analysis.status_rows import grouped, run_counts, status_rows, with_layout_figures
     from bench.cells.selection import parse_selection
     from bench.commands.console import stdout_console
     from bench.core.source_revision import source_text
     from bench.launch import analysis_facts
     from bench.report import status_table as out
+    from bench.report.layout_records import layout_records
     from bench.report.power import power_records
     from bench.store import Store
 
@@ -69,6 +75,8 @@ def run(args) -> int:
         records = store.dataframe(record_json=False)
         judged = judge(records, store.collectives(), store.rank_windows(), probe_entries(args.store),
                        flavours=analysis_facts())
+        layouts = cell_layouts(with_layouts(judged.ok, layout_records(store, judged.ok))) if judged is not None \
+            else {}
         complete = len(store.completed_cells())
         gpu = mfu_entries(with_power(records, power_records(store, records))) if prose else []
     chosen = _selected(judged, args.where)
@@ -78,7 +86,7 @@ def run(args) -> int:
         if chosen is not None and cell not in chosen:
             raise BenchInputError(f"cell {cell} is not one of the cells --where {args.where} selects", "--cell")
         chosen = {cell}
-    rows = [r for r in status_rows(judged) if chosen is None or r.cell_id in chosen]
+    rows = [r for r in with_layout_figures(status_rows(judged), layouts) if chosen is None or r.cell_id in chosen]
     shown = [run_["run_id"] for run_ in runs] if chosen is None else []  # every run's header, unless cells are chosen
     groups = grouped(rows, shown)
     if args.format != "table":
@@ -99,7 +107,8 @@ def run(args) -> int:
                                                                       if chosen is not None else ""), wrap=True)
     if prose:
         wanted = (lambda ids: True) if chosen is None else (lambda ids: bool(chosen & set(ids)))
-        for title, entries in ((EXPECTED_TITLE, expected_entries(judged)), (MFU_TITLE, gpu)):
+        for title, entries in ((EXPECTED_TITLE, expected_entries(judged)), (MFU_TITLE, gpu),
+                               (LAYOUT_TITLE, out.layout_entries(rows))):
             lines = [line for ids, line in entries if wanted(ids)]
             if lines:
                 print(f"\n{title}")

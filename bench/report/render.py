@@ -27,12 +27,16 @@ from bench.report.sections.context import build_context
 def read_store(store) -> tuple[pd.DataFrame, list[str]]:
     """Every record without its JSON (the columns hold what the report needs) with the power and energy GPU workers
     sampled (read from the JSON of GPU records only: bench/report/power.py), plus a sample of record JSON for the
-    environments table: parsing 100,000 JSON documents would be most of the report's time."""
+    environments table: parsing 100,000 JSON documents would be most of the report's time. Layout records also
+    carry their layout's figures (bench/report/layout_records.py: the JSON of those records only)."""
+    from bench.analysis.layout_cells import with_layouts
     from bench.analysis.mfu import with_power
+    from bench.report.layout_records import layout_records
     from bench.report.power import power_records
 
     records = store.dataframe(record_json=False)
-    return with_power(records, power_records(store, records)), store.environment_sample(ENV_SAMPLE)
+    records = with_layouts(with_power(records, power_records(store, records)), layout_records(store, records))
+    return records, store.environment_sample(ENV_SAMPLE)
 
 
 def report_from_store(store_path: str, out_dir: Path, *, where: str | None = None,

@@ -106,6 +106,13 @@ def json_text(rows: Iterable[StatusRow]) -> str:
     return json.dumps([r.to_json() for r in rows], indent=1, allow_nan=False)
 
 
+def layout_entries(rows: Iterable[StatusRow]) -> list[tuple[list[str], str]]:
+    """(cell ids, line) of each layout cell's sentence for `bench status -v` (bench/report/layout_text.py)."""
+    from bench.report.layout_text import status_line
+
+    return [([r.cell_id], status_line(r.cell_id, r.label, r.layout)) for r in rows if r.layout is not None]
+
+
 def markdown(rows: Iterable[StatusRow]) -> str:
     """One GitHub-Markdown table of every row, whole labels, each rate with its unit."""
     def cell(text: str) -> str:

@@ -6,11 +6,12 @@ render it. Adding a section: one module here, one entry in SECTIONS, and its two
 from __future__ import annotations
 
 from bench.report.sections import (collectives, cost, data, expected, failures, framework, gpus, headline, history, ib,
-                                   mfu, mpi, precision, prediction, references, scaling, study, what_ran, workloads)
+                                   layouts, mfu, mpi, precision, prediction, references, scaling, study, what_ran,
+                                   workloads)
 from bench.report.sections.context import Context
 
-SECTIONS = (headline, scaling, expected, workloads, study, gpus, mfu, framework, mpi, ib, data, cost, precision,
-            prediction, collectives, history, references, failures, what_ran)
+SECTIONS = (headline, scaling, expected, workloads, layouts, study, gpus, mfu, framework, mpi, ib, data, cost,
+            precision, prediction, collectives, history, references, failures, what_ran)
 
 
 def build_sections(ctx: Context) -> list:
