@@ -10,9 +10,10 @@ from tests.test_hosts import cluster_matrix, run_on_node1
 pytestmark = pytest.mark.cluster
 
 CELLS = ("  model: tiny\n  seq_len: 64\n"
-         "axes: {gpu: [cpu], gpus: [2], mpi: [gloo, openmpi], engine: [horovod, native, fsdp2]}\n"
+         "axes: {gpu: [cpu], gpus: [2], mpi: [gloo, openmpi], engine: [horovod, native, fsdp2], layout: [null]}\n"
          "exclude:\n  - {mpi: gloo, engine: native}\n  - {mpi: gloo, engine: fsdp2}\n"
-         # a 2-stage pipeline with a stage on each node: its activations cross the link (docs/layouts.md)
+         # a 2-stage pipeline with a stage on each node: its activations cross the link (docs/layouts.md); the axes'
+         # `layout: [null]` makes it a cell of its own rather than the layout of the data-parallel FSDP2 cell
          "include:\n  - {gpu: cpu, gpus: 2, mpi: openmpi, engine: fsdp2, layout: 'pp=2,schedule=1f1b,m=2'}\n")
 RUNS = [("gloo", "horovod"), ("openmpi", "horovod"), ("openmpi", "native"), ("openmpi", "fsdp2")]
 
