@@ -30,6 +30,11 @@ _KEY = ["run_id", "cell_id", "job", "repeat"]
 MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep")  # the worker's mesh, outermost first
 
 
+def in_mesh_order(dims: Iterable[str]) -> tuple[str, ...]:
+    """Mesh dimensions in the worker's order, outermost first (any other name after them, by name)."""
+    return tuple(sorted(set(dims), key=lambda d: (MESH_ORDER.index(d) if d in MESH_ORDER else len(MESH_ORDER), d)))
+
+
 def layout_part(record_json: str | None) -> str | None:
     """The part of a record's JSON the figures read (its `layout` and `peak_memory`), as compact JSON; None for a
     record without a layout (or without JSON)."""
@@ -116,22 +121,18 @@ def predicted_memory(cell: Mapping[str, Any]) -> MemoryPrediction:
     """rank_memory for a cell (its model's shape, layout, seq_len, batch_per_gpu and activation checkpointing),
     with the micro-batch the worker trains: batch_per_gpu sequences, split into the layout's m under a pipeline."""
     from bench.layouts.layout import LayoutError, parse_layout
-    from bench.layouts.memory import rank_memory
+    from bench.layouts.memory import cell_rank_memory
     from bench.layouts.shapes import shape_named
 
     try:
         shape = shape_named(str(cell.get("model")))
         layout, _ = parse_layout(str(cell["layout"]), world=int(cell["gpus"]))
+        seq = int(cell["seq_len"]) if not is_missing(cell.get("seq_len")) else shape.seq
+        checkpointing = not is_missing(cell.get("activation_checkpointing")) and bool(cell["activation_checkpointing"])
+        m = cell_rank_memory(shape, layout, seq=seq, batch_per_gpu=int(cell["batch_per_gpu"]),
+                             checkpointing=checkpointing)
     except (LayoutError, ValueError) as e:
         return MemoryPrediction(why=str(e))
-    seq = int(cell["seq_len"]) if not is_missing(cell.get("seq_len")) else shape.seq
-    batch = int(cell["batch_per_gpu"])
-    microbatch = batch // layout.microbatches if layout.pp > 1 else batch
-    if microbatch < 1:
-        return MemoryPrediction(why=f"{batch} sequences do not make {layout.microbatches} micro-batches")
-    ckpt = "full" if not is_missing(cell.get("activation_checkpointing")) and bool(cell["activation_checkpointing"]) \
-        else "none"
-    m = rank_memory(shape, layout, seq=seq, microbatch_seqs=microbatch, checkpointing=ckpt)
     return MemoryPrediction(total=m.total, states=m.states, activations=m.activations, loss=m.loss)
 
 
@@ -166,8 +167,7 @@ def figures_of(rows: pd.DataFrame) -> LayoutFigures:
     degrees = lay.get("degrees") or {}
     mesh = lay.get("mesh") or {}
     timed = {d for one in layouts for d in (one.get("collective_s_per_step") or {})}
-    dims = tuple(sorted({*mesh, *timed}, key=lambda d: (MESH_ORDER.index(d) if d in MESH_ORDER else len(MESH_ORDER),
-                                                           d)))
+    dims = in_mesh_order({*mesh, *timed})
     collective = {d: v for d in dims
                   if (v := _median([(one.get("collective_s_per_step") or {}).get(d) for one in layouts])) is not None}
     text = parsed(str(first["layout"]), int(first["gpus"]))

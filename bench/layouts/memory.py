@@ -104,6 +104,17 @@ def rank_memory(shape, layout: Layout, *, seq: int, microbatch_seqs: int, checkp
     return RankMemory(states=states, activations=held * per_microbatch + recompute, loss=loss, in_flight=held)
 
 
+def cell_rank_memory(shape, layout: Layout, *, seq: int, batch_per_gpu: int, checkpointing: bool) -> RankMemory:
+    """rank_memory of a layout cell as the worker trains it: `batch_per_gpu` sequences per replica and step, split
+    into the layout's m micro-batches under a pipeline (bench/planning/layout_rules.py); ValueError when they do not
+    make m micro-batches."""
+    microbatch = batch_per_gpu // layout.microbatches if layout.pp > 1 else batch_per_gpu
+    if microbatch < 1:
+        raise ValueError(f"{batch_per_gpu} sequences do not make {layout.microbatches} micro-batches")
+    return rank_memory(shape, layout, seq=seq, microbatch_seqs=microbatch,
+                       checkpointing="full" if checkpointing else "none")
+
+
 def usable_bytes(memory_gb: float | None, reserve: float = 0.10) -> float | None:
     """What a GPU of the catalogue's `memory_gb` leaves the model: the catalogue's figure read as GiB (NVIDIA's
     "80GB" H100 reports 79.1 GiB to torch), less `reserve` for the CUDA context, NCCL's buffers and the caching

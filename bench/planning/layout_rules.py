@@ -13,7 +13,7 @@ from typing import Any
 from bench.facts.catalog import GpuSku
 from bench.layouts.feasibility import Job, memory_reason, reasons
 from bench.layouts.layout import Layout, LayoutError, parse_layout
-from bench.layouts.memory import is_sharded, rank_memory, usable_bytes
+from bench.layouts.memory import cell_rank_memory, is_sharded, usable_bytes
 from models.registry.workloads import is_transformer
 
 
@@ -53,8 +53,7 @@ def layout_reason(cell: dict[str, Any], sku: GpuSku, nodes: int) -> str | None:
         return f"layout={text} {what}: it runs as engine={engine}, not engine={cell['engine']}"
     if sku.is_cpu:
         return None
-    microbatch = cell["batch_per_gpu"] // layout.microbatches if layout.pp > 1 else cell["batch_per_gpu"]
-    memory = rank_memory(shape, layout, seq=seq, microbatch_seqs=microbatch,
-                         checkpointing="full" if cell.get("activation_checkpointing") else "none")
+    memory = cell_rank_memory(shape, layout, seq=seq, batch_per_gpu=cell["batch_per_gpu"],
+                              checkpointing=bool(cell.get("activation_checkpointing")))
     too_big = memory_reason(memory.total, usable_bytes(sku.memory_gb))
     return f"layout={text} on {sku.key}: {too_big}" if too_big else None

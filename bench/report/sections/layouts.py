@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.layout_cells import MESH_ORDER, LayoutFigures, cell_layouts
+from bench.analysis.layout_cells import LayoutFigures, cell_layouts, in_mesh_order
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.cells.label import cell_label
 from bench.cells.label_parts import relative_labels, shared_title
@@ -49,8 +49,7 @@ def build(ctx: Context) -> Section | None:
 
 def dimensions(figures) -> list[str]:
     """Every mesh dimension any cell timed, in the mesh's order (outermost first)."""
-    timed = {d for f in figures for d in f.collective_s}
-    return sorted(timed, key=lambda d: (MESH_ORDER.index(d) if d in MESH_ORDER else len(MESH_ORDER), d))
+    return list(in_mesh_order(d for f in figures for d in f.collective_s))
 
 
 def collective_column(dim: str) -> str:
