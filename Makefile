@@ -37,10 +37,21 @@ lint: install-test
 	$(PY) -m ruff check --quiet $(LINTED)
 	$(PY) -m isort --check-only --diff --quiet $(LINTED)
 
+# Two phases. First everything that can share the machine, on $(TEST_WORKERS) pytest-xdist workers, a test module per
+# worker at a time (--dist loadfile: its module fixtures built once; tests/conftest.py starts the longest first): many
+# tests wait on processes they start (launchers, timeouts, sshd, a browser) and leave a core idle. A worker that runs
+# an emulated-cluster test brings up a cluster of its own (tests/cluster.py names each after its pytest process).
+# Then, one at a time, the tests that compare rates or time a fault into a window (mark `alone`), which another
+# worker's load would skew. Both phases always run; the target fails if either did.
 # --durations: the slowest tests named in every CI log, so a test that starts to cost minutes is seen (the suite must
 # stay within CI's time on 2 cores).
+TEST_WORKERS ?= 2
 test: install-test lint
-	$(PY) -m pytest -m "not diagnose" --durations=30
+	@status=0; \
+	$(PY) -m pytest -m "not diagnose and not alone" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=30 || status=$$?; \
+	$(PY) -m pytest -m "alone and not diagnose" --durations=30 || status=$$?; \
+	exit $$status
 
 # The slowed-cell and emulated-cluster proofs of docs/diagnose.md (~3 min each on a busy 2-core machine); the suite
 # keeps their small real tests (tests/test_expected.py, tests/test_diagnose.py).
@@ -50,7 +61,7 @@ test-diagnose: install-test
 # --fast (tests/conftest.py): leaves out every mark registered in setup.cfg (tests that launch or train for real,
 # drive a browser, build, or take minutes: the diagnose proofs too), read from setup.cfg so the two cannot drift.
 test-fast: install-test
-	$(PY) -m pytest --fast
+	$(PY) -m pytest --fast -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Speed checks. The peer comparison needs torchvision for Horovod's example (pure-Python parts only on CPU torch);
 # see docs/measurements.md for benchmarks/compare_peer_pytorch.py and benchmarks/harness_overhead.py.

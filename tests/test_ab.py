@@ -58,6 +58,7 @@ def _groups(session: str) -> set[str]:
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 @pytest.mark.skipif(cpu_controller_root() is None or not os.access(cpu_controller_root()[0], os.W_OK),
                     reason="needs a writable cgroup cpu controller (root)")
 def test_a_half_cpu_quota_on_side_b_is_caught_named_and_the_session_stops_once_decided(tmp_path):
@@ -97,6 +98,7 @@ def test_a_relative_workdir_is_made_absolute(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 @pytest.mark.skipif(cpu_controller_root() is None or not os.access(cpu_controller_root()[0], os.W_OK),
                     reason="needs a writable cgroup cpu controller (root)")
 def test_a_session_stopped_by_sigterm_leaves_no_worktree_cgroup_or_process(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ROOT, bench_cli
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 MATRIX = ROOT / "ci" / "matrix-cpu.yaml"
 BASELINE = ROOT / "baselines" / "ci-cpu.json"

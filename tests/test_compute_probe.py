@@ -210,6 +210,7 @@ def test_ensure_reuses_a_fresh_stored_probe_without_starting_a_process(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.workload
 def test_a_real_probe_of_two_plain_pytorch_processes(tmp_path):
     c = cell(gpus=2, batch_per_gpu=4, image_size=32, threads=1, channels_last=False, mpi="gloo")

@@ -191,6 +191,7 @@ def test_a_probe_measured_again_for_a_run_of_its_cell_stands_for_that_run_first(
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_an_engine_probe_the_cell_ran_faster_than_is_measured_again_after_it(tmp_path):
     """The real thing, with the disagreement planted: a first run measures the probes; the stored engine probe's
     rate is then cut to a third, as if it had caught the engine spinning; the next run of the cell reuses it, runs

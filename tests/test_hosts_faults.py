@@ -30,7 +30,8 @@ workload:
   workers_per_node: 1
 """
 
-pytestmark = pytest.mark.cluster
+# alone: each fault is timed into the middle of a cell's measured window
+pytestmark = [pytest.mark.cluster, pytest.mark.alone]
 
 
 def matrix(cluster, workdir: Path) -> str:

@@ -148,6 +148,7 @@ def test_a_slowed_cell_is_judged_against_its_expected_value_not_its_own_parts():
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_a_cell_beside_a_busy_process_is_flagged_on_its_first_run_naming_it(tmp_path):
     """The real thing: a 2-worker cell (the tiny transformer: seconds a window) runs once, in a new store, while a
     busy process outside it holds CPU 1; `bench status` calls it below expected and names that process. The busy

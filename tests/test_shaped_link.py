@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "benchmarks" / "matrix-shaped-link.yaml"
 
-pytestmark = pytest.mark.cluster
+# alone: the cell's rate over the shaped link is compared with the same cell's on the bare link
+pytestmark = [pytest.mark.cluster, pytest.mark.alone]
 
 
 def measure(cluster, tmp: Path) -> list[dict]:
