@@ -63,4 +63,6 @@ def test_make_test_lints_first():
     dry = subprocess.run([make, "-n", "test"], capture_output=True, text=True, cwd=ROOT).stdout
     lines = [line for line in dry.splitlines() if "-m ruff" in line or "-m isort" in line or "-m pytest" in line]
     assert [("ruff" in line, "isort" in line, "pytest" in line) for line in lines] == [
-        (True, False, False), (False, True, False), (False, False, True)], dry
+        (True, False, False), (False, True, False), (False, False, True), (False, False, True)], dry
+    # the suite's two phases (the Makefile): together every test but the diagnose proofs, each once
+    assert '-m "not diagnose and not alone" -n' in lines[2] and '-m "alone and not diagnose"' in lines[3], dry

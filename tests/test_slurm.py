@@ -352,3 +352,35 @@ def test_a_stale_pid_file_naming_another_process_does_not_pass_for_slurmd(slurm)
     ran = subprocess.run(["srun", "-N1", "-n1", "-t", "1", "true"], capture_output=True, text=True, timeout=120,
                          check=False)
     assert ran.returncode == 0, ran.stderr
+
+
+LAYOUT_CELLS = ("name: slurm-layouts\n"
+                "workload: {model: tiny, seq_len: 32, batch_per_gpu: 4, warmup_steps: 1, steps: 2, repeats: 2, "
+                "threads: 1}\n"
+                "axes: {gpu: [cpu], mpi: [gloo], gpus: [2], engine: [fsdp2], "
+                "layout: ['tp=2', 'pp=2,schedule=1f1b,m=2']}\n"
+                "backend:\n  name: slurm\n")
+
+
+def test_layout_cells_run_as_slurm_jobs_and_record_each_dimensions_collectives(slurm, tmp_path):
+    """Parallel layouts on Slurm (docs/layouts.md): a tensor-parallel cell and a 2-stage 1F1B pipeline cell of `tiny`,
+    each a real sbatch job whose launcher starts the layout worker with its `--layout`; both land ok with the
+    layout's own figures (its dimension's collectives timed, the pipeline's stages), over Gloo's TCP."""
+    (tmp_path / "m.yaml").write_text(LAYOUT_CELLS)
+    run = bench_cli("run", "m.yaml", "--no-probe", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    df = read_records(tmp_path / "results" / "bench.db")
+    assert set(df.status) == {"ok"}, df.error.tolist()
+    assert sorted(df.groupby("layout").size().items()) == [("pp=2,schedule=1f1b,m=2", 2), ("tp=2", 2)]
+    for row in df.itertuples():
+        record = json.loads(row.record_json)
+        layout = record["layout"]
+        dimension = row.layout.split("=")[0]
+        assert record["world_size"] == 2 and record["tokens_per_sec"] > 0, record
+        assert layout["collective_s_per_step"][dimension] > 0, layout
+        script = (tmp_path / "results" / "runs" / row.run_id / row.cell_id / "job0" / "job.sbatch").read_text()
+        assert f"--layout {row.layout}" in script or f"--layout '{row.layout}'" in script, script[-1500:]
+        assert row.effective_transport == "tcp", row.transport_evidence
+    pipeline = json.loads(df[df.layout.str.startswith("pp")].record_json.iloc[0])["layout"]
+    assert [stage["stages"] for stage in pipeline["pipeline_by_rank"]] == [[0], [1]]
+    assert not bench_jobs(df.cell_id)
