@@ -1,11 +1,12 @@
 # Two entry points; both install what they need first and are safe to repeat.
 #   make run   - set up, run matrix.yaml (the cells this machine can run), then regenerate the report
-#   make test  - set up (plus test tools), lint, and run the whole test suite but the `diagnose` proofs
+#   make test  - set up (plus test tools), lint, and run the whole test suite but the `diagnose` proofs, in
+#                two phases (below): about 35 minutes on a 2-core machine
 #   make lint  - ruff and isort over the code (seconds)
 #   make test-diagnose - the slowed-cell and emulated-cluster proofs of docs/diagnose.md (minutes each)
 #   make test-fast - the same set-up, then only the unit and contract tests (pytest --fast: no test with a mark
-#                    registered in setup.cfg): the inner loop, 212 s wall on a quiet 2-core machine with the
-#                    set-up done, 178 s of it pytest running 1,656 tests (measured 2026-12-01)
+#                    registered in setup.cfg) on two workers: the inner loop, about 2 minutes on a 2-core machine
+#                    with the set-up done (docs/lab/2026-12-06-suite-two-phases.md)
 #   make gpu-build   - Horovod with NCCL compiled here with no GPU, in .venv-gpu (CUDA torch, NCCL wheel), then
 #                    checked: nccl_built() and ldd (docs/gpu.md)
 #   make device-kit  - fills device-kit/ with what an offline GPU machine lacks, for scripts/gpu_session.sh
