@@ -62,6 +62,10 @@ def build_reason(cell: dict[str, Any]) -> str | None:
         if framework not in collective["frameworks"]:
             return (f"model={cell['model']}: the collective sweep runs through {', '.join(collective['frameworks'])} "
                     f"only (framework={framework})")
+        engines = collective.get("engines")
+        if engines is not None and cell["engine"] not in engines:
+            return (f"model={cell['model']}: point to point, through torch.distributed only (engine: "
+                    f"{', '.join(engines)}); Horovod has no send and receive (engine={cell['engine']})")
         if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(cell["mpi"]).native is None:
             able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
                                for name, f in LAUNCHERS.items() if f.native)

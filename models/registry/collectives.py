@@ -37,6 +37,16 @@ COLLECTIVES = {
         "bus_factor": lambda n: 1.0,  # every link carries the whole message once
         "bus_formula": "1",
     },
+    # A pipeline's traffic: each rank sends the message to the next rank and receives the previous one's (a ring
+    # shift, nccl-tests' sendrecv), point to point. Horovod has no send or receive: torch.distributed's only.
+    "sendrecv": {
+        "script": "workloads/collectives/sweep_worker.py",
+        "version": "1",
+        "frameworks": ("pytorch",),
+        "engines": ("native",),
+        "bus_factor": lambda n: 1.0,  # each link carries the whole message once, one way
+        "bus_formula": "1",
+    },
 }
 
 # ResNet-50's fp32 gradients, 25,557,032 parameters x 4 bytes: what one training step reduces, and the default

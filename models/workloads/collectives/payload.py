@@ -2,6 +2,7 @@
 
 Rank r's data has element i = (r + 1) + (i mod 7). Allreduce: the sum over n ranks is n(n+1)/2 + n(i mod 7).
 Allgather: slice r of the output holds rank r's data. Broadcast: every rank ends with rank 0's data, 1 + (i mod 7).
+Sendrecv: rank r ends with rank r − 1's data (mod n).
 All exact in float32, computed from the formula, never from what a rank sent. Imports no framework: the worker passes
 torch in.
 """
@@ -29,6 +30,8 @@ def expected(torch, op: str, n_elem: int, world: int, device, rank: int = ROOT):
     if op == "reduce_scatter":
         share = n_elem // world
         return expected(torch, "allreduce", n_elem, world, device)[rank * share:(rank + 1) * share].clone()
+    if op == "sendrecv":
+        return pattern(torch, n_elem, (rank - 1) % world, device)
     return pattern(torch, n_elem, ROOT, device)
 
 

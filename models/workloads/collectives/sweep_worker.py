@@ -1,10 +1,12 @@
-"""A collective (allreduce, allgather, reduce_scatter or broadcast) over a sweep of message sizes, through the engine
-a training cell of the same settings uses.
+"""A collective (allreduce, allgather, reduce_scatter, broadcast or sendrecv) over a sweep of message sizes, through
+the engine a training cell of the same settings uses.
 
 Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.reducescatter` with op Sum, `hvd.broadcast_` from rank 0, under
 whichever launcher and controller the cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`:
 `all_reduce`, `all_gather_single`, `reduce_scatter_tensor`, `broadcast` from rank 0; Gloo on CPU, NCCL on GPU).
 reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum.
+sendrecv is a pipeline's: each rank sends the message to the next rank and receives the previous one's (`isend` and
+`irecv`, both posted before either is waited for; torch.distributed only, Horovod has no point-to-point calls).
 Float32 tensors from 4 KiB up to --max-bytes (default:
 ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
 is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
@@ -17,7 +19,7 @@ over the timed iterations.
 
 Bandwidths use the definitions nccl-tests publishes (its doc/PERFORMANCE.md): algorithm bandwidth algbw = bytes /
 time, and bus bandwidth busbw = algbw x factor, 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce_scatter
-(whose bytes are each rank's input), 1 for broadcast
+(whose bytes are each rank's input), 1 for broadcast and sendrecv
 (models/registry/collectives.py COLLECTIVES): the rate each link must carry in the ring algorithm, comparable with the
 link's own rate whatever n is.
 
@@ -188,6 +190,21 @@ class Engine:
             self.dist.broadcast(tensor, src=ROOT)
         self._sync()
 
+    def sendrecv(self, out, mine, name: str):
+        """`mine` to the next rank, the previous rank's into `out` (a ring shift); returns `out`. One rank sends to
+        nobody: its own data is what it would have received."""
+        rank, world = self.comm.rank, self.comm.size
+        if world == 1:
+            out.copy_(mine)
+        else:
+            # Both posted before either wait: two blocking calls in the same order on every rank would deadlock.
+            sent = self.dist.isend(mine, dst=(rank + 1) % world)
+            received = self.dist.irecv(out, src=(rank - 1) % world)
+            received.wait()
+            sent.wait()
+        self._sync()
+        return out
+
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
@@ -215,7 +232,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
     want = expected(torch, op, n, comm.size, device, comm.rank)
     work = torch.empty_like(base)
     # torch.distributed gathers (or scatters the sum) into this; Horovod allocates its own output on every call.
-    out_elems = {"allgather": n, "reduce_scatter": n // comm.size}.get(op)
+    out_elems = {"allgather": n, "reduce_scatter": n // comm.size, "sendrecv": n}.get(op)
     out = torch.empty(out_elems, dtype=torch.float32, device=device) if out_elems and engine.hvd is None else None
     name = f"bench.{op}.{size}"
     times, cpu = [], []
@@ -235,6 +252,8 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
             result = engine.allgather(out, work, name=name)
         elif op == "reduce_scatter":
             result = engine.reduce_scatter(out, work, name=name)
+        elif op == "sendrecv":
+            result = engine.sendrecv(out, work, name=name)
         else:
             engine.broadcast_(work, name=name)
             result = work
@@ -288,6 +307,9 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.engine not in COLLECTIVES[args.op].get("engines", (args.engine,)):
+        fail(f"{args.op} runs through engine {' or '.join(COLLECTIVES[args.op]['engines'])} only "
+             f"(Horovod has no point-to-point send and receive), not {args.engine}")
     import torch
 
     # The probe's rate alone is taken before the engine starts: its background loop shares the cores from then on.
