@@ -1,7 +1,11 @@
-"""Allreduce sweeps on the emulated 2-node cluster (tests/cluster.py), unshaped and with each node's link shaped by
-tc to a rate: busbw per size and the fitted α/β, and whether busbw stays under the rate (it must).
+"""Collective sweeps (allreduce by default) on the emulated 2-node cluster (tests/cluster.py), unshaped and with each
+node's link shaped by tc to a rate: busbw per size and the fitted α/β (allreduce), and whether busbw stays under the
+rate (it must).
 
     sudo PYTHONPATH=$PWD .venv/bin/python benchmarks/collectives_shaped.py [--rates 1gbit,200mbit] [--max-bytes N]
+        [--op allreduce|allgather|reduce_scatter|broadcast|sendrecv] [--mpi gloo,openmpi]
+
+sendrecv runs through torch.distributed only (engine native); the other ops through Horovod.
 
 Needs root (network namespaces). Each rate runs in a directory of its own (the cells' ids are the same at every rate:
 the rate is the fabric, not a cell setting), under /tmp/bench-collectives-shaped/<rate>.
@@ -18,11 +22,13 @@ sys.path.insert(0, str(ROOT))
 from bench.analysis.collectives import fit_stacks  # noqa: E402
 from bench.commands.shared import DEFAULT_STORE  # noqa: E402
 from bench.store import Store  # noqa: E402
+from models.registry.collectives import COLLECTIVES  # noqa: E402
 from tests import cluster as emulated  # noqa: E402
 
 MATRIX = """name: collectives-shaped
 workload:
-  model: allreduce
+  model: {op}
+  engine: {engine}
   max_message_bytes: {max_bytes}
   warmup_steps: 1
   steps: {steps}
@@ -50,10 +56,11 @@ def bucket_bytes(rate_bytes_per_s: float) -> float:
     return max(65536.0, rate_bytes_per_s / 250)
 
 
-def rate_bound(nbytes: int, world: int, rate_bytes_per_s: float) -> float | None:
-    """The most busbw a tbf link allows a ring allreduce of nbytes: rate x sent / (sent - bucket), sent = what
-    each rank puts on its link; None when the bucket alone carries the message (no bound from the rate)."""
-    sent = 2 * (world - 1) / world * nbytes
+def rate_bound(nbytes: int, world: int, rate_bytes_per_s: float, op: str = "allreduce") -> float | None:
+    """The most busbw a tbf link allows the op (a ring allreduce by default) on nbytes: rate x sent / (sent -
+    bucket), sent = what each rank puts on its link (the op's bus factor of the message); None when the bucket alone
+    carries the message (no bound from the rate)."""
+    sent = COLLECTIVES[op]["bus_factor"](world) * nbytes
     burst = bucket_bytes(rate_bytes_per_s)
     return rate_bytes_per_s * sent / (sent - burst) if sent > burst else None
 
@@ -80,7 +87,9 @@ def main() -> int:
                    help="largest message (default: ResNet-50's gradients)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mpi", default="gloo,openmpi")
+    p.add_argument("--op", default="allreduce", choices=tuple(COLLECTIVES), help="the collective swept")
     args = p.parse_args()
+    engine = "native" if "horovod" not in COLLECTIVES[args.op].get("engines", ("horovod",)) else "horovod"
     bad = next((r for r in filter(None, args.rates.split(",")) if not positive_rate(r)), None)
     if bad is not None:
         print(f"collectives_shaped: --rates: {bad!r} is not a positive tc rate such as 500mbit", file=sys.stderr)
@@ -98,7 +107,8 @@ def main() -> int:
             tmp = base / (rate or "unshaped")
             tmp.mkdir(parents=True, exist_ok=True)
             (tmp / DEFAULT_STORE).unlink(missing_ok=True)  # where `bench run` in tmp writes
-            (tmp / "m.yaml").write_text(MATRIX.format(max_bytes=args.max_bytes, steps=args.steps, mpis=args.mpi,
+            (tmp / "m.yaml").write_text(MATRIX.format(op=args.op, engine=engine, max_bytes=args.max_bytes,
+                                                      steps=args.steps, mpis=args.mpi,
                                                       ssh_config=cluster.ssh_config, iface=cluster.iface,
                                                       workdir=tmp / "work"))
             env = cluster.env({"PYTHONPATH": str(ROOT)})
@@ -115,7 +125,7 @@ def main() -> int:
             print("| mpi | bytes | time median (ms) | busbw (MB/s) | busbw / rate | bound (tbf bucket) |")
             print("|---|---|---|---|---|---|")
             for r in rows:
-                bound = rate_bound(r["bytes"], r["world_size"], limit) if limit else None
+                bound = rate_bound(r["bytes"], r["world_size"], limit, args.op) if limit else None
                 share = f"{r['busbw_bytes_per_s'] / limit:.2f}" if limit else "—"
                 print(f"| {r['mpi']} | {r['bytes']:,} | {r['time_median_s'] * 1e3:.2f} | "
                       f"{r['busbw_bytes_per_s'] / 1e6:.1f} | {share} | "

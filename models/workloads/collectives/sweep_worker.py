@@ -5,8 +5,8 @@ Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.reducescatter` with op Sum, `hv
 whichever launcher and controller the cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`:
 `all_reduce`, `all_gather_single`, `reduce_scatter_tensor`, `broadcast` from rank 0; Gloo on CPU, NCCL on GPU).
 reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum.
-sendrecv is a pipeline's: each rank sends the message to the next rank and receives the previous one's (`isend` and
-`irecv`, both posted before either is waited for; torch.distributed only, Horovod has no point-to-point calls).
+sendrecv is a pipeline's: each rank sends the message to the next rank and receives the previous one's (`irecv` then
+`isend`, both posted before either is waited for; torch.distributed only, Horovod has no point-to-point calls).
 Float32 tensors from 4 KiB up to --max-bytes (default:
 ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
 is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
@@ -197,9 +197,12 @@ class Engine:
         if world == 1:
             out.copy_(mine)
         else:
-            # Both posted before either wait: two blocking calls in the same order on every rank would deadlock.
-            sent = self.dist.isend(mine, dst=(rank + 1) % world)
+            # Both posted before either wait (two blocking calls in the same order on every rank would deadlock), the
+            # receive first: over Gloo's TCP, with every rank's send posted before its receive, 4-16 MiB reached 0.48
+            # of a link shaped to 500 Mbit/s on the emulated nodes, with the receive first 0.95, as an allreduce does
+            # (docs/lab/2026-12-06-sendrecv-shaped.md).
             received = self.dist.irecv(out, src=(rank - 1) % world)
+            sent = self.dist.isend(mine, dst=(rank + 1) % world)
             received.wait()
             sent.wait()
         self._sync()
