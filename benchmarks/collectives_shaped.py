@@ -89,7 +89,7 @@ def main() -> int:
     p.add_argument("--mpi", default="gloo,openmpi")
     p.add_argument("--op", default="allreduce", choices=tuple(COLLECTIVES), help="the collective swept")
     args = p.parse_args()
-    engine = "native" if "horovod" not in COLLECTIVES[args.op].get("engines", ("horovod",)) else "horovod"
+    engine = COLLECTIVES[args.op].get("engines", ("horovod",))[0]
     bad = next((r for r in filter(None, args.rates.split(",")) if not positive_rate(r)), None)
     if bad is not None:
         print(f"collectives_shaped: --rates: {bad!r} is not a positive tc rate such as 500mbit", file=sys.stderr)

@@ -56,10 +56,10 @@ REFUSALS = {
     "f'--max-bytes must be a multiple of 4 and at least {MIN_BYTES}, got {args.max_bytes}'":
         _matrix_rejects("max_message_bytes: 4094", "max_message_bytes: 4098"),
     # The collective's engines (models/registry/collectives.py): the plan skips a sendrecv cell under Horovod.
-    "f\"{args.op} runs through engine {' or '.join(COLLECTIVES[args.op]['engines'])} only (Horovod has no "
-    "point-to-point send and receive), not {args.engine}\"":
+    "f\"{args.op} runs through engine {', '.join(COLLECTIVES[args.op]['engines'])} only "
+    "({COLLECTIVES[args.op]['engines_why']}), not {args.engine}\"":
         _plan_skips("{gpu: [cpu], model: [sendrecv], mpi: [gloo], engine: [horovod]}",
-                    "Horovod has no send and receive"),
+                    "Horovod has no point-to-point send and receive"),
     # The catalogue's hardware rule: bf16 needs a GPU of compute capability 8.0 or newer.
     "f'bf16 is not supported on {device_name}'":
         _plan_skips("{gpu: [V100], precision: [bf16]}", "bf16 on V100"),

@@ -64,8 +64,8 @@ def build_reason(cell: dict[str, Any]) -> str | None:
                     f"only (framework={framework})")
         engines = collective.get("engines")
         if engines is not None and cell["engine"] not in engines:
-            return (f"model={cell['model']}: point to point, through torch.distributed only (engine: "
-                    f"{', '.join(engines)}); Horovod has no send and receive (engine={cell['engine']})")
+            return (f"model={cell['model']}: runs through engine {', '.join(engines)} only "
+                    f"({collective['engines_why']}), not engine={cell['engine']}")
         if cell["engine"] in TORCH_DISTRIBUTED_ENGINES and flavour_named(cell["mpi"]).native is None:
             able = " or ".join(f"{'torchrun' if f.native == 'torchrun' else f.tool} (mpi: {name})"
                                for name, f in LAUNCHERS.items() if f.native)

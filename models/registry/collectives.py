@@ -44,6 +44,7 @@ COLLECTIVES = {
         "version": "1",
         "frameworks": ("pytorch",),
         "engines": ("native",),
+        "engines_why": "Horovod has no point-to-point send and receive",  # the plan's and the worker's reason
         "bus_factor": lambda n: 1.0,  # each link carries the whole message once, one way
         "bus_formula": "1",
     },

@@ -199,7 +199,7 @@ class Engine:
         else:
             # Both posted before either wait (two blocking calls in the same order on every rank would deadlock), the
             # receive first: over Gloo's TCP, with every rank's send posted before its receive, 4-16 MiB reached 0.48
-            # of a link shaped to 500 Mbit/s on the emulated nodes, with the receive first 0.95, as an allreduce does
+            # of a link shaped to 500 Mbit/s on the emulated nodes, with the receive first 0.95
             # (docs/lab/2026-12-06-sendrecv-shaped.md).
             received = self.dist.irecv(out, src=(rank - 1) % world)
             sent = self.dist.isend(mine, dst=(rank + 1) % world)
@@ -311,8 +311,8 @@ def size_row(op: str, size: int, per_rank: list[list[float]], world: int,
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.engine not in COLLECTIVES[args.op].get("engines", (args.engine,)):
-        fail(f"{args.op} runs through engine {' or '.join(COLLECTIVES[args.op]['engines'])} only "
-             f"(Horovod has no point-to-point send and receive), not {args.engine}")
+        fail(f"{args.op} runs through engine {', '.join(COLLECTIVES[args.op]['engines'])} only "
+             f"({COLLECTIVES[args.op]['engines_why']}), not {args.engine}")
     import torch
 
     # The probe's rate alone is taken before the engine starts: its background loop shares the cores from then on.
