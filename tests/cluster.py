@@ -151,9 +151,11 @@ def stop_sigterm_like_ctrl_c() -> None:
         signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
 
 
-def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: str | None = None) -> Cluster:
+def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: str | None = None,
+          slots: int = 1) -> Cluster:
     """Brings up a fresh cluster (tearing down any stale one first): this process's own, or at a fixed `state` dir
-    and `prefix` that a matrix file can name (benchmarks/). `pin`: each node on a CPU of its own (up --pin)."""
+    and `prefix` that a matrix file can name (benchmarks/). `pin`: each node on a CPU of its own (up --pin);
+    `slots`: the workers each node takes (the hostfile's `slots=`)."""
     reap_stale()
     stop_sigterm_like_ctrl_c()
     state = state or Path(f"{STATE_PREFIX}{os.getpid()}")
@@ -162,7 +164,8 @@ def start(nodes: int = 2, pin: bool = False, state: Path | None = None, prefix: 
     # init exited at once and the session's 27 cluster tests all errored on it, though `up` succeeds at once after.
     # The first failure is printed, and a second one fails the tests as before.
     for attempt in (1, 2):
-        up = _script(state, "up", str(nodes), "--prefix", prefix, *(["--pin"] if pin else []), timeout=120)
+        up = _script(state, "up", str(nodes), "--prefix", prefix, "--slots", str(slots),
+                     *(["--pin"] if pin else []), timeout=120)
         if up.returncode == 0:
             break
         why = up.stderr.strip() or up.stdout.strip()

@@ -23,7 +23,7 @@ OTHER = {"model": "allreduce", "engine": "native", "data": "imagenet", "data_lay
          "steps": 8, "repeats": 5, "jobs": 2, "channels_last": False, "threads": 1, "workers_per_node": 1,
          "max_message_bytes": 1 << 20, "loader": "pil", "compile": "max-autotune", "optimizer_impl": "foreach",
          "cuda_graphs": True, "seq_len": 256, "grad_accum": 4, "activation_checkpointing": True,
-         "layout": "tp=2"}
+         "layout": "tp=2", "tp_across_nodes": True}
 
 
 def test_every_cell_key_has_its_place_in_the_label():

@@ -123,7 +123,7 @@ def test_input_bound_marks_real_data_well_below_its_synthetic_twin():
             "jobs": 1, "channels_last": False, "threads": 1, "workers_per_node": None, "max_message_bytes": None,
             "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
             "seq_len": None, "grad_accum": 1, "activation_checkpointing": False, "layout": None,
-            "samples_per_sec": 100.0}
+            "tp_across_nodes": False, "samples_per_sec": 100.0}
     df = pd.DataFrame([base, {**base, "cell_id": "r1", "data": "imagenet", "samples_per_sec": 50.0},
                        {**base, "cell_id": "r2", "data": "imagenet", "data_layout": "tfrecord", "loader_workers": 2,
                         "samples_per_sec": 95.0},

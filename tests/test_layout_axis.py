@@ -1,6 +1,7 @@
 """The matrix's `layout` key (issue 66, docs/layouts.md): a cell without it keeps its id; a layout is read by
 bench/layouts' parser (a malformed one is bad input: one line, exit 2) and judged by bench/layouts' rules, each
-refusal the cell's skip reason; the planner's emitted matrix plans with its layouts."""
+refusal the cell's skip reason (tp across nodes only where the cell asks: `tp_across_nodes`); the planner's emitted
+matrix plans with its layouts."""
 import contextlib
 import io
 import json
@@ -79,6 +80,36 @@ def test_a_layout_that_cannot_run_is_skipped_with_its_reason(extra, reason):
     assert status == "skipped" and reason in why, why
 
 
+def test_tp_across_nodes_is_planned_only_when_the_cell_asks():
+    """tp=2 over two nodes of one worker each: refused as a cell is, planned with `tp_across_nodes: true` (to
+    measure the fabric), under an id of its own; a cell that does not set the key keeps the id it had before it."""
+    across = "{gpus: 2, workers_per_node: 1, layout: 'tp=2'"
+    (refused,) = plan(BASE + f"  - {across}}}\n")
+    assert refused.status == "skipped" and "tp=2 would cross nodes of 1 GPUs" in refused.reason, refused.reason
+    assert refused.nodes == 2 and refused.cell["tp_across_nodes"] is False
+    (asked,) = plan(BASE + f"  - {across}, tp_across_nodes: true}}\n")
+    assert (asked.status, asked.reason, asked.nodes) == ("planned", None, 2)
+    assert asked.cell_id != refused.cell_id and "tp-across" in asked.label() and "tp-across" not in refused.label()
+    # unset or false: the id the cell had before the key existed
+    (unasked,) = plan(BASE + f"  - {across}, tp_across_nodes: false}}\n")
+    assert unasked.cell_id == refused.cell_id
+    assert refused.cell_id == cell_id({k: v for k, v in refused.cell.items() if k != "tp_across_nodes"})
+    # an axis too, and a --where term
+    (off, on) = plan(BASE.replace("  mpi: [gloo]", "  mpi: [gloo]\n  tp_across_nodes: [false, true]")
+                     + f"  - {across}}}\n")
+    assert (off.cell_id, off.status, on.cell_id, on.status) == (refused.cell_id, "skipped", asked.cell_id, "planned")
+
+
+def test_where_selects_tp_across_nodes(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(BASE.replace("  mpi: [gloo]", "  mpi: [gloo]\n  tp_across_nodes: [false, true]")
+                    + "  - {gpus: 2, workers_per_node: 1, layout: 'tp=2'}\n", encoding="utf-8")
+    code, out, err = bench("plan", str(path), "--format", "json", "--where", "tp_across_nodes=true")
+    assert code == 0, err
+    (cell,) = json.loads(out)  # skipped here: the local backend has one machine, not two nodes
+    assert cell["tp_across_nodes"] is True and "would cross nodes" not in (cell["reason"] or "")
+
+
 def test_cp_plans_on_a_gpu_and_a_layout_too_big_for_the_gpu_is_skipped():
     gpu = BASE.replace("gpu: [cpu]", "gpu: [H100]").replace("mpi: [gloo]", "mpi: [openmpi]")
     assert one_of(gpu, "{layout: 'cp=2'}") == ("planned", None)
@@ -118,3 +149,17 @@ def test_the_planners_emitted_matrix_plans_its_layouts(tmp_path):
     # the planner's rules and the plan's agree: every layout it emitted as fitting is feasible (no backend's reach)
     cells = plan_cells(load_matrix(path).cells(), None)
     assert [c.status for c in cells] == ["planned"] * 3, [c.reason for c in cells]
+
+
+def test_the_planners_emitted_matrix_asks_for_tp_across_nodes_where_it_was_asked(tmp_path):
+    """With --tp-across-nodes, an emitted layout whose tp group crosses nodes (tp=4 over 2 × 2 GPUs) carries
+    `tp_across_nodes: true`, so the plan runs it; one whose tp stays in a node leaves the key out."""
+    path = tmp_path / "emitted.yaml"
+    code, _, err = bench("model", "--layouts", "--model", "llama3-8b", "--gpu", "H100-NVL", "--nodes", "2", "--fabric",
+                         "tcp", "--tp-across-nodes", "--layout", "tp=4", "--layout", "dp_shard=2,tp=2",
+                         "--emit-matrix", str(path))
+    assert (code, err) == (0, "")
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert {e["layout"]: e.get("tp_across_nodes") for e in doc["include"]} == {"tp=4": True, "dp_shard=2,tp=2": None}
+    cells = plan_cells(load_matrix(path).cells(), None)
+    assert [c.status for c in cells] == ["planned"] * 2, [c.reason for c in cells]

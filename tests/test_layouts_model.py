@@ -97,3 +97,100 @@ def test_published_tables_are_predicted_from_their_smallest_run(check):
     """Every published check is within its stated tolerance today (docs/layouts.md prints each beside its figure);
     a check that misses must be documented as a miss, not loosened here."""
     assert abs(check["error"]) <= check["tolerance"], check
+
+
+# --- the step time's stages, head and measured tiers (bench/layouts/steptime.py, sweep_tiers.py) ----------------------
+def _tiny_step(layout: Layout, fabric, **kw):
+    from bench.layouts.steptime import step_time
+
+    return step_time(shape_named("tiny"), layout, fabric, seq=128, global_batch=8 * layout.dp, peak_flops=1e10,
+                     efficiency=1.0, **kw)
+
+
+def _sweep_rows(nodes: int, seconds_per_byte: float, alpha: float) -> list[dict]:
+    """2-rank sweep rows of every op on `nodes` nodes, times α + share·bytes·s/B (two repeats each)."""
+    share = {"allgather": 0.5, "reduce_scatter": 0.5, "allreduce": 1.0, "sendrecv": 1.0}
+    return [{"op": op, "bytes": size, "world_size": 2, "nodes": nodes,
+             "time_median_s": alpha + k * size * seconds_per_byte * (1 + 0.01 * repeat)}
+            for op, k in share.items() for size in (4096, 65536, 1 << 20) for repeat in (0, 1)]
+
+
+def test_the_busiest_stage_sets_the_pace_and_equal_stages_give_megatrons_bubble():
+    from bench.layouts.steptime import step_time
+
+    fabric = fabric_of("H100", 8, "ib")
+    shape = shape_named("llama3-8b")
+    layout = Layout(dp_shard=2, pp=4, schedule="1f1b", microbatches=8)
+    step = step_time(shape, layout, fabric, seq=8192, global_batch=16, peak_flops=1e15, efficiency=0.5)
+    head = 6 * shape.vocab * shape.width
+    blocks = (shape.flops_per_token(8192) - head) / 4
+    # The last stage carries the head: it is the busiest, and the other three stages' fill and drain are the bubble.
+    assert step.compute_s / step.bubble_s == pytest.approx((blocks + head) / (3 * blocks / 8))
+    # With the head counted out, the stages are equal and the bubble is (p − 1)/m of the compute.
+    equal = step.compute_s * blocks / (blocks + head)
+    assert step.bubble_s == pytest.approx(equal * 3 / 8)
+
+
+def test_a_head_kept_whole_on_every_tp_rank_costs_each_rank_the_whole_head():
+    fabric = fabric_of("H100", 8, "ib")
+    split, whole = (_tiny_step(Layout(tp=2), fabric, head_over_tp=flag) for flag in (True, False))
+    shape = shape_named("tiny")
+    head_s = 6 * shape.vocab * shape.width * 8 * 128 / 1e10
+    assert whole.compute_s - split.compute_s == pytest.approx(head_s / 2)
+    assert whole.traffic_s["tp"] == pytest.approx(split.traffic_s["tp"])  # the head moves no activations
+
+
+def test_measured_tiers_price_each_op_from_its_sweep_and_a_ring_from_the_2_rank_times():
+    from bench.layouts.steptime import interpolate
+    from bench.layouts.sweep_tiers import measured_curves, sweep_fabric
+
+    rows = _sweep_rows(1, 1e-9, 1e-4) + _sweep_rows(2, 1e-7, 1e-3)
+    fabric = sweep_fabric(rows, ranks_per_node=2)
+    assert set(fabric.intra.measured) == {"allgather", "reduce_scatter", "allreduce", "sendrecv"}
+    curve = measured_curves(rows, 2)["sendrecv"]
+    assert curve[0] == (4096, pytest.approx(1e-3 + 4096 * 1e-7 * 1.005))  # the median of the two repeats
+    assert interpolate(curve, 4096 / 2) == curve[0][1] and interpolate(curve, 1 << 21) > curve[-1][1]
+    # tp inside a node prices on the 1-node curves, across on the 2-node ones: 100x the bytes' time there.
+    inside = _tiny_step(Layout(tp=2), fabric, activation_bytes=4)
+    across = _tiny_step(Layout(tp=2), sweep_fabric(rows, ranks_per_node=1), activation_bytes=4)
+    assert across.tiers["tp"] == "inter" and inside.tiers["tp"] == "intra"
+    assert across.traffic_s["tp"] > 20 * inside.traffic_s["tp"]
+    # A 4-rank ring is 3 steps of the 2-rank operation of half the bytes: the same as α-β's ring when the curve is
+    # a line through the origin.
+    flat = sweep_fabric(_sweep_rows(1, 1e-9, 0.0) + _sweep_rows(2, 1e-7, 0.0), ranks_per_node=2)
+    step = _tiny_step(Layout(dp_shard=4), flat, param_bytes=4)
+    shape = shape_named("tiny")
+    params = shape.layers * (shape.block_matrices() + shape.block_vectors()) + shape.vocab * shape.width
+    # (n − 1)/n of the fp32 tensor at 1/β = 1e-7 s per byte (a 2-rank gather's 0.5 · bytes · 1e-7), the repeats' median
+    # 1.005 of it
+    ring = 3 / 4 * params * 4 * 1e-7 * 1.005
+    assert step.traffic_s["dp_shard"] == pytest.approx(3 * ring, rel=1e-6)  # two gathers and a reduce-scatter
+
+
+def test_a_fabric_without_a_sweep_on_a_tier_is_refused_with_the_tier_named():
+    from bench.layouts.sweep_tiers import sweep_fabric
+
+    with pytest.raises(ValueError, match="two nodes"):
+        sweep_fabric(_sweep_rows(1, 1e-9, 1e-4), ranks_per_node=2)
+
+
+def test_groups_sharing_a_nodes_one_measured_link_each_pay_for_their_bytes_and_no_overlap_exposes_all():
+    from bench.layouts.sweep_tiers import sweep_fabric
+
+    rows = _sweep_rows(1, 1e-9, 0.0) + _sweep_rows(2, 1e-7, 0.0)
+    fabric = sweep_fabric(rows, ranks_per_node=2)
+    # HSDP 2 × 2 on 2 nodes of 2: both replica pairs cross the link at once; flat FSDP's ring crosses it once a way.
+    assert fabric.sharing(2, 2) == 2 and fabric.sharing(1, 4) == 1 and fabric.sharing(1, 2) == 1
+    hsdp = _tiny_step(Layout(dp_replicate=2, dp_shard=2), fabric, param_bytes=4)
+    shape = shape_named("tiny")
+    params = shape.layers * (shape.block_matrices() + shape.block_vectors()) + shape.vocab * shape.width
+    shard_grad = params * 4 / 2
+    # Two pairs' allreduces of the shard's fp32 gradients on one link: the 2-rank allreduce of twice the bytes at
+    # 1e-7 s per byte (the repeats' median 1.005 of it).
+    assert hsdp.traffic_s["dp_replicate"] == pytest.approx(2 * shard_grad * 1e-7 * 1.005, rel=1e-6)
+    # The catalogue's inter-node β is already a GPU's share: no sharing there.
+    assert fabric_of("H100", 8, "ib").sharing(8, 16) == 1
+    hidden = _tiny_step(Layout(dp_shard=4), fabric, param_bytes=4)
+    whole = _tiny_step(Layout(dp_shard=4), fabric, param_bytes=4, overlap=False)
+    assert hidden.exposed_s["dp_shard"] < whole.exposed_s["dp_shard"] == pytest.approx(whole.traffic_s["dp_shard"])
+    assert whole.step_s - hidden.step_s == pytest.approx(whole.exposed_s["dp_shard"] - hidden.exposed_s["dp_shard"])

@@ -35,7 +35,7 @@ BASE = {"cell_id": "c", "gpu": "V100", "framework": "pytorch", "mpi": "openmpi",
         "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
         "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
         "seq_len": None, "grad_accum": 1, "activation_checkpointing": False, "layout": None,
-        "nodes": 1}
+        "tp_across_nodes": False, "nodes": 1}
 
 
 def summary(*cells):

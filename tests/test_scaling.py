@@ -21,7 +21,7 @@ def summary_of(rates: dict[int, list[float]], **cell):
                          "max_message_bytes": None,
                          "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False,
                          "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
-                         "layout": None, "nodes": 1,
+                         "layout": None, "tp_across_nodes": False, "nodes": 1,
                          "samples_per_sec": v,
                          "job": 0, "slowest_rank": 0, "rank_spread": 0.0, **cell})
     return cell_summary(pd.DataFrame(rows))

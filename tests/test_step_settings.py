@@ -201,8 +201,8 @@ def _schema_9_store(path) -> dict:
         conn.executescript(MIGRATIONS[version])
         conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
     old = parse_record(record(run_id="old", repeats=1))
-    # keys of migrations 10, 13 and 14
-    later = (*STEP_KEYS, "seq_len", "grad_accum", "activation_checkpointing", "layout")
+    # keys of migrations 10, 13, 14 and 15
+    later = (*STEP_KEYS, "seq_len", "grad_accum", "activation_checkpointing", "layout", "tp_across_nodes")
     cell = {k: int(v) if isinstance(v, bool) else v for k, v in old.cell.items() if k not in later}
     conn.execute(f"INSERT INTO records (run_id, cell_id, repeat, status, {', '.join(cell)}, images_per_sec, "
                  f"record_json, written_unix) VALUES (?, ?, 0, 'ok', {', '.join('?' * len(cell))}, ?, ?, 0)",

@@ -69,9 +69,10 @@ def test_fsdp2_is_refused_for_resnet50_with_the_workers_own_words():
 def test_the_new_keys_at_their_defaults_move_no_resnet50_id():
     c = cell()
     before = cell_id_text({k: v for k, v in c.items() if k not in ("seq_len", "grad_accum",
-                                                                      "activation_checkpointing", "layout")})
+                                                                      "activation_checkpointing", "layout",
+                                                                      "tp_across_nodes")})
     assert cell_id_text({**c, "seq_len": None, "grad_accum": 1, "activation_checkpointing": False,
-                         "layout": None}) == before
+                         "layout": None, "tp_across_nodes": False}) == before
     assert cell_id({**c, "grad_accum": 2}) != cell_id(c)
 
 

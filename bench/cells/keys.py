@@ -11,7 +11,7 @@ AXIS_KEYS = ("gpu", "framework", "mpi", "ib", "gpus")
 WORKLOAD_KEYS = ("model", "engine", "data", "data_layout", "loader_workers", "batch_per_gpu", "image_size",
                  "precision", "warmup_steps", "steps", "repeats", "jobs", "channels_last", "threads",
                  "workers_per_node", "max_message_bytes", "loader", "compile", "optimizer_impl", "cuda_graphs",
-                 "seq_len", "grad_accum", "activation_checkpointing", "layout")
+                 "seq_len", "grad_accum", "activation_checkpointing", "layout", "tp_across_nodes")
 CELL_KEYS = AXIS_KEYS + WORKLOAD_KEYS
 # The input pipeline's settings: where the images come from and how they are decoded. A real-data cell's synthetic
 # twin, and a 1-worker cell that differs only in these, differ in nothing else (bench/analysis/scaling.py, expected.py).
@@ -23,5 +23,5 @@ WORKLOAD_DEFAULTS = {
     "batch_per_gpu": 64, "image_size": 224, "precision": "fp32", "warmup_steps": 10, "steps": 50, "repeats": 3,
     "jobs": 1, "channels_last": True, "threads": None, "workers_per_node": None, "max_message_bytes": None,
     "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False, "seq_len": None,
-    "grad_accum": 1, "activation_checkpointing": False, "layout": None,
+    "grad_accum": 1, "activation_checkpointing": False, "layout": None, "tp_across_nodes": False,
 }

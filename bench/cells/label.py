@@ -49,6 +49,7 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "grad_accum": lambda v: f"ga{int(v)}",
     "activation_checkpointing": lambda v: "ckpt" if _on(v) else "no-ckpt",
     "layout": lambda v: f"({v})",  # the parallel layout's text form (bench/layouts); no brackets: rich markup
+    "tp_across_nodes": lambda v: "tp-across" if _on(v) else "no-tp-across",
 }
 
 # Warm-up, steps and repeats read together as one token, `warmup+steps x repeats`, when any differs.

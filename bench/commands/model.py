@@ -256,15 +256,13 @@ def _plan(r: dict) -> dict:
 
 
 def _layouts_document(r: dict, result: dict) -> dict:
-    from dataclasses import asdict
-
     return {"format": LAYOUTS_FORMAT, "format_version": LAYOUTS_FORMAT_VERSION,
             "request": {"model": r["model"], "shape": r["shape"].as_dict(), "gpu": r["gpu"], "nodes": r["nodes"],
                         "gpus_per_node": r["gpus_per_node"], "world": r["world"], "fabric": r["fabric_name"],
                         "seq": r["seq"], "global_batch": r["global_batch"], "tp_across_nodes": r["tp_across_nodes"]},
             "constants": {"peak_flops": r["peak_flops"], "efficiency": r["efficiency"],
                           "efficiency_source": r["efficiency_source"], "memory_gb": r["memory_gb"],
-                          "intra": asdict(r["fabric"].intra), "inter": asdict(r["fabric"].inter)},
+                          "intra": r["fabric"].intra.as_dict(), "inter": r["fabric"].inter.as_dict()},
             "ranked": result["ranked"], "refused": result["refused"]}
 
 
@@ -279,7 +277,8 @@ def _emit(args, r: dict, result: dict) -> None:
     # the reference flavour (the registry's first) among those whose launcher starts torch.distributed's ranks
     mpi = next(f.name for f in FLAVOURS if f.native is not None)
     doc = matrix_for(result["ranked"], model=r["model"], shape=r["shape"], sku=r["gpu"], fabric=r["fabric_name"],
-                     seq=r["seq"], global_batch=r["global_batch"], top=args.top, mpi=mpi)
+                     seq=r["seq"], global_batch=r["global_batch"], top=args.top, mpi=mpi,
+                     gpus_per_node=r["gpus_per_node"], tp_across_nodes=r["tp_across_nodes"])
     if not doc["include"]:
         raise BenchInputError("--emit-matrix: no layout fits; nothing written")
     Path(args.emit_matrix).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")

@@ -3,7 +3,7 @@ GPU gets between nodes, both from the what-if model's link table (bench/analysis
 its source). A measured collective sweep would replace these; the planner says which it used."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.analysis.whatif import FABRICS, LINKS
 
@@ -14,6 +14,15 @@ class Tier:
     alpha_s: float
     beta_Bps: float  # per GPU, one direction
     source: str
+    # Measured 2-rank times on this tier, op (allgather, reduce_scatter, allreduce, sendrecv) → ((bytes, seconds), ...)
+    # in size order: where an op has them they price it instead of α and β (bench/layouts/sweep_tiers.py).
+    measured: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict, compare=False)
+
+    def as_dict(self) -> dict:
+        """name, α, β and source (the planner's JSON), and the measured curves where there are any."""
+        out = {"name": self.name, "alpha_s": self.alpha_s, "beta_Bps": self.beta_Bps, "source": self.source}
+        return {**out, "measured": {op: [list(p) for p in c] for op, c in self.measured.items()}} if self.measured \
+            else out
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,16 @@ class Fabric:
     gpus_per_node: int
     intra: Tier
     inter: Tier | None  # None: one node, or no such fabric
+
+    def sharing(self, stride: int, degree: int) -> int:
+        """How many groups of a dimension (`degree` ranks `stride` apart) send over one node's link at once, where that
+        link's tier was measured with one flow (a sweep between two nodes of one rank each): the groups with a member
+        on the node. 1 elsewhere: the catalogue's inter-node β is already one GPU's share of its node's fabric."""
+        tier = self.tier(stride, degree)
+        if degree <= 1 or tier is not self.inter or not tier.measured:
+            return 1
+        members_per_node = max(1, min(degree, self.gpus_per_node // stride))
+        return max(1, self.gpus_per_node // members_per_node)
 
     def tier(self, stride: int, degree: int) -> Tier:
         """The tier a group of `degree` ranks `stride` apart crosses: inside a node when it fits in one."""

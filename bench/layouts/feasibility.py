@@ -48,10 +48,15 @@ def batch_reasons(layout: Layout, job: Job) -> list[str]:
     return out
 
 
+def tp_crosses_nodes(layout: Layout, gpus_per_node: int) -> bool:
+    """Whether a tp group spans nodes (tp is the mesh's innermost dimension: a group is consecutive ranks)."""
+    return layout.tp > 1 and (layout.tp > gpus_per_node or gpus_per_node % layout.tp != 0)
+
+
 def placement_reasons(layout: Layout, job: Job) -> list[str]:
     """Where the ranks land: TP across nodes, CP on CPU workers, the reserved expert degree."""
     out = []
-    if layout.tp > 1 and (layout.tp > job.gpus_per_node or job.gpus_per_node % layout.tp) and not job.tp_across_nodes:
+    if tp_crosses_nodes(layout, job.gpus_per_node) and not job.tp_across_nodes:
         out.append(f"tp={layout.tp} would cross nodes of {job.gpus_per_node} GPUs (ask for it to measure the fabric)")
     if layout.cp > 1 and job.cpu:
         out.append("context parallelism runs on GPU cells only (ring attention over the GPU's attention kernels)")

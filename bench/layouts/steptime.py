@@ -1,9 +1,13 @@
 """A layout's step time: compute at a stated efficiency of the GPU's dense peak, the pipeline bubble, and each
 dimension's traffic priced on the tier it crosses (bench/layouts/fabric.py), less what hides behind compute.
 
-    step = compute · (1 + bubble) + Σ exposed(dimension)
+    step = compute of the busiest pipeline rank + bubble + Σ exposed(dimension)
     compute = FLOPs per rank / (peak · efficiency), FLOPs = 6N + 12·L·H·Q·T per token (shapes.py), × 4/3 with full
                                                                            activation checkpointing (one more forward)
+The blocks are split evenly over the pipeline's pp × v stages; the output head (6·V·d per token) runs on the last
+stage, split over tp (torchtitan's column-wise head) unless `head_over_tp` is False (the CPU worker keeps it whole on
+every tp rank). With stages of S_j seconds per step, the busiest S_max sets the pace and the others' fill and drain
+are the bubble: Σ_{j≠max} S_j / (v·m), Megatron-LM's (p − 1)/(v·m) of a step when the stages are equal.
 Per dimension, per rank and step (bf16 activations, fp32 gradient reduction; torchtitan's mesh order, tp innermost,
 then cp, dp_shard, dp_replicate, pp outermost, so a group stays inside a node when it and the degrees inside it fit):
 - tp (sequence parallel): per layer and micro-batch 2 all-gathers and 2 reduce-scatters of the micro-batch's
@@ -17,7 +21,13 @@ then cp, dp_shard, dp_replicate, pp outermost, so a group stays inside a node wh
   reduce-scatter);
 - dp_replicate (DDP, or HSDP's replicas): fp32 ring allreduce of the shard's gradients behind the backward pass
   (2/3 of compute), never less than one block's share.
-Ring collectives: (n − 1)/n · bytes / β + (n − 1) · α per all-gather or reduce-scatter, twice that for allreduce.
+Ring collectives: (n − 1)/n · bytes / β + (n − 1) · α per all-gather or reduce-scatter, twice that for allreduce;
+from a tier's measured 2-rank times where it has them (Tier.measured: a collective sweep), the ring's n − 1 steps
+each priced as the 2-rank operation of 2·bytes/n, and k groups of a dimension sharing a node's one measured link
+priced as k times the bytes (Fabric.sharing). Activations and gathered parameters are bf16 unless
+`activation_bytes`/`param_bytes` say otherwise (4 for the fp32 CPU cells); gradients are reduced in fp32.
+`overlap=False` exposes every dimension's traffic whole: where ranks outnumber the cores and the transport is
+CPU-driven (Gloo on the CPU cells), no core is idle to move bytes behind compute.
 Not modelled: traffic of two dimensions sharing a NIC at once, kernel slow-down beside communication, the optimizer
 step and the host."""
 from __future__ import annotations
@@ -48,11 +58,33 @@ class StepTime:
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu}
 
 
-def _gather_s(ranks: int, nbytes: float, tier: Tier) -> float:
-    """One ring all-gather or reduce-scatter of a full tensor of `nbytes`."""
+def _collective_s(op: str, ranks: int, nbytes: float, tier: Tier) -> float:
+    """One ring `op` (allgather, reduce_scatter, allreduce) of a full tensor of `nbytes` over `ranks` ranks."""
     if ranks <= 1:
         return 0.0
-    return (ranks - 1) / ranks * nbytes / tier.beta_Bps + (ranks - 1) * tier.alpha_s
+    curve = tier.measured.get(op)
+    if curve:
+        return (ranks - 1) * interpolate(curve, 2 * nbytes / ranks)
+    passes = 2 if op == "allreduce" else 1
+    return passes * ((ranks - 1) / ranks * nbytes / tier.beta_Bps + (ranks - 1) * tier.alpha_s)
+
+
+def _send_s(nbytes: float, tier: Tier) -> float:
+    """One point-to-point send of `nbytes` (a pipeline's activation or gradient, a context-parallel chunk)."""
+    curve = tier.measured.get("sendrecv")
+    return interpolate(curve, nbytes) if curve else nbytes / tier.beta_Bps + tier.alpha_s
+
+
+def interpolate(curve: tuple[tuple[int, float], ...], nbytes: float) -> float:
+    """Seconds at `nbytes` on a measured (bytes, seconds) curve in size order: linear between the sizes around it,
+    the smallest size's time below it, the last two sizes' line beyond the largest."""
+    if nbytes <= curve[0][0] or len(curve) == 1:
+        return curve[0][1]
+    for (b0, t0), (b1, t1) in zip(curve, curve[1:]):
+        if nbytes <= b1:
+            return t0 + (t1 - t0) * (nbytes - b0) / (b1 - b0)
+    (b0, t0), (b1, t1) = curve[-2], curve[-1]
+    return t1 + max(0.0, (t1 - t0) / (b1 - b0)) * (nbytes - b1)
 
 
 def _strides(layout: Layout) -> dict[str, int]:
@@ -63,39 +95,54 @@ def _strides(layout: Layout) -> dict[str, int]:
 
 
 def step_time(shape, layout: Layout, fabric: Fabric, *, seq: int, global_batch: int, peak_flops: float,
-              efficiency: float, checkpointing: str = "none") -> StepTime:
+              efficiency: float, checkpointing: str = "none", head_over_tp: bool = True, activation_bytes: int = 2,
+              param_bytes: int = 2, overlap: bool = True) -> StepTime:
     world = layout.world
     tokens_per_replica = global_batch * seq / layout.dp
     flops_per_token = shape.flops_per_token(seq)
     recompute = 4 / 3 if checkpointing == "full" else 1.0
-    compute = flops_per_token * tokens_per_replica * recompute / (layout.tp * layout.cp * layout.pp)
-    compute_s = compute / (peak_flops * efficiency)
-    bubble_s = compute_s * layout.bubble
+    head_flops = 6 * shape.vocab * shape.width
+    rate = peak_flops * efficiency
+    # Seconds per step of a pipeline rank's blocks, and of the last rank's head on top.
+    per_token = tokens_per_replica * recompute / layout.cp / rate
+    blocks_s = (flops_per_token - head_flops) / (layout.tp * layout.pp) * per_token
+    head_s = head_flops / (layout.tp if head_over_tp else 1) * per_token
+    compute_s = blocks_s + head_s  # the last pipeline rank's: the busiest
+    bubble_s = (layout.pp - 1) * blocks_s / (layout.virtual_stages * layout.microbatches)
     strides = _strides(layout)
     tiers = {d: fabric.tier(strides[d], getattr(layout, d)) for d in DIMENSIONS}
+    # Groups that share one node's link at once each move their bytes over it: priced as that many times the bytes.
+    shared = {d: fabric.sharing(strides[d], getattr(layout, d)) for d in DIMENSIONS}
     layers_per_rank = shape.layers / layout.pp
-    activation = tokens_per_replica / layout.cp * shape.width * 2  # one step's activations, all micro-batches
+    # one step's activations, all micro-batches
+    activation = tokens_per_replica / layout.cp * shape.width * activation_bytes
     traffic: dict[str, float] = {}
 
-    tp_collectives = (4 + 4 + (4 if checkpointing == "full" else 0)) * layers_per_rank
-    traffic["tp"] = tp_collectives * _gather_s(layout.tp, activation, tiers["tp"])
+    # Per layer and micro-batch pass: 2 all-gathers and 2 reduce-scatters (forward, backward, the recomputed forward).
+    tp_pairs = (2 + 2 + (2 if checkpointing == "full" else 0)) * layers_per_rank
+    traffic["tp"] = tp_pairs * (_collective_s("allgather", layout.tp, activation * shared["tp"], tiers["tp"])
+                                + _collective_s("reduce_scatter", layout.tp, activation * shared["tp"], tiers["tp"]))
 
-    kv = tokens_per_replica / layout.cp * shape.kv_width * 2 * 2  # keys and values of the rank's chunk
-    traffic["cp"] = 3 * layers_per_rank * (layout.cp - 1) * (kv / tiers["cp"].beta_Bps + tiers["cp"].alpha_s) \
-        if layout.cp > 1 else 0.0
+    kv = tokens_per_replica / layout.cp * shape.kv_width * 2 * activation_bytes  # keys and values of the rank's chunk
+    traffic["cp"] = (3 * layers_per_rank * (layout.cp - 1) * _send_s(kv * shared["cp"], tiers["cp"])
+                     if layout.cp > 1 else 0.0)
 
     hops = 2 * layout.microbatches * layout.virtual_stages
-    traffic["pp"] = (hops * (activation / layout.microbatches / layout.tp / tiers["pp"].beta_Bps + tiers["pp"].alpha_s)
+    traffic["pp"] = (hops * _send_s(activation / layout.microbatches / layout.tp * shared["pp"], tiers["pp"])
                      if layout.pp > 1 else 0.0)
 
-    stage_params = (shape.layers * (shape.block_matrices() + shape.block_vectors()) / layout.pp
-                    + shape.vocab * shape.width * (1 if layout.pp > 1 or shape.tied else 2)) / layout.tp
+    head = shape.vocab * shape.width * (1 if layout.pp > 1 or shape.tied else 2)
+    stage_params = (shape.layers * (shape.block_matrices() + shape.block_vectors()) / layout.pp / layout.tp
+                    + head / (layout.tp if head_over_tp else 1))
     gathers = 1 if layout.pp > 1 else 2
     # The shard group is dp_shard × cp ranks: priced on the tier of its outer part (dp_shard's).
-    traffic["dp_shard"] = (_gather_s(layout.shard_group, stage_params * 2, tiers["dp_shard"]) * gathers
-                           + _gather_s(layout.shard_group, stage_params * 4, tiers["dp_shard"]))
+    traffic["dp_shard"] = (_collective_s("allgather", layout.shard_group, stage_params * param_bytes
+                                         * shared["dp_shard"], tiers["dp_shard"]) * gathers
+                           + _collective_s("reduce_scatter", layout.shard_group, stage_params * 4 * shared["dp_shard"],
+                                           tiers["dp_shard"]))
     shard_grad = stage_params * 4 / layout.shard_group
-    traffic["dp_replicate"] = 2 * _gather_s(layout.dp_replicate, shard_grad, tiers["dp_replicate"])
+    traffic["dp_replicate"] = _collective_s("allreduce", layout.dp_replicate, shard_grad * shared["dp_replicate"],
+                                            tiers["dp_replicate"])
 
     block_share = 1 / max(1.0, layers_per_rank)
     exposed = {
@@ -106,6 +153,8 @@ def step_time(shape, layout: Layout, fabric: Fabric, *, seq: int, global_batch: 
         "dp_replicate": max(traffic["dp_replicate"] * block_share,
                             traffic["dp_replicate"] - BACKWARD_FRACTION * compute_s),
     }
+    if not overlap:  # nothing hides behind compute
+        exposed = dict(traffic)
     step_s = compute_s + bubble_s + sum(exposed.values())
     tokens_per_s_per_gpu = global_batch * seq / step_s / world
     return StepTime(compute_s=compute_s, bubble_s=bubble_s, exposed_s=exposed, traffic_s=traffic,

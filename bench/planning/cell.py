@@ -55,6 +55,7 @@ ID_ADDED_KEY_DEFAULTS: dict[str, Any] = {
     "grad_accum": 1,  # one micro-batch per step
     "activation_checkpointing": False,
     "layout": None,  # the engine's own data parallelism (issue 66), as before the key
+    "tp_across_nodes": False,  # a tp group that crosses nodes refused, as before the key
 }
 
 

@@ -43,7 +43,8 @@ def layout_reason(cell: dict[str, Any], sku: GpuSku, nodes: int) -> str | None:
     shape = shape_named(model)
     seq = cell.get("seq_len") or shape.seq
     per_node = -(-cell["gpus"] // nodes)
-    job = Job(seq=seq, global_batch=layout.dp * cell["batch_per_gpu"], gpus_per_node=per_node, cpu=sku.is_cpu)
+    job = Job(seq=seq, global_batch=layout.dp * cell["batch_per_gpu"], gpus_per_node=per_node, cpu=sku.is_cpu,
+              tp_across_nodes=bool(cell.get("tp_across_nodes")))
     why = reasons(layout, shape, job)  # first: what no engine can run (ep reserved, cp on a CPU, a heads split)
     if why:
         return f"layout={text}: {why[0]}"

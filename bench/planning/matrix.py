@@ -87,6 +87,8 @@ class Workload(BaseModel):
     # Transformer cells: the parallel layout in bench/layouts' text form (`dp_shard=2,tp=2,pp=2,schedule=1f1b,m=4`;
     # docs/layouts.md); null: the engine's own data parallelism, as before the key.
     layout: str | None = None
+    # A layout cell whose tp group crosses nodes runs only when it asks: to measure a bad fabric (docs/layouts.md).
+    tp_across_nodes: bool = False
 
     @field_validator("layout")
     @classmethod

@@ -5,7 +5,7 @@ import sqlite3
 
 from bench.store.failures import StoreError
 
-STORE_SCHEMA_VERSION = 14
+STORE_SCHEMA_VERSION = 15
 
 # Each migration's SQL is a literal, written once and never edited: a store made by any earlier bench replays
 # exactly what that bench ran. A new column (a new cell key, say) is a new migration that ALTERs the table;
@@ -184,6 +184,11 @@ MIGRATIONS: dict[int, str] = {
     # (the engine's own data parallelism).
     14: """
     ALTER TABLE records ADD COLUMN layout TEXT;
+    """,
+    # 15: a layout cell's tp group may cross nodes when the cell asks (docs/layouts.md): 0 for every earlier row
+    # (refused, as before the key).
+    15: """
+    ALTER TABLE records ADD COLUMN tp_across_nodes INTEGER DEFAULT 0;
     """,
 }
 

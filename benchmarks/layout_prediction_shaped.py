@@ -1,0 +1,294 @@
+"""Measured vs predicted scaling efficiency of parallel layouts on two emulated nodes joined by a shaped link.
+
+Brings up the emulated cluster (scripts/testcluster.sh up 2 --slots 2, not pinned: every rank shares the machine's
+cores), shapes each node's link to --rate with tc, runs matrix-fabric-layouts.yaml through the hosts backend from
+node1 into <out>/<rate>/bench.db — the tiny decoder on one rank; tp=2 inside a node and across the link; a 2-stage
+1F1B pipeline across the link; HSDP (shards inside a node, replicas across) and flat FSDP over 2 nodes x 2 ranks;
+and the 2-rank sweeps of the ops they send (allgather, reduce_scatter, allreduce, sendrecv) inside a node and
+across — and sets each layout cell's measured scaling efficiency beside bench/layouts/steptime.py's prediction.
+
+E = tokens/s per rank / the 1-rank cell's tokens/s. The prediction's inputs, nothing fitted to the layout cells:
+- compute: the efficiency at which the model gives the layout's 1-node twin its measured step (the published
+  tables' anchor protocol), times each rank's share of the cores (cores / ranks where the ranks outnumber them); and
+  beside it, from FLOPs alone: the 1-rank cell's FLOPs per token x tokens/s as the rate (the planner's path);
+- overlap: none where the ranks outnumber the cores (Gloo moves bytes on the CPU; no core is idle to hide them);
+- traffic: the sweeps' times at the sizes the layout sends, inside a node or across the link by where its group
+  lies (bench/layouts/sweep_tiers.py);
+- what the CPU worker does that torchtitan's does not: fp32 activations and parameters, the output head whole on
+  every tp rank (models/workloads/transformer/layouts.py).
+
+    .venv/bin/python benchmarks/layout_prediction_shaped.py [--rate 500mbit] [--out /tmp/bench-layout-prediction]
+    .venv/bin/python benchmarks/layout_prediction_shaped.py --from STORE  # the comparison again from a store
+
+Root (network namespaces). The cluster lives in /tmp/bench-fabric, the paths the matrix names, and is torn down at
+the end, failed or not. Writes <out>/<rate>/bench.db, <out>/prediction.md and <out>/prediction.json (with --from:
+prints only); exit 1 when the run failed or a cell is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.analysis.missing import is_missing  # noqa: E402
+from bench.layouts.fabric import Fabric  # noqa: E402
+from bench.layouts.layout import parse_layout  # noqa: E402
+from bench.layouts.shapes import shape_named  # noqa: E402
+from bench.layouts.steptime import DIMENSIONS, step_time  # noqa: E402
+from bench.layouts.sweep_tiers import sweep_fabric  # noqa: E402
+from bench.store import Store  # noqa: E402
+from benchmarks.collectives_shaped import positive_rate  # noqa: E402
+from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
+
+STATE = Path("/tmp/bench-fabric")
+MATRIX = ROOT / "matrix-fabric-layouts.yaml"
+# The comparisons the issue names: each pair's order (which layout scales better) is checked.
+PAIRS = (("tp=2", "pp=2,schedule=1f1b,m=4"), ("dp_replicate=2,dp_shard=2", "dp_shard=4"))
+# A 2-node layout whose ranks do not fit one node (the hosts backend refuses more CPU workers than cores) takes this
+# 1-node layout as its twin: FSDP2 on 2 ranks fixes the compute efficiency, each rank then gets its share of cores.
+TWIN_OF = {"dp_replicate=2,dp_shard=2": "dp_shard=2", "dp_shard=4": "dp_shard=2"}
+
+
+def run(rate: str, out: Path) -> Path:
+    """The matrix on the shaped cluster, into <out>/<rate>/bench.db."""
+    store = (out / rate / "bench.db").resolve()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.unlink(missing_ok=True)
+    cluster = emulated.start(2, pin=False, state=STATE, prefix="bfab", slots=2)
+    try:
+        cluster.shape(rate)
+        started = time.monotonic()
+        done = cluster.run("node1", [sys.executable, "-m", "bench", "run", str(MATRIX), "--store", str(store)],
+                           env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
+        (store.parent / "bench-run.log").write_text(done.stdout + done.stderr)
+        print(f"{rate}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{rate}: bench run exit {done.returncode} (see {store.parent / 'bench-run.log'})")
+    finally:
+        cluster.down()
+    return store
+
+
+def where(cell: dict) -> str:
+    nodes, per_node = int(cell["nodes"]), int(cell["workers_per_node"] or cell["gpus"])
+    if nodes == 1:
+        return "inside a node"
+    return "across the link" if per_node == 1 else f"{nodes} nodes"
+
+
+def cells_of(store: Path) -> tuple[list[dict], list[dict]]:
+    """Each training cell's figures (medians over its ok records) and the sweep rows."""
+    with Store(str(store), read_only=True) as db:
+        records = db.dataframe(record_json=True)
+        sweeps = db.collectives().to_dict("records")
+    ok = records[(records.status == "ok") & (records.model == "tiny")]
+    cells = []
+    for cell_id, group in ok.groupby("cell_id"):
+        first = group.iloc[0]
+        collectives: dict[str, list[float]] = {}
+        for text in group["record_json"]:
+            for dim, s in (json.loads(text).get("layout") or {}).get("collective_s_per_step", {}).items():
+                collectives.setdefault(dim, []).append(float(s))
+        cells.append({"cell_id": cell_id, "layout": first["layout"] if isinstance(first["layout"], str) else None,
+                      "gpus": int(first["gpus"]), "nodes": int(first["nodes"]),
+                      "workers_per_node": None if is_missing(first["workers_per_node"])
+                      else int(first["workers_per_node"]),
+                      "seq_len": None if is_missing(first["seq_len"]) else int(first["seq_len"]),
+                      "batch_per_gpu": int(first["batch_per_gpu"]), "windows": len(group),
+                      "samples_per_sec": statistics.median(group["samples_per_sec"]),
+                      "step_s": statistics.median(group["step_time_median_s"]),
+                      "collective_s": {d: statistics.median(v) for d, v in collectives.items()}})
+    return cells, sweeps
+
+
+def _step(shape, layout, per_node: int, tiers: Fabric, *, seq: int, batch: int, rate: float, efficiency: float,
+          overlap: bool = True):
+    return step_time(shape, layout, Fabric(per_node, tiers.intra, tiers.inter), seq=seq,
+                     global_batch=batch * layout.dp, peak_flops=rate, efficiency=efficiency, head_over_tp=False,
+                     activation_bytes=4, param_bytes=4, overlap=overlap)
+
+
+def anchored(shape, layout, twin_step_s: float, tiers: Fabric, **kw) -> float:
+    """The compute efficiency at which the model gives the 1-node twin (`layout` on one node) its measured step
+    (bisection: the step falls as the efficiency grows), as the published tables' anchor run fixes it
+    (bench/layouts/published.py)."""
+    low, high = 1e-4, 100.0
+    for _ in range(80):
+        mid = (low * high) ** 0.5
+        step = _step(shape, layout, layout.world, tiers, efficiency=mid, **kw).step_s
+        low, high = (mid, high) if step > twin_step_s else (low, mid)
+    return (low * high) ** 0.5
+
+
+def compare(cells: list[dict], sweeps: list[dict], cores: int, tiers: Fabric | None = None) -> list[dict]:
+    """One row per layout cell on two nodes: measured E, E predicted from its 1-node twin, and E predicted from
+    FLOPs alone (the planner's path), with the step and each dimension's collectives. `tiers`: the two tiers to
+    price on instead of the sweeps'."""
+    base = next((c for c in cells if c["gpus"] == 1 and c["layout"] is None), None)
+    if base is None:
+        raise RuntimeError("no 1-rank cell measured: nothing to scale from")
+    shape = shape_named("tiny")
+    seq = base["seq_len"] or shape.seq
+    tokens_1 = base["samples_per_sec"] * seq
+    rate = shape.flops_per_token(seq) * tokens_1  # FLOP/s of one rank, all it does per token
+    tiers = tiers or sweep_fabric(sweeps, ranks_per_node=2)
+    twins = {c["layout"]: c for c in cells if c["layout"] is not None and c["nodes"] == 1}
+    rows = []
+    for c in cells:
+        if c["layout"] is None or c["nodes"] == 1:
+            continue
+        layout, _ = parse_layout(c["layout"], world=c["gpus"])
+        per_node = int(c["workers_per_node"] or c["gpus"])
+        kw = {"seq": seq, "batch": c["batch_per_gpu"], "rate": rate}
+        share = min(1.0, cores / c["gpus"])
+        # Gloo moves bytes on the CPU: with more ranks than cores no core is idle to hide it behind compute.
+        overlap = share >= 1.0
+        flops_only = _step(shape, layout, per_node, tiers, efficiency=share, overlap=overlap, **kw)
+        twin = twins.get(c["layout"]) or twins.get(TWIN_OF.get(c["layout"]))
+        step = twin_e = None
+        if twin is not None:
+            twin_layout, _ = parse_layout(twin["layout"], world=twin["gpus"])
+            twin_step_s = (twin["batch_per_gpu"] * twin_layout.dp * seq) / (twin["samples_per_sec"] * seq)
+            # The efficiency of a whole core: the twin's own over its share of the cores.
+            twin_e = anchored(shape, twin_layout, twin_step_s, tiers, **kw) / min(1.0, cores / twin["gpus"])
+            step = _step(shape, layout, per_node, tiers, efficiency=twin_e * share, overlap=overlap, **kw)
+        measured = c["samples_per_sec"] * seq / c["gpus"] / tokens_1
+        predicted = step.tokens_per_s_per_gpu / tokens_1 if step else None
+        rows.append({"layout": c["layout"], "where": where(c), "cell_id": c["cell_id"], "gpus": c["gpus"],
+                     "windows": c["windows"], "core_share": share, "tokens_per_s": c["samples_per_sec"] * seq,
+                     "baseline_tokens_per_s": tokens_1,
+                     "twin_cell_id": twin and twin["cell_id"], "twin_layout": twin and twin["layout"],
+                     "twin_tokens_per_s": twin and twin["samples_per_sec"] * seq,
+                     "twin_efficiency": twin and twin["samples_per_sec"] * seq / twin["gpus"] / tokens_1,
+                     "twin_compute_efficiency": twin_e,
+                     "measured_efficiency": measured, "predicted_efficiency": predicted,
+                     "error_points": None if predicted is None else 100 * (predicted - measured),
+                     "flops_only_efficiency": flops_only.tokens_per_s_per_gpu / tokens_1,
+                     "flops_only_error_points": 100 * (flops_only.tokens_per_s_per_gpu / tokens_1 - measured),
+                     "step_s": c["step_s"], "predicted_step_s": step and step.step_s,
+                     "twin_collective_s": twin and twin["collective_s"], "collective_s": c["collective_s"],
+                     "predicted_traffic_s": {d: v for d, v in (step or flops_only).traffic_s.items() if v},
+                     "predicted_exposed_s": {d: v for d, v in (step or flops_only).exposed_s.items() if v},
+                     "tiers": {d: t for d, t in flops_only.tiers.items() if t != "none"}})
+    return rows
+
+
+def orders(rows: list[dict]) -> list[str]:
+    """Whether the prediction orders the layouts as measured: each pair the issue names (across the link), and
+    every layout on two nodes."""
+    out = []
+    by = {r["layout"]: r for r in rows if r["predicted_efficiency"] is not None}
+    for a, b in PAIRS:
+        if a not in by or b not in by:
+            out.append(f"{a} vs {b}: not both measured and predicted")
+            continue
+        measured = by[a]["measured_efficiency"] > by[b]["measured_efficiency"]
+        predicted = by[a]["predicted_efficiency"] > by[b]["predicted_efficiency"]
+        out.append(f"`{a}` vs `{b}` on two nodes: measured better `{a if measured else b}`; predicted order "
+                   f"{'right' if measured == predicted else 'WRONG'}")
+    ranked = [r["layout"] for r in sorted(by.values(), key=lambda r: -r["measured_efficiency"])]
+    predicted = [r["layout"] for r in sorted(by.values(), key=lambda r: -r["predicted_efficiency"])]
+    out.append(f"every layout on two nodes, measured: {' > '.join(ranked)}; predicted: "
+               f"{'the same order' if ranked == predicted else ' > '.join(predicted)}")
+    for r in rows:
+        if r["twin_efficiency"] is not None:
+            moved = r["measured_efficiency"] < r["twin_efficiency"]
+            said = r["predicted_efficiency"] < r["twin_efficiency"]
+            out.append(f"`{r['layout']}`: one node {100 * r['twin_efficiency']:.1f}%"
+                       f"{'' if r['twin_layout'] == r['layout'] else ' (as `' + r['twin_layout'] + '`)'} → two nodes "
+                       f"{100 * r['measured_efficiency']:.1f}% measured, {100 * r['predicted_efficiency']:.1f}% "
+                       f"predicted (direction {'right' if moved == said else 'WRONG'})")
+    return out
+
+
+def ms(d: dict[str, float]) -> str:
+    return ", ".join(f"{k} {1000 * d[k]:.1f}" for k in DIMENSIONS if k in d) or "—"
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f}%"
+
+
+def pts(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.1f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| layout on two nodes | ranks | core share | one node: E (tokens/s) | two nodes: tokens/s | measured E | "
+             "predicted E (from the twin) | error (pts) | from FLOPs alone | error (pts) | step ms (measured / "
+             "predicted) | collectives ms/step measured, one node → two | traffic ms/step predicted (exposed) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        twin = (f"{pct(r['twin_efficiency'])} ({r['twin_tokens_per_s']:,.0f})" if r["twin_tokens_per_s"] else "—")
+        if r["twin_layout"] and r["twin_layout"] != r["layout"]:
+            twin += f", as `{r['twin_layout']}`"
+        predicted_step = f"{1000 * r['predicted_step_s']:.0f}" if r["predicted_step_s"] else "—"
+        lines.append(f"| `{r['layout']}` {r['where']} | {r['gpus']} | {r['core_share']:.2f} | {twin} | "
+                     f"{r['tokens_per_s']:,.0f} | {pct(r['measured_efficiency'])} | "
+                     f"{pct(r['predicted_efficiency'])} | {pts(r['error_points'])} | "
+                     f"{pct(r['flops_only_efficiency'])} | {pts(r['flops_only_error_points'])} | "
+                     f"{1000 * r['step_s']:.0f} / {predicted_step} | "
+                     f"{ms(r['twin_collective_s'] or {})} → {ms(r['collective_s'])} | "
+                     f"{ms(r['predicted_traffic_s'])} ({ms(r['predicted_exposed_s'])}) |")
+    errors = [abs(r["error_points"]) for r in rows if r["error_points"] is not None]
+    base = rows[0]["baseline_tokens_per_s"] if rows else 0
+    lines += ["", f"1-rank cell: {base:,.0f} tokens/s. From the twin: largest error "
+                  f"{max(errors, default=float('nan')):.1f} points; within ±5: {sum(e <= 5 for e in errors)}/"
+                  f"{len(rows)}.", ""]
+    lines += [f"- {line}" for line in orders(rows)]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", default="500mbit", help="the tc rate of each node's link (default 500mbit)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench-layout-prediction"), help="the store goes here")
+    ap.add_argument("--from", dest="store", type=Path, help="compare this store (a bench.db) instead of running")
+    args = ap.parse_args()
+    if not positive_rate(args.rate):
+        print(f"layout_prediction_shaped: --rate: {args.rate!r} is not a positive tc rate such as 500mbit",
+              file=sys.stderr)
+        return 2
+    failed = False
+    if args.store is not None:
+        store = args.store
+        if not store.is_file():
+            print(f"layout_prediction_shaped: --from {store}: no such store", file=sys.stderr)
+            return 2
+    else:
+        if os.geteuid() != 0:
+            print("layout_prediction_shaped: needs root (network namespaces, sshd)", file=sys.stderr)
+            return 2
+        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            store = run(args.rate, args.out)
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            failed = True
+            store = (args.out / args.rate / "bench.db").resolve()
+    cores = os.cpu_count() or 1
+    cells, sweeps = cells_of(store)
+    rows = compare(cells, sweeps, cores)
+    if len(rows) < 4 or any(r["predicted_efficiency"] is None for r in rows):
+        print(f"layout_prediction_shaped: {len(rows)} of 4 two-node layout cells measured, or one without its "
+              f"one-node twin (see {store})", file=sys.stderr)
+        failed = True
+    how = f"--from {args.store}" if args.store else f"--rate {args.rate}"
+    text = (f"benchmarks/layout_prediction_shaped.py {how} (2 emulated nodes, {cores} cores shared; the link's "
+            f"rate is the one the run shaped)\n\n" + markdown(rows))
+    if args.store is None:
+        (args.out / "prediction.md").write_text(time.strftime("%Y-%m-%d %H:%M UTC: ", time.gmtime()) + text + "\n")
+        (args.out / "prediction.json").write_text(json.dumps(rows, indent=1))
+    print(text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

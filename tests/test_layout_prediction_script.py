@@ -1,0 +1,52 @@
+"""benchmarks/layout_prediction_shaped.py without the cluster, on the stores of its two runs kept in
+benchmarks/results (docs/layouts.md, "Against the emulated nodes"): the comparison reads back as the docs give it,
+the prediction is anchored on each layout's one-node twin (same tiers on both sides: the twin's own figure back), and
+bad arguments get one line and exit 2."""
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from bench.layouts.sweep_tiers import sweep_fabric
+from benchmarks import layout_prediction_shaped as script
+from tests.conftest import ROOT
+
+STORES = sorted((ROOT / "benchmarks" / "results").glob("layouts-shaped-*.db"))
+LAYOUTS = {"tp=2", "pp=2,schedule=1f1b,m=4", "dp_replicate=2,dp_shard=2", "dp_shard=4"}
+
+
+def test_both_runs_are_kept():
+    assert len(STORES) == 2, STORES
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: p.stem)
+def test_every_two_node_layout_is_predicted_from_its_one_node_twin(store):
+    cells, sweeps = script.cells_of(store)
+    rows = script.compare(cells, sweeps, cores=2)
+    assert {r["layout"] for r in rows} == LAYOUTS
+    for r in rows:
+        assert r["predicted_efficiency"] is not None and r["twin_cell_id"] != r["cell_id"]
+        # The link only costs: each 2-node layout is predicted below its twin on the loopback.
+        assert r["predicted_efficiency"] < r["twin_efficiency"]
+
+
+@pytest.mark.parametrize("store", STORES[:1], ids=lambda p: p.stem)
+def test_with_the_link_as_fast_as_the_loopback_the_prediction_is_the_twin(store):
+    cells, sweeps = script.cells_of(store)
+    fabric = sweep_fabric(sweeps, ranks_per_node=2)
+    rows = script.compare(cells, sweeps, cores=2, tiers=replace(fabric, inter=fabric.intra))
+    same = [r for r in rows if r["twin_layout"] == r["layout"]]  # tp and pp: their own layout on one node
+    assert {r["layout"] for r in same} == {"tp=2", "pp=2,schedule=1f1b,m=4"}
+    for r in same:
+        assert r["predicted_efficiency"] == pytest.approx(r["twin_efficiency"], rel=1e-6)
+
+
+def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
+    for args, says in ((["--rate", "0mbit"], "is not a positive tc rate"),
+                       (["--from", str(tmp_path / "none.db")], "no such store")):
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "layout_prediction_shaped.py"), *args],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and says in done.stderr
+    assert not list(tmp_path.iterdir())
