@@ -50,3 +50,16 @@ def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and says in done.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_the_documented_comparison_runs_as_written_and_prints_the_docs_figures():
+    line = ".venv/bin/python benchmarks/layout_prediction_shaped.py --from benchmarks/results/layouts-shaped-1.db"
+    guide = (ROOT / "docs" / "layouts.md").read_text()
+    assert line in guide
+    done = subprocess.run([sys.executable, *line.split()[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    # The errors docs/layouts.md quotes for this run (run 2 of the lab note): TP, HSDP, FSDP, PP.
+    for layout, error in (("tp=2", "-1.0"), ("dp_replicate=2,dp_shard=2", "+2.2"), ("dp_shard=4", "-2.3"),
+                          ("pp=2,schedule=1f1b,m=4", "+11.3")):
+        row = next(r for r in done.stdout.splitlines() if r.startswith(f"| `{layout}`"))
+        assert f"| {error} |" in row, row
