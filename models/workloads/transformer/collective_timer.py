@@ -11,8 +11,10 @@ class CollectiveTimer:
     calls (FSDP2's all-gathers and reduce-scatters, the pipeline's sends and receives, the tied-weight all-reduce) and
     DTensor's functional collectives with their waits, each charged to the dimension whose group it ran on."""
 
-    WRAPPED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather", "batch_isend_irecv",
-               "send", "recv", "broadcast")  # not isend/irecv: P2POp checks them by identity
+    # FSDP2 in torch 2.13 gathers and reduce-scatters through all_gather_single and reduce_scatter_single
+    # (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py); not isend/irecv: P2POp checks them by identity.
+    WRAPPED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_single",
+               "reduce_scatter_single", "all_gather", "batch_isend_irecv", "send", "recv", "broadcast")
     FUNCTIONAL = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "wait_tensor")
 
     def __init__(self, torch, dims_by_group: dict[str, str]):
