@@ -163,3 +163,22 @@ def test_the_planners_emitted_matrix_asks_for_tp_across_nodes_where_it_was_asked
     assert {e["layout"]: e.get("tp_across_nodes") for e in doc["include"]} == {"tp=4": True, "dp_shard=2,tp=2": None}
     cells = plan_cells(load_matrix(path).cells(), None)
     assert [c.status for c in cells] == ["planned"] * 2, [c.reason for c in cells]
+
+
+def test_the_transformers_bool_keys_select_by_true_and_false_in_a_plan_and_in_a_store_frame():
+    """`--where activation_checkpointing=false` matched none of matrix.yaml's cells while the key was not one of the
+    selection's bool keys (its text 'false' was compared with the cells' False); the store keeps both keys as 0/1."""
+    import pandas as pd
+
+    from bench.cells.selection import matches, parse_selection
+    from tests.conftest import ROOT
+
+    code, out, err = bench("plan", str(ROOT / "matrix-llm-layouts.yaml"), "--format", "json", "--where",
+                           "activation_checkpointing=true")
+    assert code == 0, err
+    cells = json.loads(out)
+    assert cells and all(c["activation_checkpointing"] is True for c in cells)
+    frame = pd.DataFrame({"activation_checkpointing": [1, 0, 0], "tp_across_nodes": [0, 1, 0]})  # the store's 0/1
+    assert matches(frame, parse_selection("activation_checkpointing=true")).tolist() == [True, False, False]
+    assert matches(frame, parse_selection("activation_checkpointing=off,tp_across_nodes=yes")).tolist() == [
+        False, True, False]
