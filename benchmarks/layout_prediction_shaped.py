@@ -41,10 +41,11 @@ from bench.analysis.missing import is_missing  # noqa: E402
 from bench.layouts.fabric import Fabric  # noqa: E402
 from bench.layouts.layout import parse_layout  # noqa: E402
 from bench.layouts.shapes import shape_named  # noqa: E402
-from bench.layouts.steptime import DIMENSIONS, step_time  # noqa: E402
+from bench.layouts.steptime import DIMENSIONS, efficiency_for, step_time  # noqa: E402
 from bench.layouts.sweep_tiers import sweep_fabric  # noqa: E402
 from bench.store import Store  # noqa: E402
 from benchmarks.collectives_shaped import positive_rate  # noqa: E402
+from benchmarks.prediction_shaped import pct, pts  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")
@@ -115,18 +116,6 @@ def _step(shape, layout, per_node: int, tiers: Fabric, *, seq: int, batch: int, 
                      activation_bytes=4, param_bytes=4, overlap=overlap)
 
 
-def anchored(shape, layout, twin_step_s: float, tiers: Fabric, **kw) -> float:
-    """The compute efficiency at which the model gives the 1-node twin (`layout` on one node) its measured step
-    (bisection: the step falls as the efficiency grows), as the published tables' anchor run fixes it
-    (bench/layouts/published.py)."""
-    low, high = 1e-4, 100.0
-    for _ in range(80):
-        mid = (low * high) ** 0.5
-        step = _step(shape, layout, layout.world, tiers, efficiency=mid, **kw).step_s
-        low, high = (mid, high) if step > twin_step_s else (low, mid)
-    return (low * high) ** 0.5
-
-
 def compare(cells: list[dict], sweeps: list[dict], cores: int, tiers: Fabric | None = None) -> list[dict]:
     """One row per layout cell on two nodes: measured E, E predicted from its 1-node twin, and E predicted from
     FLOPs alone (the planner's path), with the step and each dimension's collectives. `tiers`: the two tiers to
@@ -155,9 +144,13 @@ def compare(cells: list[dict], sweeps: list[dict], cores: int, tiers: Fabric | N
         step = twin_e = None
         if twin is not None:
             twin_layout, _ = parse_layout(twin["layout"], world=twin["gpus"])
-            twin_step_s = (twin["batch_per_gpu"] * twin_layout.dp * seq) / (twin["samples_per_sec"] * seq)
-            # The efficiency of a whole core: the twin's own over its share of the cores.
-            twin_e = anchored(shape, twin_layout, twin_step_s, tiers, **kw) / min(1.0, cores / twin["gpus"])
+            # The efficiency at which the model gives the twin (its layout on one node) its measured rate, as the
+            # published tables' anchor run fixes it; then a whole core's: the twin's over its share of the cores.
+            twin_kw = {**kw, "batch": twin["batch_per_gpu"]}
+            twin_e = efficiency_for(
+                lambda e: _step(shape, twin_layout, twin_layout.world, tiers, efficiency=e, **twin_kw)
+                .tokens_per_s_per_gpu, twin["samples_per_sec"] * seq / twin["gpus"], low=1e-4, high=100.0,
+            ) / min(1.0, cores / twin["gpus"])
             step = _step(shape, layout, per_node, tiers, efficiency=twin_e * share, overlap=overlap, **kw)
         measured = c["samples_per_sec"] * seq / c["gpus"] / tokens_1
         predicted = step.tokens_per_s_per_gpu / tokens_1 if step else None
@@ -210,14 +203,6 @@ def orders(rows: list[dict]) -> list[str]:
 
 def ms(d: dict[str, float]) -> str:
     return ", ".join(f"{k} {1000 * d[k]:.1f}" for k in DIMENSIONS if k in d) or "—"
-
-
-def pct(v: float | None) -> str:
-    return "—" if v is None else f"{100 * v:.1f}%"
-
-
-def pts(v: float | None) -> str:
-    return "—" if v is None else f"{v:+.1f}"
 
 
 def markdown(rows: list[dict]) -> str:

@@ -58,7 +58,7 @@ def test_the_documented_comparison_runs_as_written_and_prints_the_docs_figures()
     assert line in guide
     done = subprocess.run([sys.executable, *line.split()[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    # The errors docs/layouts.md quotes for this run (run 2 of the lab note): TP, HSDP, FSDP, PP.
+    # The errors the lab note (docs/lab/2026-12-06-layouts-shaped-prediction.md) quotes for this store, its run 2.
     for layout, error in (("tp=2", "-1.0"), ("dp_replicate=2,dp_shard=2", "+2.2"), ("dp_shard=4", "-2.3"),
                           ("pp=2,schedule=1f1b,m=4", "+11.3")):
         row = next(r for r in done.stdout.splitlines() if r.startswith(f"| `{layout}`"))

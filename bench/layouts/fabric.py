@@ -19,10 +19,8 @@ class Tier:
     measured: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
-        """name, α, β and source (the planner's JSON), and the measured curves where there are any."""
-        out = {"name": self.name, "alpha_s": self.alpha_s, "beta_Bps": self.beta_Bps, "source": self.source}
-        return {**out, "measured": {op: [list(p) for p in c] for op, c in self.measured.items()}} if self.measured \
-            else out
+        """name, α, β and source: the planner's JSON (its catalogue tiers have no measured curves)."""
+        return {"name": self.name, "alpha_s": self.alpha_s, "beta_Bps": self.beta_Bps, "source": self.source}
 
 
 @dataclass(frozen=True)

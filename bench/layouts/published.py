@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from bench.layouts.fabric import fabric_of
 from bench.layouts.layout import Layout
 from bench.layouts.shapes import shape_named
-from bench.layouts.steptime import step_time
+from bench.layouts.steptime import efficiency_for, step_time
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,9 @@ def predict(table: Table, run: Run, efficiency: float) -> float:
 
 
 def anchor_efficiency(table: Table) -> float:
-    """The efficiency at which the model gives the anchor run its published figure (bisection: the prediction
-    grows with the efficiency)."""
-    low, high = 1e-3, 2.0
+    """The efficiency at which the model gives the anchor run its published figure."""
     anchor = table.runs[0]
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if predict(table, anchor, mid) < anchor.published else (low, mid)
-    return (low + high) / 2
+    return efficiency_for(lambda e: predict(table, anchor, e), anchor.published)
 
 
 def checks() -> list[dict]:

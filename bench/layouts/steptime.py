@@ -164,6 +164,15 @@ def step_time(shape, layout: Layout, fabric: Fabric, *, seq: int, global_batch: 
                     mfu=tokens_per_s_per_gpu * flops_per_token / peak_flops)
 
 
+def efficiency_for(tokens_per_s_at, target: float, low: float = 1e-3, high: float = 2.0) -> float:
+    """The compute efficiency at which `tokens_per_s_at(efficiency)` (a prediction, rising with the efficiency) gives
+    `target`: the anchor run's one number (bench/layouts/published.py, benchmarks/layout_prediction_shaped.py)."""
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if tokens_per_s_at(mid) < target else (low, mid)
+    return (low + high) / 2
+
+
 def _attention_fraction(shape, seq: int) -> float:
     """The share of a step's FLOPs that is attention scores and values (12·L·H·Q·T of the FLOPs per token)."""
     return 12 * shape.layers * shape.heads * shape.head_dim * seq / shape.flops_per_token(seq)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bench.layouts.fabric import Fabric, Tier
+from models.registry.collectives import COLLECTIVES
 
 OPS = ("allgather", "reduce_scatter", "allreduce", "sendrecv")
 
@@ -35,9 +36,8 @@ def tier_of(curves: Mapping[str, tuple[tuple[int, float], ...]], name: str, sour
     op = "allgather" if "allgather" in usable else sorted(usable)[0]
     curve = usable[op]
     (b0, t0), (b1, t1) = curve[-2], curve[-1]
-    # A 2-rank operation moves bytes/2 each way (allgather, reduce_scatter), the whole of it (sendrecv), or twice
-    # half of it (allreduce): the slope is (share of the bytes) / β.
-    share = {"allgather": 0.5, "reduce_scatter": 0.5, "allreduce": 1.0, "sendrecv": 1.0}[op]
+    # The share of the bytes a 2-rank operation moves over its link is the op's bus factor at n = 2: slope = share / β.
+    share = COLLECTIVES[op]["bus_factor"](2)
     slope = (t1 - t0) / (b1 - b0)
     beta = share / slope if slope > 0 else float("inf")
     return Tier(name, curve[0][1], beta, source, measured=usable)
