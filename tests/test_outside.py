@@ -52,8 +52,9 @@ def _sampled_beside(env: dict | None = None) -> tuple[int, dict | None]:
 def test_a_busy_process_outside_the_cell_is_named_with_its_pid():
     pid, seen = _sampled_beside()
     assert seen is not None
-    top = seen["top"][0]
-    assert top["pid"] == pid and top["name"].startswith("python")
+    # named by its pid among the busiest (a suite's other worker may be busier still beside it)
+    top = next((p for p in seen["top"] if p["pid"] == pid), None)
+    assert top is not None and top["name"].startswith("python"), (pid, seen["top"])
     assert 0.5 <= top["cpu_s_per_s"] <= 1.2  # one busy thread: about one CPU-second a second
     assert seen["cpu_s_per_s"] >= 0.5
 

@@ -143,8 +143,11 @@ class Comm:
 
 
 def single_process_comm() -> Comm:
-    """World size 1 without Horovod: same meter, same records (e.g. on a GPU image that has no Horovod)."""
-    return Comm(0, 1, 1, lambda: None, lambda obj: [obj], lambda obj: obj)
+    """World size 1 without Horovod: same meter, same records (e.g. on a GPU image that has no Horovod). A compute
+    probe's copy waits at each barrier for its sibling copies (models/measure/copies.py), so their windows coincide."""
+    from models.measure.copies import barrier_from_env
+
+    return Comm(0, 1, 1, barrier_from_env() or (lambda: None), lambda obj: [obj], lambda obj: obj)
 
 
 @dataclass

@@ -7,7 +7,9 @@ No communication library: every workload runs as a single process when `import h
 (models/measure/common.py single_process_comm, models/workloads/resnet50/tf_env.py); the probe puts a folder first on
 the processes' PYTHONPATH whose `horovod` package raises ImportError, so no Horovod, MPI or Gloo is loaded or
 initialised in them (their records say engine `none`). The native engine's cells are probed the same way (without
-`--engine native`): DDP over one process would still start a Gloo process group.
+`--engine native`): DDP over one process would still start a Gloo process group. Each window still opens and closes
+at a barrier, the copies' own (models/measure/copies.py, a folder of files), so their windows coincide however
+unequal their start-up was.
 
 Cost: start-up (imports, and TensorFlow's tracing) is most of it; the windows are PROBE_WARMUP + PROBE_STEPS ×
 PROBE_REPEATS steps. Bounded: PROBE_TIMEOUT_S for the whole probe, then the processes' groups are killed.
@@ -31,6 +33,7 @@ from bench.analysis.probe import (PROBE_VERSION, ProbeResult, compute_key, fresh
                                   summarize, to_entry)
 from bench.backends.shared.records import read_records
 from bench.planning.cell import PlannedCell
+from models.measure.copies import COPIES_DIR_VAR, COPIES_VAR
 
 CACHE = Path("probes") / "compute.json"  # under the results folder (next to the store)
 PROBE_WARMUP, PROBE_STEPS, PROBE_REPEATS = 2, 2, 3
@@ -206,7 +209,8 @@ def measure(planned: PlannedCell, python: str, threads: int, data_dir: Path | No
             for i in range(workers):
                 out = Path(scratch) / f"p{i}.jsonl"
                 argv, extra = probe_program(probe, out, threads, python, data_dir, shim.parent)
-                env = {**base, **extra}
+                # the copies' windows open and close together (models/measure/copies.py), however skewed start-up is
+                env = {**base, **extra, COPIES_DIR_VAR: str(Path(scratch) / "copies"), COPIES_VAR: str(workers)}
                 log = open(Path(scratch) / f"p{i}.log", "wb")
                 logs.append(log)
                 outs.append(out)
