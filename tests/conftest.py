@@ -27,8 +27,9 @@ def pytest_addoption(parser):
 # The longest modules of a full run (its --durations), in that order: under pytest-xdist (`make test`'s first phase,
 # one test module per worker at a time) they start first, so that one worker is not left running a six-minute module
 # while the other has nothing to do. Only the order changes; a module missing from the list starts after these.
-LONGEST_FIRST = ("test_framework_grid.py", "test_e2e.py", "test_gpu_session.py", "test_collectives.py",
-                 "test_faults.py", "test_transformer_cells.py", "test_hosts.py", "test_averaging.py", "test_report.py")
+LONGEST_FIRST = ("test_framework_grid_tf.py", "test_framework_grid_torch.py", "test_e2e.py", "test_gpu_session.py",
+                 "test_collectives.py", "test_faults.py", "test_transformer_cells.py", "test_hosts.py",
+                 "test_averaging.py", "test_report.py")
 
 
 def _longest_first(items: list) -> None:
