@@ -4,8 +4,9 @@ Brings up the emulated cluster (scripts/testcluster.sh up 2 --slots 2, not pinne
 cores), shapes each node's link to --rate with tc, runs matrix-fabric-layouts.yaml through the hosts backend from
 node1 into <out>/<rate>/bench.db — the tiny decoder on one rank; tp=2 inside a node and across the link; a 2-stage
 1F1B pipeline across the link; HSDP (shards inside a node, replicas across) and flat FSDP over 2 nodes x 2 ranks;
-and the 2-rank sweeps of the ops they send (allgather, reduce_scatter, allreduce, sendrecv) inside a node and
-across — and sets each layout cell's measured scaling efficiency beside bench/layouts/steptime.py's prediction.
+and the 2-rank sweeps of the ops they send (allgather, reduce_scatter, allreduce, sendrecv, pipeline_p2p) inside
+a node and across — and sets each layout cell's measured scaling efficiency beside bench/layouts/steptime.py's
+prediction.
 
 E = tokens/s per rank / the 1-rank cell's tokens/s. The prediction's inputs, nothing fitted to the layout cells:
 - compute: the efficiency at which the model gives the layout's 1-node twin its measured step (the published

@@ -19,6 +19,7 @@ from models.workloads.collectives.sweep_worker import op_sizes, size_row, sweep_
     ("allgather", 2, 0.5), ("allgather", 4, 0.75), ("allgather", 8, 0.875),
     ("reduce_scatter", 2, 0.5), ("reduce_scatter", 8, 0.875),
     ("broadcast", 2, 1.0), ("broadcast", 8, 1.0), ("sendrecv", 2, 1.0), ("sendrecv", 8, 1.0),
+    ("pipeline_p2p", 2, 1.0), ("pipeline_p2p", 8, 1.0),
 ])
 def test_bus_factors_are_nccl_tests_definitions(op, n, factor):
     assert COLLECTIVES[op]["bus_factor"](n) == pytest.approx(factor)
@@ -29,7 +30,7 @@ def test_bus_factors_are_nccl_tests_definitions(op, n, factor):
 
 def test_collective_models_come_from_the_registry():
     assert COLLECTIVE_MODELS == tuple(COLLECTIVES) == ("allreduce", "allgather", "reduce_scatter", "broadcast",
-                                                       "sendrecv")
+                                                       "sendrecv", "pipeline_p2p")
 
 
 def _record(op: str, world: int, busbw_factor: float, model: str | None = None) -> dict:

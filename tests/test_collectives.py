@@ -234,32 +234,37 @@ def test_a_wrong_allgather_or_broadcast_fails_the_cell_naming_the_size_and_the_f
     assert not rows(tmp_path, "collectives")
 
 
-SENDRECV_SWEEP = OPS_SWEEP.replace("model: [allgather, reduce_scatter, broadcast]", "model: [sendrecv]") \
+SENDRECV_SWEEP = OPS_SWEEP.replace("model: [allgather, reduce_scatter, broadcast]", "model: [sendrecv, pipeline_p2p]") \
     .replace("mpi: [gloo, openmpi]", "mpi: [gloo]").replace("exclude:\n  - {mpi: openmpi, engine: native}\n", "")
+P2P_OPS = {"sendrecv", "pipeline_p2p"}
 
 
 def test_sendrecv_sweeps_point_to_point_through_torch_distributed_and_horovod_is_skipped_with_the_reason(tmp_path):
-    """A pipeline's traffic (each rank to the next, a ring shift): torch.distributed's isend/irecv under torchrun,
-    every received message checked, bus factor 1; Horovod, which has no point-to-point calls, skipped in the plan."""
+    """A pipeline's traffic (each rank to the next, a ring shift), posted receive first (sendrecv) and as a pipeline
+    schedule posts it (pipeline_p2p: one batch_isend_irecv, the send first): torch.distributed under torchrun, every
+    received message checked, bus factor 1; Horovod, which has no point-to-point calls, skipped in the plan."""
     (tmp_path / "m.yaml").write_text(SENDRECV_SWEEP, encoding="utf-8")
     plan = json.loads(bench_cli("plan", "m.yaml", "--format", "json", cwd=tmp_path).stdout)
-    status = {c["engine"]: (c["status"], c["reason"]) for c in plan}
-    assert status["native"][0] == "planned"
-    assert status["horovod"][0] == "skipped"
-    assert "Horovod has no point-to-point send and receive" in status["horovod"][1]
+    status = {(c["model"], c["engine"]): (c["status"], c["reason"]) for c in plan}
+    for op in P2P_OPS:
+        assert status[op, "native"][0] == "planned"
+        assert status[op, "horovod"][0] == "skipped"
+        assert "Horovod has no point-to-point send and receive" in status[op, "horovod"][1]
     result = bench_cli("run", "m.yaml", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     sizes = rows(tmp_path, "collectives")
-    assert sorted(s["bytes"] for s in sizes) == OPS_SIZES and {s["op"] for s in sizes} == {"sendrecv"}
+    assert sorted(s["bytes"] for s in sizes) == sorted(OPS_SIZES * 2) and {s["op"] for s in sizes} == P2P_OPS
     for s in sizes:
         assert s["engine"] == "native" and s["world_size"] == 2 and s["iterations"] == 3
         assert s["busbw_bytes_per_s"] == pytest.approx(s["algbw_bytes_per_s"])  # factor 1: the message, one way
     rep = bench_cli("report", "--out", "rep", cwd=tmp_path)
-    assert rep.returncode == 0 and "sendrecv · cpu/gloo/native" in (tmp_path / "rep" / "index.html").read_text()
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert rep.returncode == 0 and all(f"{op} · cpu/gloo/native" in html for op in P2P_OPS)
     # Rank 0 sends (0 + 1) + (5 mod 7) = 6 at element 5, one more when corrupted: rank 1, its receiver, says so.
     again = bench_cli("run", "m.yaml", "--rerun", cwd=tmp_path, timeout=300,
                       env={"BENCH_COLLECTIVE_CORRUPT": "rank=0:bytes=65536:element=5"})
     assert again.returncode == 1, again.stderr[-3000:]
-    failed = [r for r in rows(tmp_path, "records") if r["status"] == "failed"]
-    assert len(failed) == 1 and ("sendrecv of 65536 bytes returned a wrong value on rank 1: element 5 is 7.0, "
-                                 "expected 6.0") in failed[0]["error"], failed
+    failed = {r["model"]: r["error"] for r in rows(tmp_path, "records") if r["status"] == "failed"}
+    assert set(failed) == P2P_OPS, failed
+    assert all(f"{op} of 65536 bytes returned a wrong value on rank 1: element 5 is 7.0, expected 6.0" in failed[op]
+               for op in P2P_OPS), failed

@@ -167,6 +167,21 @@ def test_measured_tiers_price_each_op_from_its_sweep_and_a_ring_from_the_2_rank_
     assert step.traffic_s["dp_shard"] == pytest.approx(3 * ring, rel=1e-6)  # two gathers and a reduce-scatter
 
 
+def test_a_pipeline_is_priced_from_its_schedules_own_exchange_where_it_was_measured():
+    from bench.layouts.sweep_tiers import sweep_fabric
+
+    rows = _sweep_rows(1, 1e-9, 0.0) + _sweep_rows(2, 1e-7, 0.0)
+    layout = Layout(pp=2, schedule="1f1b", microbatches=4)
+    plain = _tiny_step(layout, sweep_fabric(rows, ranks_per_node=1), activation_bytes=4)
+    # The schedule's send-first exchange measured at twice sendrecv's time: the pp traffic doubles, no other part moves.
+    fused = [{**r, "op": "pipeline_p2p", "time_median_s": 2 * r["time_median_s"]}
+             for r in rows if r["op"] == "sendrecv"]
+    slow = _tiny_step(layout, sweep_fabric(rows + fused, ranks_per_node=1), activation_bytes=4)
+    assert plain.traffic_s["pp"] > 0 and slow.traffic_s["pp"] == pytest.approx(2 * plain.traffic_s["pp"])
+    assert {d: t for d, t in slow.traffic_s.items() if d != "pp"} == {d: t for d, t in plain.traffic_s.items()
+                                                                      if d != "pp"}
+
+
 def test_a_fabric_without_a_sweep_on_a_tier_is_refused_with_the_tier_named():
     from bench.layouts.sweep_tiers import sweep_fabric
 

@@ -14,8 +14,9 @@ class Tier:
     alpha_s: float
     beta_Bps: float  # per GPU, one direction
     source: str
-    # Measured 2-rank times on this tier, op (allgather, reduce_scatter, allreduce, sendrecv) → ((bytes, seconds), ...)
-    # in size order: where an op has them they price it instead of α and β (bench/layouts/sweep_tiers.py).
+    # Measured 2-rank times on this tier, op (allgather, reduce_scatter, allreduce, sendrecv, pipeline_p2p) →
+    # ((bytes, seconds), ...) in size order: where an op has them they price it instead of α and β
+    # (bench/layouts/sweep_tiers.py).
     measured: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:

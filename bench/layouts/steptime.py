@@ -69,9 +69,11 @@ def _collective_s(op: str, ranks: int, nbytes: float, tier: Tier) -> float:
     return passes * ((ranks - 1) / ranks * nbytes / tier.beta_Bps + (ranks - 1) * tier.alpha_s)
 
 
-def _send_s(nbytes: float, tier: Tier) -> float:
-    """One point-to-point send of `nbytes` (a pipeline's activation or gradient, a context-parallel chunk)."""
-    curve = tier.measured.get("sendrecv")
+def _send_s(nbytes: float, tier: Tier, op: str = "sendrecv") -> float:
+    """One point-to-point send of `nbytes` (a pipeline's activation or gradient, a context-parallel chunk), from the
+    measured `op` where the tier has it (a pipeline's: `pipeline_p2p`, the exchange as its schedule posts it), else
+    sendrecv's, else α and β."""
+    curve = tier.measured.get(op) or tier.measured.get("sendrecv")
     return interpolate(curve, nbytes) if curve else nbytes / tier.beta_Bps + tier.alpha_s
 
 
@@ -128,7 +130,8 @@ def step_time(shape, layout: Layout, fabric: Fabric, *, seq: int, global_batch: 
                      if layout.cp > 1 else 0.0)
 
     hops = 2 * layout.microbatches * layout.virtual_stages
-    traffic["pp"] = (hops * _send_s(activation / layout.microbatches / layout.tp * shared["pp"], tiers["pp"])
+    traffic["pp"] = (hops * _send_s(activation / layout.microbatches / layout.tp * shared["pp"], tiers["pp"],
+                                    "pipeline_p2p")
                      if layout.pp > 1 else 0.0)
 
     head = shape.vocab * shape.width * (1 if layout.pp > 1 or shape.tied else 2)

@@ -1,8 +1,8 @@
 """A layout's two tiers from measured collective sweeps instead of the catalogue's links: the sweeps of each op
-(allgather, reduce_scatter, allreduce, sendrecv) run on 2 ranks inside one node and on 2 ranks on two nodes become
-each tier's measured curve (Tier.measured: per size, the median over the sweeps' repeats), which prices that op at
-the sizes a layout sends (bench/layouts/steptime.py). Ops no sweep measured fall back to α and β read off the
-allgather curve (or any measured one): the smallest size's time and the slope between the two largest.
+(allgather, reduce_scatter, allreduce, sendrecv, pipeline_p2p) run on 2 ranks inside one node and on 2 ranks on two
+nodes become each tier's measured curve (Tier.measured: per size, the median over the sweeps' repeats), which prices
+that op at the sizes a layout sends (bench/layouts/steptime.py). Ops no sweep measured fall back to α and β read off
+the allgather curve (or any measured one): the smallest size's time and the slope between the two largest.
 
 benchmarks/layout_prediction_shaped.py uses it on the emulated nodes, where inside a node is Gloo over the loopback
 and between nodes the shaped link. Pure: rows in, tiers out."""
@@ -15,7 +15,7 @@ from typing import Any
 from bench.layouts.fabric import Fabric, Tier
 from models.registry.collectives import COLLECTIVES
 
-OPS = ("allgather", "reduce_scatter", "allreduce", "sendrecv")
+OPS = ("allgather", "reduce_scatter", "allreduce", "sendrecv", "pipeline_p2p")
 
 
 def measured_curves(rows: Iterable[Mapping[str, Any]], nodes: int) -> dict[str, tuple[tuple[int, float], ...]]:

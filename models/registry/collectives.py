@@ -48,6 +48,19 @@ COLLECTIVES = {
         "bus_factor": lambda n: 1.0,  # each link carries the whole message once, one way
         "bus_formula": "1",
     },
+    # The same ring shift as a pipeline schedule posts it: torch.distributed.pipelining's 1F1B fuses a stage's send
+    # with its next receive in one batch_isend_irecv, the send first (`fwd_sends + bwd_recvs`, `bwd_sends +
+    # fwd_recvs` in torch 2.13's schedules.py), and waits for both. A pipeline layout's `pp` traffic is priced from
+    # this op where it was measured (bench/layouts/steptime.py).
+    "pipeline_p2p": {
+        "script": "workloads/collectives/sweep_worker.py",
+        "version": "1",
+        "frameworks": ("pytorch",),
+        "engines": ("native",),
+        "engines_why": "Horovod has no point-to-point send and receive",
+        "bus_factor": lambda n: 1.0,  # as sendrecv: each link carries the whole message once, one way
+        "bus_formula": "1",
+    },
 }
 
 # ResNet-50's fp32 gradients, 25,557,032 parameters x 4 bytes: what one training step reduces, and the default

@@ -30,7 +30,7 @@ def expected(torch, op: str, n_elem: int, world: int, device, rank: int = ROOT):
     if op == "reduce_scatter":
         share = n_elem // world
         return expected(torch, "allreduce", n_elem, world, device)[rank * share:(rank + 1) * share].clone()
-    if op == "sendrecv":
+    if op in ("sendrecv", "pipeline_p2p"):
         return pattern(torch, n_elem, (rank - 1) % world, device)
     return pattern(torch, n_elem, ROOT, device)
 

@@ -1,5 +1,5 @@
-"""A collective (allreduce, allgather, reduce_scatter, broadcast or sendrecv) over a sweep of message sizes, through
-the engine a training cell of the same settings uses.
+"""A collective (allreduce, allgather, reduce_scatter, broadcast, sendrecv or pipeline_p2p) over a sweep of message
+sizes, through the engine a training cell of the same settings uses.
 
 Horovod (`hvd.allreduce_`, `hvd.allgather`, `hvd.reducescatter` with op Sum, `hvd.broadcast_` from rank 0, under
 whichever launcher and controller the cell's MPI flavour or Gloo gives it) or torch.distributed (`--engine native`:
@@ -7,6 +7,8 @@ whichever launcher and controller the cell's MPI flavour or Gloo gives it) or to
 reduce_scatter is FSDP's gradient step: each rank's input is the whole message, and it keeps its slice of the sum.
 sendrecv is a pipeline's: each rank sends the message to the next rank and receives the previous one's (`irecv` then
 `isend`, both posted before either is waited for; torch.distributed only, Horovod has no point-to-point calls).
+pipeline_p2p is the same shift as torch.distributed.pipelining's schedules post it: one batch_isend_irecv, the send
+first.
 Float32 tensors from 4 KiB up to --max-bytes (default:
 ResNet-50's fp32 gradients, 102,228,128 bytes), the sizes 4 KiB x 4^k below the largest, then the largest. A size
 is nccl-tests' `bytes`: the message for allreduce and broadcast, the gathered output (n slices of bytes/n, one per
@@ -208,6 +210,20 @@ class Engine:
         self._sync()
         return out
 
+    def pipeline_p2p(self, out, mine, name: str):
+        """sendrecv's ring shift as a pipeline schedule posts it: the send and the receive in one batch_isend_irecv,
+        the send first, both waited (torch.distributed.pipelining's fused `fwd_sends + bwd_recvs`); returns `out`."""
+        rank, world = self.comm.rank, self.comm.size
+        if world == 1:
+            out.copy_(mine)
+        else:
+            ops = [self.dist.P2POp(self.dist.isend, mine, (rank + 1) % world),
+                   self.dist.P2POp(self.dist.irecv, out, (rank - 1) % world)]
+            for work in self.dist.batch_isend_irecv(ops):
+                work.wait()
+        self._sync()
+        return out
+
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
@@ -235,7 +251,7 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
     want = expected(torch, op, n, comm.size, device, comm.rank)
     work = torch.empty_like(base)
     # torch.distributed gathers (or scatters the sum) into this; Horovod allocates its own output on every call.
-    out_elems = {"allgather": n, "reduce_scatter": n // comm.size, "sendrecv": n}.get(op)
+    out_elems = {"allgather": n, "reduce_scatter": n // comm.size, "sendrecv": n, "pipeline_p2p": n}.get(op)
     out = torch.empty(out_elems, dtype=torch.float32, device=device) if out_elems and engine.hvd is None else None
     name = f"bench.{op}.{size}"
     times, cpu = [], []
@@ -257,6 +273,8 @@ def time_size(engine: Engine, torch, op: str, size: int, args) -> tuple[list[flo
             result = engine.reduce_scatter(out, work, name=name)
         elif op == "sendrecv":
             result = engine.sendrecv(out, work, name=name)
+        elif op == "pipeline_p2p":
+            result = engine.pipeline_p2p(out, work, name=name)
         else:
             engine.broadcast_(work, name=name)
             result = work
