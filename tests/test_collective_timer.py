@@ -28,3 +28,26 @@ def test_fsdp2s_collectives_are_charged_to_dp_shard():
     assert [r["rank"] for r in ranks] == [0, 1]
     for r in ranks:
         assert set(r["seconds"]) == {"dp_shard"} and r["seconds"]["dp_shard"] > 0, r
+
+
+ONE_DIMENSION = """
+name: one-dimension
+workload: {model: tiny, seq_len: 64, batch_per_gpu: 2, warmup_steps: 2, steps: 6, repeats: 1, threads: 1}
+axes: {gpu: [cpu], mpi: [gloo], gpus: [2], engine: [fsdp2], layout: ['dp_shard=2']}
+"""
+
+
+def test_a_one_dimension_layout_times_its_dimension_too(tmp_path):
+    """A layout of one data-parallel degree runs as the engine itself (models/workloads/transformer/layout_run.py),
+    not on a mesh of its own: its FSDP2 collectives are charged to dp_shard all the same (they read nothing before)."""
+    import sqlite3
+
+    from tests.conftest import bench_cli
+
+    (tmp_path / "m.yaml").write_text(ONE_DIMENSION, encoding="utf-8")
+    run = bench_cli("run", "m.yaml", "--no-probe", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "results" / "bench.db") as db:
+        (record,) = [json.loads(text) for (text,) in db.execute("SELECT record_json FROM records")]
+    per_rank = record["layout"]["collective_s_per_step_by_rank"]
+    assert len(per_rank) == 2 and all(set(r) == {"dp_shard"} and r["dp_shard"] > 0 for r in per_rank), per_rank

@@ -17,17 +17,18 @@ class CollectiveTimer:
                "reduce_scatter_single", "all_gather", "batch_isend_irecv", "send", "recv", "broadcast")
     FUNCTIONAL = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "wait_tensor")
 
-    def __init__(self, torch, dims_by_group: dict[str, str]):
+    def __init__(self, torch, dims_by_group: dict[str, str], world: str = "world"):
         self.torch, self.by_group = torch, dims_by_group  # group name → mesh dimension
+        self.world = world  # what a call on no named group is charged to (a 1-D layout: its one dimension)
         self.seconds: dict[str, float] = {}
         self._undo: list = []
         self._pending: dict[int, str] = {}
 
     def dimension(self, group) -> str:
         if group is None:
-            return "world"
+            return self.world
         name = getattr(group, "group_name", None) or str(group)
-        return self.by_group.get(name, "world")
+        return self.by_group.get(name, self.world)
 
     def add(self, dim: str, seconds: float) -> None:
         self.seconds[dim] = self.seconds.get(dim, 0.0) + seconds

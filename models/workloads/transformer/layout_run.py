@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from models.workloads.transformer import layouts
+from models.workloads.transformer.collective_timer import CollectiveTimer
 from models.workloads.transformer.mesh_layout import layout_facts, read_layout, refusal
 
 
@@ -28,6 +29,10 @@ def trainer_for(torch, args, shape, device, comm, model_factory, wrap) -> tuple[
                        grad_accum=args.grad_accum, lr=args.lr, optimizer_impl=args.optimizer_impl,
                        world_size=comm.size)
         trainer.facts["layout"] = layout_facts(layout, layout.dims())
+        # Its one dimension's collectives timed as a mesh layout's are: FSDP2's gathers and reduce-scatters go through
+        # torch.distributed's Python calls (DDP's bucketed all-reduces run inside its C++ reducer, which no Python
+        # timer sees: a dp_replicate-only layout reports none).
+        trainer.timer = CollectiveTimer(torch, {}, world=next(iter(layout.dims()), "dp_shard")).install()
         return trainer, comm.rank, per_step
     trainer = layouts.build(torch, shape, layout, device=device, decoder_factory=model_factory,
                             grad_accum=args.grad_accum, lr=args.lr, optimizer_impl=args.optimizer_impl,
