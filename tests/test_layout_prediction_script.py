@@ -16,8 +16,29 @@ STORES = sorted((ROOT / "benchmarks" / "results").glob("layouts-shaped-*.db"))
 LAYOUTS = {"tp=2", "pp=2,schedule=1f1b,m=4", "dp_replicate=2,dp_shard=2", "dp_shard=4"}
 
 
-def test_both_runs_are_kept():
-    assert len(STORES) == 2, STORES
+def test_every_run_is_kept():
+    assert [p.stem for p in STORES] == [f"layouts-shaped-{i}" for i in range(1, 5)], STORES
+
+
+# The errors (points) the lab notes quote: docs/lab/2026-12-06-layouts-shaped-prediction.md (runs 2 and 3, the pipeline
+# priced from sendrecv) and docs/lab/2026-12-06-pipeline-exchange.md (runs 4 and 5, from pipeline_p2p).
+QUOTED = {
+    "layouts-shaped-1": {"tp=2": -1.0, "dp_replicate=2,dp_shard=2": 2.2, "dp_shard=4": -2.3,
+                         "pp=2,schedule=1f1b,m=4": 11.3},
+    "layouts-shaped-2": {"tp=2": 1.0, "dp_replicate=2,dp_shard=2": 0.8, "dp_shard=4": -3.0,
+                         "pp=2,schedule=1f1b,m=4": 7.5},
+    "layouts-shaped-3": {"tp=2": -1.6, "dp_replicate=2,dp_shard=2": 1.2, "dp_shard=4": -3.4,
+                         "pp=2,schedule=1f1b,m=4": 8.0},
+    "layouts-shaped-4": {"tp=2": -3.6, "dp_replicate=2,dp_shard=2": -1.4, "dp_shard=4": -5.2,
+                         "pp=2,schedule=1f1b,m=4": 0.1},
+}
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: p.stem)
+def test_each_store_gives_the_errors_its_lab_note_quotes(store):
+    cells, sweeps = script.cells_of(store)
+    got = {r["layout"]: round(r["error_points"], 1) for r in script.compare(cells, sweeps, cores=2)}
+    assert got == QUOTED[store.stem]
 
 
 @pytest.mark.parametrize("store", STORES, ids=lambda p: p.stem)
