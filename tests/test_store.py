@@ -204,3 +204,18 @@ def test_a_bad_store_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, mo
     assert out == ""
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # no report, store untouched
     assert not (tmp_path / "reports").exists()
+
+
+def test_every_flag_reads_back_as_a_bool_not_0_or_1():
+    """SQLite keeps a flag as 0/1; the frame gives back a bool for every key bench/cells/keys.py names a flag (the
+    transformer's activation_checkpointing and tp_across_nodes read 0/1 before)."""
+    from bench.cells.keys import BOOL_KEYS
+    from tests.conftest import ROOT
+
+    assert {"ib", "channels_last", "cuda_graphs", "activation_checkpointing", "tp_across_nodes"} <= BOOL_KEYS
+    with Store(str(ROOT / "tests" / "data" / "layouts-run.db"), read_only=True) as db:
+        df = db.dataframe(record_json=False)
+    assert BOOL_KEYS <= set(df.columns)
+    for key in BOOL_KEYS:
+        assert str(df[key].dtype) == "boolean", (key, df[key].dtype)
+    assert set(df["tp_across_nodes"].dropna()) == {False} and set(df["activation_checkpointing"].dropna()) == {False}

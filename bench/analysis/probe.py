@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from bench.analysis.traffic import samples_per_step
-from bench.cells.keys import CELL_KEYS, WORKLOAD_DEFAULTS
+from bench.cells.keys import BOOL_KEYS, CELL_KEYS
 from bench.cells.units import IMAGES, RateUnit, format_rate, format_value
 
 PROBE_VERSION = 4  # 2: FSDP2's engine probe times its gradient sync as steps with it on less off; 3: Horovod's engine
@@ -46,8 +46,6 @@ LOADED_PER_CORE = 0.25
 PROBE_FREE_KEYS = ("mpi", "engine", "ib", "repeats", "jobs", "warmup_steps", "steps", "gpus", "workers_per_node",
                    "max_message_bytes")
 COMPUTE_KEYS = tuple(k for k in CELL_KEYS if k not in PROBE_FREE_KEYS)
-# The flags (a store row holds them as 0/1): every workload key whose default is a bool, and the fabric.
-_BOOL_KEYS = (*(k for k, v in WORKLOAD_DEFAULTS.items() if isinstance(v, bool)), "ib")
 IDENTITY_KEYS = ("hostname", "cores", "kernel", "bench_version", "probe_version")
 
 
@@ -55,7 +53,7 @@ def _plain(key: str, v: Any) -> Any:
     """A cell value as JSON keeps it: None for missing (None, NaN), bool for flags, int for integral numbers."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
-    if key in _BOOL_KEYS:
+    if key in BOOL_KEYS:
         return bool(v)
     if hasattr(v, "item"):  # numpy scalars
         v = v.item()

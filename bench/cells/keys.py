@@ -25,3 +25,6 @@ WORKLOAD_DEFAULTS = {
     "loader": "auto", "compile": "off", "optimizer_impl": "default", "cuda_graphs": False, "seq_len": None,
     "grad_accum": 1, "activation_checkpointing": False, "layout": None, "tp_across_nodes": False,
 }
+# The flags, which a store row holds as 0/1 (SQLite has no bool): every workload key whose default is a bool, and the
+# fabric. The store's frame, the baseline, the selection and the probe's key turn them back into bools.
+BOOL_KEYS = frozenset({*(k for k, v in WORKLOAD_DEFAULTS.items() if isinstance(v, bool)), "ib"})

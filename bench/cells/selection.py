@@ -17,10 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from bench.cells.keys import CELL_KEYS
+from bench.cells.keys import BOOL_KEYS, CELL_KEYS
 
 SELECTION_KEYS = ("cell_id", *CELL_KEYS, "nodes")
-BOOL_KEYS = frozenset({"ib", "channels_last", "cuda_graphs", "activation_checkpointing", "tp_across_nodes"})
 INT_KEYS = frozenset({"gpus", "nodes", "loader_workers", "batch_per_gpu", "image_size", "warmup_steps", "steps",
                       "repeats", "jobs", "threads", "workers_per_node", "max_message_bytes"})
 _TRUE, _FALSE = {"true", "on", "yes", "1"}, {"false", "off", "no", "0"}

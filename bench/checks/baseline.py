@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.cells.keys import CELL_KEYS
+from bench.cells.keys import BOOL_KEYS, CELL_KEYS
 from bench.core.errors import BenchInputError
 from models.probes.cpufeatures import signature
 
@@ -53,7 +53,7 @@ def _plain(value: Any) -> Any:
 
 def _cell_settings(row: pd.Series) -> dict[str, Any]:
     cell = {k: _plain(row[k]) for k in CELL_KEYS}
-    for key in ("ib", "channels_last", "cuda_graphs"):
+    for key in BOOL_KEYS:
         if cell.get(key) is not None:
             cell[key] = bool(cell[key])
     return cell

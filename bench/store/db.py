@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from bench.cells.keys import BOOL_KEYS
 from bench.records.completeness import IMPORT_RUN_PREFIX, complete_runs
 from bench.store.failures import REFUSED, UNUSABLE, StoreError, guarded, retry_while_locked, sqlite_reason
 from bench.store.preflight import check_store_file
@@ -280,7 +281,7 @@ class Store:
 
         cols = [r[1] for r in self.conn.execute("PRAGMA table_info(records)") if record_json or r[1] != "record_json"]
         df = pd.read_sql(f"SELECT {', '.join(cols)} FROM records", self.conn)
-        for col in ("ib", "channels_last", "cuda_graphs"):
+        for col in sorted(BOOL_KEYS & set(df.columns)):  # 0/1 in SQLite
             df[col] = df[col].astype("boolean")
         return df
 
