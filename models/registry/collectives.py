@@ -7,6 +7,8 @@ from __future__ import annotations
 # doc/PERFORMANCE.md), busbw = algbw x factor over n ranks: the share of the message each link carries in the ring
 # algorithm, so busbw compares with a link's rate whatever n is. The one table of them: the worker and the record's
 # validation both read it.
+# The point-to-point ops' reason to run through torch.distributed only: the plan's and the worker's line.
+NO_POINT_TO_POINT = "Horovod has no point-to-point send and receive"
 COLLECTIVES = {
     "allreduce": {
         "script": "workloads/collectives/sweep_worker.py",
@@ -44,7 +46,7 @@ COLLECTIVES = {
         "version": "1",
         "frameworks": ("pytorch",),
         "engines": ("native",),
-        "engines_why": "Horovod has no point-to-point send and receive",  # the plan's and the worker's reason
+        "engines_why": NO_POINT_TO_POINT,
         "bus_factor": lambda n: 1.0,  # each link carries the whole message once, one way
         "bus_formula": "1",
     },
@@ -57,7 +59,7 @@ COLLECTIVES = {
         "version": "1",
         "frameworks": ("pytorch",),
         "engines": ("native",),
-        "engines_why": "Horovod has no point-to-point send and receive",
+        "engines_why": NO_POINT_TO_POINT,
         "bus_factor": lambda n: 1.0,  # as sendrecv: each link carries the whole message once, one way
         "bus_formula": "1",
     },
