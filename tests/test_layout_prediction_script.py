@@ -84,3 +84,11 @@ def test_the_documented_comparison_runs_as_written_and_prints_the_docs_figures()
                           ("pp=2,schedule=1f1b,m=4", "+11.3")):
         row = next(r for r in done.stdout.splitlines() if r.startswith(f"| `{layout}`"))
         assert f"| {error} |" in row, row
+
+
+def test_the_documented_comparison_piped_into_head_ends_without_a_traceback():
+    line = ".venv/bin/python benchmarks/layout_prediction_shaped.py --from benchmarks/results/layouts-shaped-1.db"
+    # head -c 0 has closed the pipe before the script (a second of imports) writes: its write meets a closed reader
+    done = subprocess.run(f"{sys.executable} {' '.join(line.split()[1:])} | head -c 0", shell=True,
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout == "" and done.stderr == "", done.stderr
