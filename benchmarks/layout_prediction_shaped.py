@@ -18,7 +18,11 @@ E = tokens/s per rank / the 1-rank cell's tokens/s. The prediction's inputs, not
 - what the CPU worker does that torchtitan's does not: fp32 activations and parameters, the output head whole on
   every tp rank (models/workloads/transformer/layouts.py).
 
-    .venv/bin/python benchmarks/layout_prediction_shaped.py [--rate 500mbit] [--out /tmp/bench-layout-prediction]
+The training cells are measured in --rounds rounds (the whole matrix, then `bench run --rerun` of its training cells):
+the measured and predicted E are over every round's windows, and each round's own E and error beside them show how
+far this shared VM's drift moves one round's comparison.
+
+    .venv/bin/python benchmarks/layout_prediction_shaped.py [--rate 500mbit] [--rounds 3] [--out DIR]
     .venv/bin/python benchmarks/layout_prediction_shaped.py --from STORE  # the comparison again from a store
 
 Root (network namespaces). The cluster lives in /tmp/bench-fabric, the paths the matrix names, and is torn down at
@@ -46,7 +50,7 @@ from bench.layouts.steptime import DIMENSIONS, efficiency_for, step_time  # noqa
 from bench.layouts.sweep_tiers import sweep_fabric  # noqa: E402
 from bench.store import Store  # noqa: E402
 from benchmarks.collectives_shaped import positive_rate  # noqa: E402
-from benchmarks.prediction_shaped import pct, pts  # noqa: E402
+from benchmarks.prediction_shaped import pct, pts, training_matrix  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")
@@ -58,21 +62,29 @@ PAIRS = (("tp=2", "pp=2,schedule=1f1b,m=4"), ("dp_replicate=2,dp_shard=2", "dp_s
 TWIN_OF = {"dp_replicate=2,dp_shard=2": "dp_shard=2", "dp_shard=4": "dp_shard=2"}
 
 
-def run(rate: str, out: Path) -> Path:
-    """The matrix on the shaped cluster, into <out>/<rate>/bench.db."""
+def run(rate: str, out: Path, rounds: int = 1) -> Path:
+    """The matrix on the shaped cluster, into <out>/<rate>/bench.db: the whole matrix once, then its training cells
+    again (`bench run --rerun`) in each later round, so each round measures the 1-rank cell, each twin and each
+    2-node layout minutes apart and a drift of this shared VM between rounds moves them alike."""
     store = (out / rate / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
+    later = str(training_matrix(store.parent, MATRIX))
     cluster = emulated.start(2, pin=False, state=STATE, prefix="bfab", slots=2)
+    log = []
     try:
         cluster.shape(rate)
-        started = time.monotonic()
-        done = cluster.run("node1", [sys.executable, "-m", "bench", "run", str(MATRIX), "--store", str(store)],
-                           env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
-        (store.parent / "bench-run.log").write_text(done.stdout + done.stderr)
-        print(f"{rate}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{rate}: bench run exit {done.returncode} (see {store.parent / 'bench-run.log'})")
+        for n, extra in enumerate([[str(MATRIX)]] + [[later, "--rerun"]] * (rounds - 1)):
+            started = time.monotonic()
+            done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
+                               env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
+            log.append(done.stdout + done.stderr)
+            (store.parent / "bench-run.log").write_text("\n".join(log))
+            print(f"{rate}: round {n + 1}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s",
+                  flush=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"{rate}: round {n + 1}: bench run exit {done.returncode} "
+                                   f"(see {store.parent / 'bench-run.log'})")
     finally:
         cluster.down()
     return store
@@ -85,12 +97,15 @@ def where(cell: dict) -> str:
     return "across the link" if per_node == 1 else f"{nodes} nodes"
 
 
-def cells_of(store: Path) -> tuple[list[dict], list[dict]]:
-    """Each training cell's figures (medians over its ok records) and the sweep rows."""
+def cells_of(store: Path, run_id: str | None = None) -> tuple[list[dict], list[dict]]:
+    """Each training cell's figures (medians over its ok records: every round's, or run `run_id`'s) and the sweep
+    rows (every round's)."""
     with Store(str(store), read_only=True) as db:
         records = db.dataframe(record_json=True)
         sweeps = db.collectives().to_dict("records")
     ok = records[(records.status == "ok") & (records.model == "tiny")]
+    if run_id is not None:
+        ok = ok[ok.run_id == run_id]
     cells = []
     for cell_id, group in ok.groupby("cell_id"):
         first = group.iloc[0]
@@ -174,6 +189,36 @@ def compare(cells: list[dict], sweeps: list[dict], cores: int, tiers: Fabric | N
     return rows
 
 
+def run_ids(store: Path) -> list[str]:
+    """The store's runs that measured a training cell, in the order they started (the rounds)."""
+    with Store(str(store), read_only=True) as db:
+        records = db.dataframe(record_json=False)
+        runs = [r["run_id"] for r in db.runs()]
+    measured = set(records[(records.status == "ok") & (records.model == "tiny")].run_id)
+    return [r for r in runs if r in measured]
+
+
+def with_rounds(rows: list[dict], store: Path, cores: int, tiers: Fabric | None = None) -> list[dict]:
+    """rows (each layout over every round's windows) with each round's own measured E and error, in round order:
+    a round compares its cells with its own 1-rank cell and twins, priced on every round's sweeps. A spread of the
+    rounds wider than the pooled error says this VM's drift, not the model, decides the comparison."""
+    cells, sweeps = cells_of(store)
+    tiers = tiers or sweep_fabric(sweeps, ranks_per_node=2)
+    per_round: dict[str, list[tuple[float, float | None]]] = {}
+    rounds = run_ids(store)
+    if len(rounds) > 1:
+        for run_id in rounds:
+            round_cells, _ = cells_of(store, run_id)
+            try:
+                found = compare(round_cells, sweeps, cores, tiers)
+            except RuntimeError:  # a round without its 1-rank cell: nothing to scale from
+                continue
+            for r in found:
+                per_round.setdefault(r["layout"], []).append((r["measured_efficiency"], r["error_points"]))
+    return [{**r, "round_efficiencies": [e for e, _ in per_round.get(r["layout"], [])],
+             "round_errors": [err for _, err in per_round.get(r["layout"], [])]} for r in rows]
+
+
 def orders(rows: list[dict]) -> list[str]:
     """Whether the prediction orders the layouts as measured: each pair the issue names (across the link), and
     every layout on two nodes."""
@@ -208,17 +253,20 @@ def ms(d: dict[str, float]) -> str:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| layout on two nodes | ranks | core share | one node: E (tokens/s) | two nodes: tokens/s | measured E | "
-             "predicted E (from the twin) | error (pts) | from FLOPs alone | error (pts) | step ms (measured / "
-             "predicted) | collectives ms/step measured, one node → two | traffic ms/step predicted (exposed) |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+             "predicted E (from the twin) | error (pts) | rounds: measured E (error) | from FLOPs alone | "
+             "error (pts) | step ms (measured / predicted) | collectives ms/step measured, one node → two | "
+             "traffic ms/step predicted (exposed) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---|---:|---:|---|---|---|"]
     for r in rows:
         twin = (f"{pct(r['twin_efficiency'])} ({r['twin_tokens_per_s']:,.0f})" if r["twin_tokens_per_s"] else "—")
         if r["twin_layout"] and r["twin_layout"] != r["layout"]:
             twin += f", as `{r['twin_layout']}`"
         predicted_step = f"{1000 * r['predicted_step_s']:.0f}" if r["predicted_step_s"] else "—"
+        rounds = "; ".join(f"{pct(e)} ({pts(err)})" for e, err in zip(r.get("round_efficiencies") or [],
+                                                                       r.get("round_errors") or [])) or "one round"
         lines.append(f"| `{r['layout']}` {r['where']} | {r['gpus']} | {r['core_share']:.2f} | {twin} | "
                      f"{r['tokens_per_s']:,.0f} | {pct(r['measured_efficiency'])} | "
-                     f"{pct(r['predicted_efficiency'])} | {pts(r['error_points'])} | "
+                     f"{pct(r['predicted_efficiency'])} | {pts(r['error_points'])} | {rounds} | "
                      f"{pct(r['flops_only_efficiency'])} | {pts(r['flops_only_error_points'])} | "
                      f"{1000 * r['step_s']:.0f} / {predicted_step} | "
                      f"{ms(r['twin_collective_s'] or {})} → {ms(r['collective_s'])} | "
@@ -236,11 +284,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="500mbit", help="the tc rate of each node's link (default 500mbit)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-layout-prediction"), help="the store goes here")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measure the training cells this many times, the sweeps in the first (default 3)")
     ap.add_argument("--from", dest="store", type=Path, help="compare this store (a bench.db) instead of running")
     args = ap.parse_args()
     if not positive_rate(args.rate):
         print(f"layout_prediction_shaped: --rate: {args.rate!r} is not a positive tc rate such as 500mbit",
               file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"layout_prediction_shaped: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
         return 2
     failed = False
     if args.store is not None:
@@ -254,19 +307,19 @@ def main() -> int:
             return 2
         args.out.mkdir(parents=True, exist_ok=True)
         try:
-            store = run(args.rate, args.out)
+            store = run(args.rate, args.out, args.rounds)
         except RuntimeError as e:
             print(e, file=sys.stderr)
             failed = True
             store = (args.out / args.rate / "bench.db").resolve()
     cores = os.cpu_count() or 1
     cells, sweeps = cells_of(store)
-    rows = compare(cells, sweeps, cores)
+    rows = with_rounds(compare(cells, sweeps, cores), store, cores)
     if len(rows) < 4 or any(r["predicted_efficiency"] is None for r in rows):
         print(f"layout_prediction_shaped: {len(rows)} of 4 two-node layout cells measured, or one without its "
               f"one-node twin (see {store})", file=sys.stderr)
         failed = True
-    how = f"--from {args.store}" if args.store else f"--rate {args.rate}"
+    how = f"--from {args.store}" if args.store else f"--rate {args.rate} --rounds {args.rounds}"
     text = (f"benchmarks/layout_prediction_shaped.py {how} (2 emulated nodes, {cores} cores shared; the link's "
             f"rate is the one the run shaped)\n\n" + markdown(rows))
     if args.store is None:

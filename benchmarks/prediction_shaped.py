@@ -59,9 +59,10 @@ STATE = Path("/tmp/bench-fabric")
 MATRIX = ROOT / "matrix-fabric.yaml"
 
 
-def training_matrix(out: Path) -> Path:
-    """matrix-fabric.yaml's training cells alone (same cells, same ids): what the later rounds measure again."""
-    spec = yaml.safe_load(MATRIX.read_text())
+def training_matrix(out: Path, matrix: Path | None = None) -> Path:
+    """`matrix`'s training cells alone (same cells, same ids; default matrix-fabric.yaml): what the later rounds
+    measure again."""
+    spec = yaml.safe_load((matrix or MATRIX).read_text())
     spec["axes"]["model"] = [m for m in spec["axes"]["model"] if m not in COLLECTIVES]
     for key in ("include", "exclude"):
         kept = [c for c in spec.get(key, []) if c.get("model") not in COLLECTIVES]

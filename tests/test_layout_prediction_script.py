@@ -2,6 +2,8 @@
 benchmarks/results (docs/layouts.md, "Against the emulated nodes"): the comparison reads back as the docs give it,
 the prediction is anchored on each layout's one-node twin (same tiers on both sides: the twin's own figure back), and
 bad arguments get one line and exit 2."""
+import shutil
+import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -92,3 +94,43 @@ def test_the_documented_comparison_piped_into_head_ends_without_a_traceback():
     done = subprocess.run(f"{sys.executable} {' '.join(line.split()[1:])} | head -c 0", shell=True,
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.stdout == "" and done.stderr == "", done.stderr
+
+
+def merged(tmp_path, stores):
+    """One store holding the records, runs and sweeps of `stores` (same matrix, same cell ids): as if each were one
+    round of one run of the script."""
+    out = tmp_path / "rounds.db"
+    shutil.copy(stores[0], out)
+    db = sqlite3.connect(out)
+    for other in stores[1:]:
+        db.execute("ATTACH DATABASE ? AS other", (str(other),))
+        for table in ("runs", "records", "collectives"):
+            db.execute(f"INSERT INTO {table} SELECT * FROM other.{table}")
+        db.commit()
+        db.execute("DETACH DATABASE other")
+    db.close()
+    return out
+
+
+def test_each_round_is_compared_with_its_own_one_rank_cell_and_twins(tmp_path):
+    """Two runs' stores as two rounds: each round's measured E is that run's own, in the order the runs started, and
+    the pooled measured E (every round's windows) lies between them."""
+    rounds = STORES[2:4]
+    store = merged(tmp_path, rounds)
+    cells, sweeps = script.cells_of(store)
+    rows = script.with_rounds(script.compare(cells, sweeps, cores=2), store, cores=2)
+    own = []
+    for one in rounds:
+        c, s = script.cells_of(one)
+        own.append({r["layout"]: r["measured_efficiency"] for r in script.compare(c, s, cores=2)})
+    assert {r["layout"] for r in rows} == LAYOUTS
+    for r in rows:
+        assert r["round_efficiencies"] == pytest.approx([o[r["layout"]] for o in own], rel=1e-9)
+        assert len(r["round_errors"]) == 2 and all(e is not None for e in r["round_errors"])
+        assert min(r["round_efficiencies"]) <= r["measured_efficiency"] <= max(r["round_efficiencies"])
+    text = script.markdown(rows)
+    pp = next(line for line in text.splitlines() if line.startswith("| `pp=2"))
+    assert "24.2%" in pp and "33.4%" in pp  # runs 4 and 5's pipeline E (docs/lab/2026-12-06-pipeline-exchange.md)
+    # One run alone is one round: nothing per round to show.
+    single = script.with_rounds(script.compare(*script.cells_of(rounds[0]), cores=2), rounds[0], cores=2)
+    assert all(r["round_efficiencies"] == [] for r in single)
