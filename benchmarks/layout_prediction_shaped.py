@@ -50,7 +50,7 @@ from bench.layouts.steptime import DIMENSIONS, efficiency_for, step_time  # noqa
 from bench.layouts.sweep_tiers import sweep_fabric  # noqa: E402
 from bench.store import Store  # noqa: E402
 from benchmarks.collectives_shaped import positive_rate  # noqa: E402
-from benchmarks.prediction_shaped import pct, pts, training_matrix  # noqa: E402
+from benchmarks.prediction_shaped import pct, pts, run_rounds, training_matrix  # noqa: E402
 from tests import cluster as emulated  # noqa: E402  (the driver the multi-node tests use)
 
 STATE = Path("/tmp/bench-fabric")
@@ -69,22 +69,11 @@ def run(rate: str, out: Path, rounds: int = 1) -> Path:
     store = (out / rate / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
-    later = str(training_matrix(store.parent, MATRIX))
+    later = training_matrix(store.parent, MATRIX)
     cluster = emulated.start(2, pin=False, state=STATE, prefix="bfab", slots=2)
-    log = []
     try:
         cluster.shape(rate)
-        for n, extra in enumerate([[str(MATRIX)]] + [[later, "--rerun"]] * (rounds - 1)):
-            started = time.monotonic()
-            done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
-                               env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
-            log.append(done.stdout + done.stderr)
-            (store.parent / "bench-run.log").write_text("\n".join(log))
-            print(f"{rate}: round {n + 1}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s",
-                  flush=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"{rate}: round {n + 1}: bench run exit {done.returncode} "
-                                   f"(see {store.parent / 'bench-run.log'})")
+        run_rounds(cluster, store, MATRIX, later, rounds, rate)
     finally:
         cluster.down()
     return store

@@ -83,9 +83,14 @@ def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds
     store = (out / label / "bench.db").resolve()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)
+    run_rounds(cluster, store, MATRIX, training_matrix(out) if sweep_once else MATRIX, rounds, label)
+
+
+def run_rounds(cluster: emulated.Cluster, store: Path, first: Path, later: Path, rounds: int, label: str) -> None:
+    """`bench run first` from node1 into `store`, then `bench run later --rerun` rounds - 1 times (the log of every
+    round in bench-run.log beside the store). RuntimeError at the first round that fails."""
     log = []
-    later = str(training_matrix(out)) if sweep_once else str(MATRIX)
-    for n, extra in enumerate([[str(MATRIX)]] + [[later, "--rerun"]] * (rounds - 1)):
+    for n, extra in enumerate([[str(first)]] + [[str(later), "--rerun"]] * (rounds - 1)):
         started = time.monotonic()
         done = cluster.run("node1", [sys.executable, "-m", "bench", "run", *extra, "--store", str(store)],
                            env=cluster.env({"PYTHONPATH": str(ROOT)}), timeout=3600, cwd=store.parent)
@@ -94,7 +99,8 @@ def run_condition(cluster: emulated.Cluster, rate: str | None, out: Path, rounds
         print(f"{label}: round {n + 1}: bench run exit {done.returncode} in {time.monotonic() - started:.0f} s",
               flush=True)
         if done.returncode != 0:
-            raise RuntimeError(f"{label}: bench run exit {done.returncode} (see {store.parent / 'bench-run.log'})")
+            raise RuntimeError(f"{label}: round {n + 1}: bench run exit {done.returncode} "
+                               f"(see {store.parent / 'bench-run.log'})")
 
 
 def step_parts(windows: list[list[dict]]) -> dict | None:

@@ -11,7 +11,11 @@ from dataclasses import replace
 import pytest
 
 from bench.layouts.sweep_tiers import sweep_fabric
+from bench.planning.cell import cell_id
+from bench.planning.matrix import load_matrix
 from benchmarks import layout_prediction_shaped as script
+from benchmarks.prediction_shaped import training_matrix
+from models.registry.collectives import COLLECTIVES
 from tests.conftest import ROOT
 
 STORES = sorted((ROOT / "benchmarks" / "results").glob("layouts-shaped-*.db"))
@@ -66,7 +70,7 @@ def test_with_the_link_as_fast_as_the_loopback_the_prediction_is_the_twin(store)
 
 
 def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
-    for args, says in ((["--rate", "0mbit"], "is not a positive tc rate"),
+    for args, says in ((["--rate", "0mbit"], "is not a positive tc rate"), (["--rounds", "0"], "at least 1"),
                        (["--from", str(tmp_path / "none.db")], "no such store")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "layout_prediction_shaped.py"), *args],
                               capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -110,6 +114,13 @@ def merged(tmp_path, stores):
         db.execute("DETACH DATABASE other")
     db.close()
     return out
+
+
+def test_the_later_rounds_measure_the_first_rounds_training_cells(tmp_path):
+    """--rounds: rounds after the first rerun matrix-fabric-layouts.yaml's training cells, same ids, no sweep."""
+    full = {cell_id(c) for c in load_matrix(script.MATRIX).cells() if c["model"] not in COLLECTIVES}
+    later = load_matrix(training_matrix(tmp_path, script.MATRIX)).cells()
+    assert len(full) == 8 and {cell_id(c) for c in later} == full
 
 
 def test_each_round_is_compared_with_its_own_one_rank_cell_and_twins(tmp_path):
