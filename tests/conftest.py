@@ -64,10 +64,50 @@ def pytest_sessionfinish(session, exitstatus):
     down_own()
 
 
+# The verbs that only read and write files (the store, matrices, baselines, reports): bench_cli runs them through
+# bench.cli.main in the test's own process, which is what `python -m bench` runs (the same parser, commands, error
+# lines and exit codes) without a second interpreter's second of imports, ~200 times a suite. The verbs that start
+# processes, hold signals or run cells (run, ab, images, data, doctor, diagnose) keep their own process.
+# BENCH_TEST_CLI=subprocess runs every verb in its own process (to time the difference, or rule it out).
+IN_PROCESS_VERBS = frozenset({"plan", "report", "status", "check", "import", "baseline", "export", "history", "model"})
+
+
 def bench_cli(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Runs `python -m bench ...` as a user would, in `cwd`."""
+    """Runs `python -m bench ...` as a user would, in `cwd`, with `env` added to the environment: a verb of
+    IN_PROCESS_VERBS in this process (bench.cli.main: stdout and stderr captured, the directory and the environment
+    restored after), any other in a subprocess."""
+    if args and args[0] in IN_PROCESS_VERBS and os.environ.get("BENCH_TEST_CLI") != "subprocess":
+        return _in_process(list(args), cwd, env or {})
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _in_process(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    from bench.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    before_cwd, before_env = os.getcwd(), {k: os.environ.get(k) for k in env}
+    os.chdir(cwd)
+    os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as e:  # argparse's usage errors and --help; sys.exit("text") prints it and exits 1
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(before_cwd)
+        for k, v in before_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess([sys.executable, "-m", "bench", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

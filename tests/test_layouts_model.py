@@ -177,9 +177,43 @@ def test_a_pipeline_is_priced_from_its_schedules_own_exchange_where_it_was_measu
     fused = [{**r, "op": "pipeline_p2p", "time_median_s": 2 * r["time_median_s"]}
              for r in rows if r["op"] == "sendrecv"]
     slow = _tiny_step(layout, sweep_fabric(rows + fused, ranks_per_node=1), activation_bytes=4)
-    assert plain.traffic_s["pp"] > 0 and slow.traffic_s["pp"] == pytest.approx(2 * plain.traffic_s["pp"])
+    # The tied embedding's all-reduce (below) is not the schedule's exchange: it stays as it was.
+    tied = _tied_allreduce_s(sweep_fabric(rows, ranks_per_node=1).inter)
+    assert plain.traffic_s["pp"] > tied > 0
+    assert slow.traffic_s["pp"] - tied == pytest.approx(2 * (plain.traffic_s["pp"] - tied))
     assert {d: t for d, t in slow.traffic_s.items() if d != "pp"} == {d: t for d, t in plain.traffic_s.items()
                                                                       if d != "pp"}
+
+
+def _tied_allreduce_s(tier) -> float:
+    """A 2-rank all-reduce of the tiny shape's fp32 embedding gradient, as the tier's sweep prices it."""
+    from bench.layouts.steptime import interpolate
+
+    shape = shape_named("tiny")
+    return interpolate(tier.measured["allreduce"], shape.vocab * shape.width * 4)
+
+
+def test_a_tied_embedding_costs_a_pipeline_one_all_reduce_of_its_gradient_between_the_end_stages():
+    """The worker sums a tied embedding's gradient over the first and the last stage after the schedule, every step
+    (models/workloads/transformer/layouts.py): the tiny shape (tied) pays it on the pp tier, the same shape untied
+    does not, and without a pipeline neither does."""
+    from dataclasses import replace as with_
+
+    from bench.layouts.steptime import step_time
+    from bench.layouts.sweep_tiers import sweep_fabric
+
+    fabric = sweep_fabric(_sweep_rows(1, 1e-9, 0.0) + _sweep_rows(2, 1e-7, 0.0), ranks_per_node=1)
+    tiny = shape_named("tiny")
+    assert tiny.tied
+
+    def pp_traffic(shape, layout):
+        return step_time(shape, layout, fabric, seq=128, global_batch=8 * layout.dp, peak_flops=1e10,
+                         efficiency=1.0, activation_bytes=4, head_over_tp=False).traffic_s["pp"]
+
+    pipeline = Layout(pp=2, schedule="1f1b", microbatches=4)
+    assert pp_traffic(tiny, pipeline) - pp_traffic(with_(tiny, tied=False), pipeline) == pytest.approx(
+        _tied_allreduce_s(fabric.inter), rel=1e-9)
+    assert pp_traffic(tiny, Layout(tp=2)) == pp_traffic(with_(tiny, tied=False), Layout(tp=2)) == 0.0
 
 
 def test_a_fabric_without_a_sweep_on_a_tier_is_refused_with_the_tier_named():

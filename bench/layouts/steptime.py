@@ -14,7 +14,8 @@ then cp, dp_shard, dp_replicate, pp outermost, so a group stays inside a node wh
   activations forward, as many backward (and forward again under full checkpointing); exposed whole (no async TP);
 - cp (ring attention): key and value chunks passed around the ring, forward once and twice backward; hidden behind
   the attention's own FLOPs, the rest exposed;
-- pp: one activation forward and one gradient backward per micro-batch and model chunk; exposed whole;
+- pp: one activation forward and one gradient backward per micro-batch and model chunk, and with a tied embedding
+  (on the first and the last stage) one fp32 all-reduce of its gradient between the two per step; exposed whole;
 - dp_shard (FSDP over dp_shard × cp): bf16 all-gather forward and again backward (once with pp: torchtitan keeps the
   blocks gathered between micro-batches), fp32 reduce-scatter of the gradients; prefetched behind compute, so
   only the part compute cannot cover is exposed, and never less than one block's share (the first gather, the last
@@ -133,6 +134,11 @@ def step_time(shape, layout: Layout, fabric: Fabric, *, seq: int, global_batch: 
     traffic["pp"] = (hops * _send_s(activation / layout.microbatches / layout.tp * shared["pp"], tiers["pp"],
                                     "pipeline_p2p")
                      if layout.pp > 1 else 0.0)
+    if layout.pp > 1 and shape.tied:
+        # A tied embedding lives on the first and the last stage: its fp32 gradient is all-reduced between the two
+        # after the schedule, once a step, before the optimizer can run (nothing to hide it behind).
+        tied = shape.vocab * shape.width * 4 / (layout.tp if head_over_tp else 1)
+        traffic["pp"] += _collective_s("allreduce", 2, tied * shared["pp"], tiers["pp"])
 
     head = shape.vocab * shape.width * (1 if layout.pp > 1 or shape.tied else 2)
     stage_params = (shape.layers * (shape.block_matrices() + shape.block_vectors()) / layout.pp / layout.tp

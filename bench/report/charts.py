@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -53,8 +54,10 @@ def _log2_ticks(ax, values) -> None:
 
 def _draw_all(draw, jobs: list, *, parallel_from: int) -> list:
     """draw(job) for each job, in order; in forked processes when there are at least `parallel_from` jobs and
-    several cores (each figure is independent, and drawing is CPU-bound)."""
-    if len(jobs) >= parallel_from and (os.cpu_count() or 1) > 1:
+    several cores (each figure is independent, and drawing is CPU-bound), and only from a process of one thread: a
+    child forked beside other threads can wait forever on a lock one of them held (bench.cli.main called by a
+    threaded program)."""
+    if len(jobs) >= parallel_from and (os.cpu_count() or 1) > 1 and threading.active_count() == 1:
         try:
             ctx = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1, 8), mp_context=ctx) as pool:
