@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from models.probes.cpufeatures import cpu_probe
+from tests import framework_grid
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 pytestmark = pytest.mark.e2e
@@ -394,6 +395,8 @@ backend:
     df = read_records(tmp_path)
     assert sorted(set(zip(df.framework, df.data_layout))) == [("keras", "jpeg"), ("pytorch", "jpeg"),
                                                               ("tensorflow", "tfrecord")]
+    # The framework grid leaves these (framework, flavour) pairs under Horovod to this run (tests/framework_grid.py)
+    assert set(zip(df.framework, df.mpi)) >= set(framework_grid.RUN_WITH_REAL_DATA) and set(df.engine) == {"horovod"}
     assert len(df) == 3 * 2 and set(df.status) == {"ok"} and set(df.data) == {"imagenet"}
     for row in df.itertuples():
         rec = json.loads(row.record_json)

@@ -13,6 +13,7 @@ from bench.backends.hosts.nodes import node_verdict
 from bench.core.errors import BenchInputError
 from bench.planning.matrix import load_matrix_text
 from bench.planning.plan import plan_cells
+from tests import framework_grid
 from tests.conftest import TINY_WORKLOAD, bench_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,8 +180,9 @@ def run_on_node1(cluster, tmp: Path, matrix: str):
 FLAVOURS = [("openmpi", "horovod"), ("gloo", "horovod"), ("mpich", "horovod"), ("intelmpi", "horovod"),
             ("openmpi", "native")]
 # TensorFlow and Keras under the MPICH-ABI flavours (their own Horovod build, in .venv-mpich): the 2018 study's
-# TensorFlow + Intel MPI pairing across nodes. NHWC: TensorFlow's CPU convolutions take no other layout.
-TF_PAIRS = [("tensorflow", "mpich"), ("keras", "intelmpi")]
+# TensorFlow + Intel MPI pairing across nodes. NHWC: TensorFlow's CPU convolutions take no other layout. The framework
+# grid (tests/framework_grid.py) leaves these pairs to this module.
+TF_PAIRS = list(framework_grid.RUN_ACROSS_NODES)
 
 
 @pytest.fixture(scope="module")
