@@ -23,7 +23,7 @@ LAYOUTS = {"tp=2", "pp=2,schedule=1f1b,m=4", "dp_replicate=2,dp_shard=2", "dp_sh
 
 
 def test_every_run_is_kept():
-    assert [p.stem for p in STORES] == [f"layouts-shaped-{i}" for i in range(1, 5)], STORES
+    assert [p.stem for p in STORES] == [f"layouts-shaped-{i}" for i in range(1, 7)], STORES
 
 
 # The errors (points) of each kept store under today's model, as docs/lab/2026-12-07-pipeline-tied-embedding.md
@@ -38,6 +38,11 @@ QUOTED = {
                          "pp=2,schedule=1f1b,m=4": 2.2},
     "layouts-shaped-4": {"tp=2": -3.6, "dp_replicate=2,dp_shard=2": -1.4, "dp_shard=4": -5.2,
                          "pp=2,schedule=1f1b,m=4": -5.5},
+    # runs A and B of that note, three rounds each, pooled
+    "layouts-shaped-5": {"tp=2": -2.1, "dp_replicate=2,dp_shard=2": -0.0, "dp_shard=4": -4.0,
+                         "pp=2,schedule=1f1b,m=4": -1.6},
+    "layouts-shaped-6": {"tp=2": -1.7, "dp_replicate=2,dp_shard=2": -0.4, "dp_shard=4": -4.7,
+                         "pp=2,schedule=1f1b,m=4": -0.6},
 }
 
 
@@ -124,10 +129,21 @@ def test_the_later_rounds_measure_the_first_rounds_training_cells(tmp_path):
     assert len(full) == 8 and {cell_id(c) for c in later} == full
 
 
+@pytest.mark.parametrize("store", STORES[4:], ids=lambda p: p.stem)
+def test_a_store_of_three_rounds_gives_each_rounds_figures_as_the_lab_note_quotes(store):
+    """Runs A and B (docs/lab/2026-12-07-pipeline-tied-embedding.md): three rounds each, in the order they started,
+    and the pipeline's E round by round as the note quotes it."""
+    assert len(script.run_ids(store)) == 3
+    rows = script.with_rounds(script.compare(*script.cells_of(store), cores=2), store, cores=2)
+    pp = next(r for r in rows if r["layout"] == "pp=2,schedule=1f1b,m=4")
+    quoted = {"layouts-shaped-5": [31.3, 36.5, 26.2], "layouts-shaped-6": [24.5, 29.2, 28.5]}[store.stem]
+    assert [round(100 * e, 1) for e in pp["round_efficiencies"]] == quoted
+
+
 def test_each_round_is_compared_with_its_own_one_rank_cell_and_twins(tmp_path):
     """Two runs' stores as two rounds: each round's measured E is that run's own, in the order the runs started, and
     the pooled measured E (every round's windows) lies between them."""
-    rounds = STORES[2:4]
+    rounds = STORES[2:4]  # one round each
     store = merged(tmp_path, rounds)
     cells, sweeps = script.cells_of(store)
     rows = script.with_rounds(script.compare(cells, sweeps, cores=2), store, cores=2)
