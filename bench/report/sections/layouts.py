@@ -120,5 +120,6 @@ NOTE = ("One row per layout cell (a transformer cell whose `layout` key is set; 
         "Bubble: a pipeline stage's idle time over its busy time inside the schedule, stage 0's and the mean over "
         "the stages, each the median over the windows, beside Megatron-LM's (p − 1)/m ((p − 1)/(v·m) interleaved), "
         "which assumes balanced stages (the tiny shape's last stage also holds the head and the loss). Collectives "
-        "per step: the time inside each mesh dimension's collective calls and their waits (the mean over the ranks, "
-        "the median over the windows) and its share of the median step.")
+        "per step: the time inside each mesh dimension's collective calls and their waits (DDP's all-reduces: while "
+        "any is in flight, launch to completion) (the mean over the ranks, the median over the windows) and its share "
+        "of the median step.")

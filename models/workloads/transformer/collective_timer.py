@@ -1,5 +1,6 @@
 """The timers around a layout step's collectives: `CollectiveTimer` charges each collective call (and its Work's
-wait, `_TimedWork`) to the mesh dimension whose process group it ran on, DTensor's functional collectives included."""
+wait, `_TimedWork`) to the mesh dimension whose process group it ran on, DTensor's functional collectives included;
+DDP's bucketed all-reduces, which its C++ reducer launches, through a communication hook (`time_ddp`)."""
 from __future__ import annotations
 
 import contextlib
@@ -23,6 +24,7 @@ class CollectiveTimer:
         self.seconds: dict[str, float] = {}
         self._undo: list = []
         self._pending: dict[int, str] = {}
+        self._flights: list[tuple[str, float, float]] = []  # DDP's all-reduces: (dimension, launched, completed)
 
     def dimension(self, group) -> str:
         if group is None:
@@ -85,7 +87,37 @@ class CollectiveTimer:
         with Watch():
             yield
 
+    def time_ddp(self, model, dim: str) -> None:
+        """DDP's gradient all-reduces, which its C++ reducer launches bucket by bucket as the backward pass frees
+        them, where no wrapped call sees them: a communication hook launches each bucket's all-reduce as DDP's
+        default does (the gradients' mean over the ranks) and notes it from launch to completion. The dimension is
+        charged the time while any of them is in flight (the union over the buckets: they overlap the backward
+        pass and one another), so it is time the ranks' traffic took, not time a thread waited."""
+        import torch.distributed as dist
+
+        launch = dist.distributed_c10d.all_reduce  # not the wrapped one: the launch is inside the interval
+        flights = self._flights
+
+        def hook(group, bucket):
+            t0 = time.perf_counter()
+            tensor = bucket.buffer().div_(dist.get_world_size(group))
+            future = launch(tensor, group=group, async_op=True).get_future()
+
+            def done(f):
+                flights.append((dim, t0, time.perf_counter()))  # runs before DDP's wait on this future returns
+                return f.value()[0]
+
+            return future.then(done)
+
+        model.register_comm_hook(None, hook)
+
     def take(self) -> dict[str, float]:
+        flights, self._flights[:] = list(self._flights), []
+        spans: dict[str, list[tuple[float, float]]] = {}
+        for dim, start, end in flights:
+            spans.setdefault(dim, []).append((start, end))
+        for dim, intervals in spans.items():
+            self.add(dim, covered(intervals))
         out, self.seconds = self.seconds, {}
         return out
 
@@ -93,6 +125,16 @@ class CollectiveTimer:
         for owner, name, original in reversed(self._undo):
             setattr(owner, name, original)
         self._undo = []
+
+
+def covered(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 class _TimedWork:

@@ -30,9 +30,11 @@ def trainer_for(torch, args, shape, device, comm, model_factory, wrap) -> tuple[
                        world_size=comm.size)
         trainer.facts["layout"] = layout_facts(layout, layout.dims())
         # Its one dimension's collectives timed as a mesh layout's are: FSDP2's gathers and reduce-scatters go through
-        # torch.distributed's Python calls (DDP's bucketed all-reduces run inside its C++ reducer, which no Python
-        # timer sees: a dp_replicate-only layout reports none).
-        trainer.timer = CollectiveTimer(torch, {}, world=next(iter(layout.dims()), "dp_shard")).install()
+        # torch.distributed's Python calls; DDP's bucketed all-reduces, launched by its C++ reducer, through a hook.
+        dim = next(iter(layout.dims()), "dp_shard")
+        trainer.timer = CollectiveTimer(torch, {}, world=dim).install()
+        if engine == "native":
+            trainer.timer.time_ddp(trainer.model, dim)
         return trainer, comm.rank, per_step
     trainer = layouts.build(torch, shape, layout, device=device, decoder_factory=model_factory,
                             grad_accum=args.grad_accum, lr=args.lr, optimizer_impl=args.optimizer_impl,
@@ -101,7 +103,8 @@ class LayoutInstruments:
                                                            for r in ranks) for d in dims},
             "collective_s_per_step_by_rank": [r.get("collective_s_per_step", {}) for r in ranks],
             "collective_timing": "timers around each process group's collective calls and their waits "
-                                 "(DTensor's functional collectives from issue to wait)",
+                                 "(DTensor's functional collectives from issue to wait; DDP's all-reduces from "
+                                 "launch to completion, while any is in flight)",
         }
         pipes = [r.get("pipeline") for r in ranks]
         if any(pipes):
