@@ -67,31 +67,32 @@ def pytest_sessionfinish(session, exitstatus):
 # The verbs that only read and write files (the store, matrices, baselines, reports): bench_cli runs them through
 # bench.cli.main in the test's own process, which is what `python -m bench` runs (the same parser, commands, error
 # lines and exit codes) without a second interpreter's second of imports, ~200 times a suite. The verbs that start
-# processes, hold signals or run cells (run, ab, images, data, doctor, diagnose) keep their own process.
-# BENCH_TEST_CLI=subprocess runs every verb in its own process (to time the difference, or rule it out).
+# processes, hold signals or run cells (run, ab, images, data, doctor, diagnose) keep their own process, and so does a
+# call given an environment: a variable can take effect when bench is imported (BENCH_WORKLOADS, PYTHONPATH), which
+# this process did long before. BENCH_TEST_CLI=subprocess runs every call in its own process (to time the difference,
+# or rule it out).
 IN_PROCESS_VERBS = frozenset({"plan", "report", "status", "check", "import", "baseline", "export", "history", "model"})
 
 
 def bench_cli(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Runs `python -m bench ...` as a user would, in `cwd`, with `env` added to the environment: a verb of
-    IN_PROCESS_VERBS in this process (bench.cli.main: stdout and stderr captured, the directory and the environment
-    restored after), any other in a subprocess."""
-    if args and args[0] in IN_PROCESS_VERBS and os.environ.get("BENCH_TEST_CLI") != "subprocess":
-        return _in_process(list(args), cwd, env or {})
+    IN_PROCESS_VERBS without `env` in this process (bench.cli.main: stdout and stderr captured, the directory
+    restored after), any other call in a subprocess."""
+    if args and args[0] in IN_PROCESS_VERBS and not env and os.environ.get("BENCH_TEST_CLI") != "subprocess":
+        return _in_process(list(args), cwd)
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def _in_process(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+def _in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
     from bench.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    before_cwd, before_env = os.getcwd(), {k: os.environ.get(k) for k in env}
+    before = os.getcwd()
     os.chdir(cwd)
-    os.environ.update(env)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -101,12 +102,7 @@ def _in_process(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedPr
                     print(e.code, file=sys.stderr)
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
-        os.chdir(before_cwd)
-        for k, v in before_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.chdir(before)
     return subprocess.CompletedProcess([sys.executable, "-m", "bench", *args], code, out.getvalue(), err.getvalue())
 
 
