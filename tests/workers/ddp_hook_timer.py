@@ -3,13 +3,11 @@ DDP's own all-reduce, and under the layout worker's timing hook (CollectiveTimer
 rank's largest parameter difference between the two and its dp_replicate seconds: the hook must average as DDP does
 and charge its time. With argv[2] == "broken", the hook sums without dividing (what a wrong hook would do).
 Run as a script by tests/test_collective_timer.py."""
-import json
 import os
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,13 +47,7 @@ def rank_main(rank: int, port: int, broken: bool, queue) -> None:
 
 
 if __name__ == "__main__":
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    broken = len(sys.argv) > 2 and sys.argv[2] == "broken"
-    ranks = [ctx.Process(target=rank_main, args=(r, int(sys.argv[1]), broken, queue)) for r in range(2)]
-    for p in ranks:
-        p.start()
-    for p in ranks:
-        p.join(120)
-    print(json.dumps(sorted((queue.get() for _ in ranks), key=lambda r: r["rank"])))
-    sys.exit(max(p.exitcode or 0 for p in ranks))
+    sys.path.insert(0, ROOT)
+    from tests.workers.two_ranks import run_two
+
+    run_two(rank_main, int(sys.argv[1]), len(sys.argv) > 2 and sys.argv[2] == "broken")

@@ -1,13 +1,11 @@
 """Two Gloo ranks (spawned here) take one FSDP2 step of a 2-layer model under the layout worker's CollectiveTimer and
 print, as JSON, each rank's seconds per mesh dimension: FSDP2's gathers and reduce-scatters must land on dp_shard.
 Run as a script by tests/test_collective_timer.py."""
-import json
 import os
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,12 +31,7 @@ def rank_main(rank: int, port: int, queue) -> None:
 
 
 if __name__ == "__main__":
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    ranks = [ctx.Process(target=rank_main, args=(r, int(sys.argv[1]), queue)) for r in range(2)]
-    for p in ranks:
-        p.start()
-    for p in ranks:
-        p.join(120)
-    print(json.dumps(sorted((queue.get() for _ in ranks), key=lambda r: r["rank"])))
-    sys.exit(max(p.exitcode or 0 for p in ranks))
+    sys.path.insert(0, ROOT)
+    from tests.workers.two_ranks import run_two
+
+    run_two(rank_main, int(sys.argv[1]))
