@@ -1,7 +1,7 @@
 # Two entry points; both install what they need first and are safe to repeat.
 #   make run   - set up, run matrix.yaml (the cells this machine can run), then regenerate the report
 #   make test  - set up (plus test tools), lint, and run the whole test suite but the `diagnose` proofs, in
-#                two phases (below): 35-42 minutes on a 2-core machine
+#                two phases (below): 34-36 minutes on a 2-core machine
 #   make lint  - ruff and isort over the code (seconds)
 #   make test-diagnose - the slowed-cell and emulated-cluster proofs of docs/diagnose.md (minutes each)
 #   make test-fast - the same set-up, then only the unit and contract tests (pytest --fast: no test with a mark
