@@ -187,12 +187,11 @@ def run_ids(store: Path) -> list[str]:
     return [r for r in runs if r in measured]
 
 
-def with_rounds(rows: list[dict], store: Path, cores: int, tiers: Fabric | None = None) -> list[dict]:
+def with_rounds(rows: list[dict], store: Path, sweeps: list[dict], cores: int) -> list[dict]:
     """rows (each layout over every round's windows) with each round's own measured E and error, in round order:
     a round compares its cells with its own 1-rank cell and twins, priced on every round's sweeps. A spread of the
     rounds wider than the pooled error says this VM's drift, not the model, decides the comparison."""
-    cells, sweeps = cells_of(store)
-    tiers = tiers or sweep_fabric(sweeps, ranks_per_node=2)
+    tiers = sweep_fabric(sweeps, ranks_per_node=2)
     per_round: dict[str, list[tuple[float, float | None]]] = {}
     rounds = run_ids(store)
     if len(rounds) > 1:
@@ -303,7 +302,7 @@ def main() -> int:
             store = (args.out / args.rate / "bench.db").resolve()
     cores = os.cpu_count() or 1
     cells, sweeps = cells_of(store)
-    rows = with_rounds(compare(cells, sweeps, cores), store, cores)
+    rows = with_rounds(compare(cells, sweeps, cores), store, sweeps, cores)
     if len(rows) < 4 or any(r["predicted_efficiency"] is None for r in rows):
         print(f"layout_prediction_shaped: {len(rows)} of 4 two-node layout cells measured, or one without its "
               f"one-node twin (see {store})", file=sys.stderr)

@@ -134,7 +134,8 @@ def test_a_store_of_three_rounds_gives_each_rounds_figures_as_the_lab_note_quote
     """Runs A and B (docs/lab/2026-12-07-pipeline-tied-embedding.md): three rounds each, in the order they started,
     and the pipeline's E round by round as the note quotes it."""
     assert len(script.run_ids(store)) == 3
-    rows = script.with_rounds(script.compare(*script.cells_of(store), cores=2), store, cores=2)
+    cells, sweeps = script.cells_of(store)
+    rows = script.with_rounds(script.compare(cells, sweeps, cores=2), store, sweeps, cores=2)
     pp = next(r for r in rows if r["layout"] == "pp=2,schedule=1f1b,m=4")
     quoted = {"layouts-shaped-5": [31.3, 36.5, 26.2], "layouts-shaped-6": [24.5, 29.2, 28.5]}[store.stem]
     assert [round(100 * e, 1) for e in pp["round_efficiencies"]] == quoted
@@ -146,7 +147,7 @@ def test_each_round_is_compared_with_its_own_one_rank_cell_and_twins(tmp_path):
     rounds = STORES[2:4]  # one round each
     store = merged(tmp_path, rounds)
     cells, sweeps = script.cells_of(store)
-    rows = script.with_rounds(script.compare(cells, sweeps, cores=2), store, cores=2)
+    rows = script.with_rounds(script.compare(cells, sweeps, cores=2), store, sweeps, cores=2)
     own = []
     for one in rounds:
         c, s = script.cells_of(one)
@@ -160,5 +161,6 @@ def test_each_round_is_compared_with_its_own_one_rank_cell_and_twins(tmp_path):
     pp = next(line for line in text.splitlines() if line.startswith("| `pp=2"))
     assert "24.2%" in pp and "33.4%" in pp  # runs 4 and 5's pipeline E (docs/lab/2026-12-06-pipeline-exchange.md)
     # One run alone is one round: nothing per round to show.
-    single = script.with_rounds(script.compare(*script.cells_of(rounds[0]), cores=2), rounds[0], cores=2)
+    cells, sweeps = script.cells_of(rounds[0])
+    single = script.with_rounds(script.compare(cells, sweeps, cores=2), rounds[0], sweeps, cores=2)
     assert all(r["round_efficiencies"] == [] for r in single)

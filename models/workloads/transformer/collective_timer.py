@@ -112,7 +112,8 @@ class CollectiveTimer:
         model.register_comm_hook(None, hook)
 
     def take(self) -> dict[str, float]:
-        flights, self._flights[:] = list(self._flights), []
+        flights = list(self._flights)
+        self._flights.clear()  # the same list: the DDP hook appends to it
         spans: dict[str, list[tuple[float, float]]] = {}
         for dim, start, end in flights:
             spans.setdefault(dim, []).append((start, end))
