@@ -55,6 +55,9 @@ class Outside(BaseModel):
     mhz: float | None = Field(None, gt=0)
     top: list[OutsideProcess] = []
     rank_cpus: list[int] = []
+    # The kernel's boot id: ranks that read the same one share a machine's cores, though their nodes (network
+    # namespaces, containers) have host names of their own
+    machine: str | None = Field(None, max_length=64)
 
 
 class RankRate(BaseModel):
