@@ -8,15 +8,12 @@ and the 2-rank sweeps of the ops they send (allgather, reduce_scatter, allreduce
 a node and across — and sets each layout cell's measured scaling efficiency beside bench/layouts/steptime.py's
 prediction.
 
-E = tokens/s per rank / the 1-rank cell's tokens/s. The prediction's inputs, nothing fitted to the layout cells:
-- compute: the efficiency at which the model gives the layout's 1-node twin its measured step (the published
-  tables' anchor protocol), times each rank's share of the cores (cores / ranks where the ranks outnumber them); and
-  beside it, from FLOPs alone: the 1-rank cell's FLOPs per token x tokens/s as the rate (the planner's path);
-- overlap: none where the ranks outnumber the cores (Gloo moves bytes on the CPU; no core is idle to hide them);
-- traffic: the sweeps' times at the sizes the layout sends, inside a node or across the link by where its group
-  lies (bench/layouts/sweep_tiers.py);
-- what the CPU worker does that torchtitan's does not: fp32 activations and parameters, the output head whole on
-  every tp rank (models/workloads/transformer/layouts.py).
+E = tokens/s per rank / the 1-rank cell's tokens/s. The prediction is bench/analysis/layout_prediction.py's, the one
+the report sets beside each layout cell, nothing fitted to the layout cells: compute at the efficiency at which the
+model gives the layout's 1-node twin its measured step (the same layout on one node, or FSDP2 on one node for HSDP and
+flat FSDP, whose 4 ranks do not fit one node here), each rank at its share of the machine's cores and nothing
+overlapped where ranks outnumber them; the traffic priced on the sweeps inside a node and across the link. Beside it,
+from FLOPs alone: the 1-rank cell's FLOP/s as the rate (the planner's path).
 
 The training cells are measured in --rounds rounds (the whole matrix, then `bench run --rerun` of its training cells):
 the measured and predicted E are over every round's windows, and each round's own E and error beside them show how
@@ -42,12 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.analysis.layout_prediction import TWIN, predict  # noqa: E402
 from bench.analysis.missing import is_missing  # noqa: E402
-from bench.layouts.fabric import Fabric  # noqa: E402
-from bench.layouts.layout import parse_layout  # noqa: E402
 from bench.layouts.shapes import shape_named  # noqa: E402
-from bench.layouts.steptime import DIMENSIONS, efficiency_for, step_time  # noqa: E402
-from bench.layouts.sweep_tiers import sweep_fabric  # noqa: E402
+from bench.layouts.steptime import DIMENSIONS  # noqa: E402
 from bench.store import Store  # noqa: E402
 from benchmarks.collectives_shaped import positive_rate  # noqa: E402
 from benchmarks.prediction_shaped import pct, pts, run_rounds, training_matrix  # noqa: E402
@@ -57,9 +52,6 @@ STATE = Path("/tmp/bench-fabric")
 MATRIX = ROOT / "matrix-fabric-layouts.yaml"
 # The comparisons the issue names: each pair's order (which layout scales better) is checked.
 PAIRS = (("tp=2", "pp=2,schedule=1f1b,m=4"), ("dp_replicate=2,dp_shard=2", "dp_shard=4"))
-# A 2-node layout whose ranks do not fit one node (the hosts backend refuses more CPU workers than cores) takes this
-# 1-node layout as its twin: FSDP2 on 2 ranks fixes the compute efficiency, each rank then gets its share of cores.
-TWIN_OF = {"dp_replicate=2,dp_shard=2": "dp_shard=2", "dp_shard=4": "dp_shard=2"}
 
 
 def run(rate: str, out: Path, rounds: int = 1) -> Path:
@@ -102,11 +94,14 @@ def cells_of(store: Path, run_id: str | None = None) -> tuple[list[dict], list[d
         for text in group["record_json"]:
             for dim, s in (json.loads(text).get("layout") or {}).get("collective_s_per_step", {}).items():
                 collectives.setdefault(dim, []).append(float(s))
+        seq = None if is_missing(first["seq_len"]) else int(first["seq_len"])
         cells.append({"cell_id": cell_id, "layout": first["layout"] if isinstance(first["layout"], str) else None,
+                      "model": first["model"], "gpu": first["gpu"], "precision": first["precision"],
+                      "engine": first["engine"], "ib": bool(first["ib"]),
                       "gpus": int(first["gpus"]), "nodes": int(first["nodes"]),
                       "workers_per_node": None if is_missing(first["workers_per_node"])
                       else int(first["workers_per_node"]),
-                      "seq_len": None if is_missing(first["seq_len"]) else int(first["seq_len"]),
+                      "seq_len": seq, "seq": seq or shape_named("tiny").seq,
                       "batch_per_gpu": int(first["batch_per_gpu"]), "windows": len(group),
                       "samples_per_sec": statistics.median(group["samples_per_sec"]),
                       "step_s": statistics.median(group["step_time_median_s"]),
@@ -114,67 +109,44 @@ def cells_of(store: Path, run_id: str | None = None) -> tuple[list[dict], list[d
     return cells, sweeps
 
 
-def _step(shape, layout, per_node: int, tiers: Fabric, *, seq: int, batch: int, rate: float, efficiency: float,
-          overlap: bool = True):
-    return step_time(shape, layout, Fabric(per_node, tiers.intra, tiers.inter), seq=seq,
-                     global_batch=batch * layout.dp, peak_flops=rate, efficiency=efficiency, head_over_tp=False,
-                     activation_bytes=4, param_bytes=4, overlap=overlap)
-
-
-def compare(cells: list[dict], sweeps: list[dict], cores: int, tiers: Fabric | None = None) -> list[dict]:
+def compare(cells: list[dict], sweeps: list[dict], cores: int) -> list[dict]:
     """One row per layout cell on two nodes: measured E, E predicted from its 1-node twin, and E predicted from
-    FLOPs alone (the planner's path), with the step and each dimension's collectives. `tiers`: the two tiers to
-    price on instead of the sweeps'."""
+    FLOPs alone (the planner's path), with the step and each dimension's collectives
+    (bench/analysis/layout_prediction.py, as the report predicts them). Every rank shares this machine's `cores`."""
     base = next((c for c in cells if c["gpus"] == 1 and c["layout"] is None), None)
     if base is None:
         raise RuntimeError("no 1-rank cell measured: nothing to scale from")
-    shape = shape_named("tiny")
-    seq = base["seq_len"] or shape.seq
-    tokens_1 = base["samples_per_sec"] * seq
-    rate = shape.flops_per_token(seq) * tokens_1  # FLOP/s of one rank, all it does per token
-    tiers = tiers or sweep_fabric(sweeps, ranks_per_node=2)
-    twins = {c["layout"]: c for c in cells if c["layout"] is not None and c["nodes"] == 1}
+    cells = [{**c, "core_share": min(1.0, cores / c["gpus"])} for c in cells]
+    twins = {c["cell_id"]: c for c in cells}
     rows = []
     for c in cells:
         if c["layout"] is None or c["nodes"] == 1:
             continue
-        layout, _ = parse_layout(c["layout"], world=c["gpus"])
-        per_node = int(c["workers_per_node"] or c["gpus"])
-        kw = {"seq": seq, "batch": c["batch_per_gpu"], "rate": rate}
-        share = min(1.0, cores / c["gpus"])
-        # Gloo moves bytes on the CPU: with more ranks than cores no core is idle to hide it behind compute.
-        overlap = share >= 1.0
-        flops_only = _step(shape, layout, per_node, tiers, efficiency=share, overlap=overlap, **kw)
-        twin = twins.get(c["layout"]) or twins.get(TWIN_OF.get(c["layout"]))
-        step = twin_e = None
-        if twin is not None:
-            twin_layout, _ = parse_layout(twin["layout"], world=twin["gpus"])
-            # The efficiency at which the model gives the twin (its layout on one node) its measured rate, as the
-            # published tables' anchor run fixes it; then a whole core's: the twin's over its share of the cores.
-            twin_kw = {**kw, "batch": twin["batch_per_gpu"]}
-            twin_e = efficiency_for(
-                lambda e: _step(shape, twin_layout, twin_layout.world, tiers, efficiency=e, **twin_kw)
-                .tokens_per_s_per_gpu, twin["samples_per_sec"] * seq / twin["gpus"], low=1e-4, high=100.0,
-            ) / min(1.0, cores / twin["gpus"])
-            step = _step(shape, layout, per_node, tiers, efficiency=twin_e * share, overlap=overlap, **kw)
-        measured = c["samples_per_sec"] * seq / c["gpus"] / tokens_1
+        p = predict(c, cells, sweeps)
+        if p.flops_only is None:
+            raise RuntimeError(f"{c['cell_id']} ({c['layout']}): not predicted: {p.why}")
+        tokens_1 = p.base_tokens_per_s
+        twin = twins.get(p.twin_cell_id)
+        step = p.step if p.anchor == TWIN else None
+        measured = c["samples_per_sec"] * c["seq"] / c["gpus"] / tokens_1
         predicted = step.tokens_per_s_per_gpu / tokens_1 if step else None
+        flops_only = p.flops_only.tokens_per_s_per_gpu / tokens_1
         rows.append({"layout": c["layout"], "where": where(c), "cell_id": c["cell_id"], "gpus": c["gpus"],
-                     "windows": c["windows"], "core_share": share, "tokens_per_s": c["samples_per_sec"] * seq,
+                     "windows": c["windows"], "core_share": p.core_share,
+                     "tokens_per_s": c["samples_per_sec"] * c["seq"],
                      "baseline_tokens_per_s": tokens_1,
                      "twin_cell_id": twin and twin["cell_id"], "twin_layout": twin and twin["layout"],
-                     "twin_tokens_per_s": twin and twin["samples_per_sec"] * seq,
-                     "twin_efficiency": twin and twin["samples_per_sec"] * seq / twin["gpus"] / tokens_1,
-                     "twin_compute_efficiency": twin_e,
+                     "twin_tokens_per_s": twin and twin["samples_per_sec"] * c["seq"],
+                     "twin_efficiency": twin and twin["samples_per_sec"] * c["seq"] / twin["gpus"] / tokens_1,
+                     "twin_compute_efficiency": p.twin_compute_efficiency,
                      "measured_efficiency": measured, "predicted_efficiency": predicted,
                      "error_points": None if predicted is None else 100 * (predicted - measured),
-                     "flops_only_efficiency": flops_only.tokens_per_s_per_gpu / tokens_1,
-                     "flops_only_error_points": 100 * (flops_only.tokens_per_s_per_gpu / tokens_1 - measured),
+                     "flops_only_efficiency": flops_only, "flops_only_error_points": 100 * (flops_only - measured),
                      "step_s": c["step_s"], "predicted_step_s": step and step.step_s,
                      "twin_collective_s": twin and twin["collective_s"], "collective_s": c["collective_s"],
-                     "predicted_traffic_s": {d: v for d, v in (step or flops_only).traffic_s.items() if v},
-                     "predicted_exposed_s": {d: v for d, v in (step or flops_only).exposed_s.items() if v},
-                     "tiers": {d: t for d, t in flops_only.tiers.items() if t != "none"}})
+                     "predicted_traffic_s": {d: v for d, v in (step or p.flops_only).traffic_s.items() if v},
+                     "predicted_exposed_s": {d: v for d, v in (step or p.flops_only).exposed_s.items() if v},
+                     "tiers": {d: t for d, t in p.flops_only.tiers.items() if t != "none"}})
     return rows
 
 
@@ -191,14 +163,13 @@ def with_rounds(rows: list[dict], store: Path, sweeps: list[dict], cores: int) -
     """rows (each layout over every round's windows) with each round's own measured E and error, in round order:
     a round compares its cells with its own 1-rank cell and twins, priced on every round's sweeps. A spread of the
     rounds wider than the pooled error says this VM's drift, not the model, decides the comparison."""
-    tiers = sweep_fabric(sweeps, ranks_per_node=2)
     per_round: dict[str, list[tuple[float, float | None]]] = {}
     rounds = run_ids(store)
     if len(rounds) > 1:
         for run_id in rounds:
             round_cells, _ = cells_of(store, run_id)
             try:
-                found = compare(round_cells, sweeps, cores, tiers)
+                found = compare(round_cells, sweeps, cores)
             except RuntimeError:  # a round without its 1-rank cell: nothing to scale from
                 continue
             for r in found:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.analysis.layout_prediction import core_share
 from bench.analysis.missing import is_missing
 
 LAYOUT_JSON = "layout_json"  # the records' column: a layout record's `layout` and `peak_memory`, compact JSON
@@ -43,7 +44,10 @@ def layout_part(record_json: str | None) -> str | None:
     record = json.loads(record_json)
     if not isinstance(record.get("layout"), Mapping):
         return None
-    return json.dumps({"layout": record["layout"], "peak_memory": record.get("peak_memory")}, sort_keys=True)
+    ranks = [{"host": r.get("host"), "machine": (r.get("outside") or {}).get("machine"),
+              "cpus": (r.get("outside") or {}).get("rank_cpus")} for r in record.get("per_rank") or []]
+    return json.dumps({"layout": record["layout"], "peak_memory": record.get("peak_memory"), "ranks": ranks},
+                      sort_keys=True)
 
 
 def layout_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -95,6 +99,10 @@ class LayoutFigures:
     peak_memory_bytes: float | None = None  # the largest rank's peak over every window
     peak_memory_kind: str | None = None  # peak_rss (a CPU process) or the allocator's (a GPU)
     predicted_memory: MemoryPrediction = MemoryPrediction(why="not predicted")
+    # Each rank's share of a core where ranks outnumber the cores of the machine they share (1.0: enough cores, or a
+    # GPU each); None where the records cannot say, with why (bench/analysis/layout_prediction.py core_share).
+    core_share: float | None = None
+    core_share_why: str | None = None
 
     @property
     def pipelined(self) -> bool:
@@ -176,6 +184,7 @@ def figures_of(rows: pd.DataFrame) -> LayoutFigures:
              if not is_missing(b)]
     kinds = [(p.get("peak_memory") or {}).get("kind") for p in parts]
     step = _median(list(rows["step_time_median_s"])) if "step_time_median_s" in rows else None
+    share, share_why = core_share(next((p["ranks"] for p in parts if p.get("ranks")), []), _gpu(first.get("gpu")))
     predicted = _median([one.get("bubble_predicted") for one in layouts])
     if predicted is None and text is not None:  # no record said it: the layout's own (p − 1)/(v·m)
         predicted = text.bubble
@@ -190,4 +199,8 @@ def figures_of(rows: pd.DataFrame) -> LayoutFigures:
         bubble_predicted=predicted if pp > 1 else None, collective_s=collective,
         step_s=step, peak_memory_bytes=max(peaks) if peaks else None,
         peak_memory_kind=next((k for k in kinds if isinstance(k, str)), None),
-        predicted_memory=predicted_memory(first))
+        predicted_memory=predicted_memory(first), core_share=share, core_share_why=share_why)
+
+
+def _gpu(value) -> str | None:
+    return None if is_missing(value) else str(value)

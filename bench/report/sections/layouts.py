@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.layout_cells import LayoutFigures, cell_layouts, in_mesh_order
+from bench.analysis.layout_prediction import TWIN, LayoutPrediction, predict
 from bench.analysis.missing import MISSING, is_missing, text
 from bench.cells.label import cell_label
 from bench.cells.label_parts import relative_labels, shared_title
@@ -27,24 +28,56 @@ def build(ctx: Context) -> Section | None:
     if t.empty or "layout" not in t or not t["layout"].notna().any():
         return None
     figures = cell_layouts(ctx.other_ok)
+    every = t.to_dict("records")  # the 1-worker cells too: they anchor the predictions
     t = t[t["layout"].notna() & t["cell_id"].isin(list(figures))]
     if t.empty:
         return None
     dims = dimensions(figures.values())
     records = t.to_dict("records")
+    predicted = predictions(every, figures, ctx.sweeps.to_dict("records"))
     labels, shared = relative_labels([cell_label(r) for r in records])
     if len(records) == 1:  # one cell: its whole label, nothing shared to name (as the headline)
         labels, shared = [cell_label(records[0])], ""
-    rows = [row(r, figures[r["cell_id"]], dims, label) for r, label in zip(records, labels)]
-    csv = write_csv(pd.DataFrame([csv_row(r, figures[r["cell_id"]], dims) for r in records]), ctx.out_dir, CSV_NAME)
+    rows = [row(r, figures[r["cell_id"]], dims, label, predicted[r["cell_id"]]) for r, label in zip(records, labels)]
+    csv = write_csv(pd.DataFrame([csv_row(r, figures[r["cell_id"]], dims, predicted[r["cell_id"]]) for r in records]),
+                    ctx.out_dir, CSV_NAME)
     rate = (unit_of_cell(records[0]) or IMAGES).rate
-    columns = ["cell", "layout", "workers", rate, "95% CI", f"{rate} per GPU", "MFU", "peak memory per rank",
+    columns = ["cell", "layout", "workers", rate, "95% CI", f"{rate} per GPU", f"model's {rate} per GPU",
+               "the model's anchor", "MFU", "peak memory per rank",
                "model's memory per rank", "bubble: stage 0", "bubble: mean", "bubble: (p−1)/m",
                *(collective_column(d) for d in dims), "cell_id"]
     title = shared_title(shared, len(rows))
     return Section("layouts", TITLE, NOTE, tables=(table("layouts-table", columns, rows, csv=csv.name, total=len(rows),
                                                          title=title[:1].upper() + title[1:] or None),),
                    files=(csv,))
+
+
+def predictions(cells: list[dict], figures: dict[str, LayoutFigures],
+                sweeps: list[dict]) -> dict[str, LayoutPrediction]:
+    """Each layout cell's prediction (bench/analysis/layout_prediction.py) from the report's cells, each with its
+    ranks' share of the cores, and the sweeps."""
+    shared = [{**c, "core_share": f.core_share, "core_share_why": f.core_share_why} if (f := figures.get(c["cell_id"]))
+              else c for c in cells]
+    return {c["cell_id"]: predict(c, shared, sweeps) for c in shared if c["cell_id"] in figures}
+
+
+def predicted_text(p: LayoutPrediction, measured: float, unit) -> str:
+    """The predicted rate per GPU and how far it is from the measured one; why not where there is none."""
+    if p.tokens_per_s_per_gpu is None:
+        return f"{MISSING} ({p.why})"
+    predicted = p.tokens_per_s_per_gpu / unit.per_sample  # per sample, as the measured rates are stored
+    off = f" ({100 * (predicted / measured - 1):+.0f}%)" if measured and not is_missing(measured) else ""
+    return format_rate(predicted, unit) + off
+
+
+def anchor_text(p: LayoutPrediction) -> str:
+    """What the prediction's compute stands on: the one-node twin, or the 1-worker cell's FLOP/s alone."""
+    if p.anchor is None:
+        return MISSING
+    share = f"; {p.core_share:.2f} of a core per rank" if p.core_share is not None and p.core_share < 1 else ""
+    if p.anchor == TWIN:
+        return f"twin `{p.twin_layout}` on one node ({p.twin_cell_id}){share}"
+    return f"FLOP/s of the 1-worker cell {p.base_cell_id}, no layout overhead{share}"
 
 
 def dimensions(figures) -> list[str]:
@@ -66,13 +99,15 @@ def interval(r: dict, unit) -> str:
     return f"{format_value(low, unit)}–{format_value(high, unit)} ({r.get('ci_over')})"
 
 
-def row(r: dict, f: LayoutFigures, dims: list[str], label: str) -> dict:
+def row(r: dict, f: LayoutFigures, dims: list[str], label: str, prediction: LayoutPrediction) -> dict:
     unit = unit_of_cell(r) or IMAGES
     p = f.predicted_memory
     predicted = memory_text(p.total) if p.total is not None else (p.why or MISSING)
     return {"cell": label, "layout": f.layout, "workers": int(r["gpus"]),
             unit.rate: format_rate(r["samples_per_sec"], unit), "95% CI": interval(r, unit),
             f"{unit.rate} per GPU": format_rate(r["samples_per_sec_per_gpu"], unit),
+            f"model's {unit.rate} per GPU": predicted_text(prediction, r["samples_per_sec_per_gpu"], unit),
+            "the model's anchor": anchor_text(prediction),
             "MFU": pct(r.get("mfu"), 1, none=text(r.get("mfu_why"), missing="n/a")),
             "peak memory per rank": memory_text(f.peak_memory_bytes)
             + (f" ({f.peak_memory_kind})" if f.peak_memory_kind else ""),
@@ -85,7 +120,7 @@ def row(r: dict, f: LayoutFigures, dims: list[str], label: str) -> dict:
             "cell_id": r["cell_id"], "_bad": False}
 
 
-def csv_row(r: dict, f: LayoutFigures, dims: list[str]) -> dict:
+def csv_row(r: dict, f: LayoutFigures, dims: list[str], prediction: LayoutPrediction) -> dict:
     unit = unit_of_cell(r) or IMAGES
     per = unit.per_sample
 
@@ -98,7 +133,10 @@ def csv_row(r: dict, f: LayoutFigures, dims: list[str]) -> dict:
             "batch_per_gpu": r.get("batch_per_gpu"), "precision": r.get("precision"), "rate_unit": unit.rate,
             "units_per_sec": scaled(r["samples_per_sec"]), "ci_low_units": scaled(r.get("boot_low")),
             "ci_high_units": scaled(r.get("boot_high")), "ci_over": r.get("ci_over"),
-            "units_per_sec_per_gpu": scaled(r["samples_per_sec_per_gpu"]), "mfu": r.get("mfu"),
+            "units_per_sec_per_gpu": scaled(r["samples_per_sec_per_gpu"]),
+            "predicted_units_per_sec_per_gpu": prediction.tokens_per_s_per_gpu, "prediction_anchor": prediction.anchor,
+            "prediction_base_cell_id": prediction.base_cell_id, "prediction_twin_cell_id": prediction.twin_cell_id,
+            "prediction_core_share": prediction.core_share, "prediction_why": prediction.why, "mfu": r.get("mfu"),
             "mfu_why": r.get("mfu_why"), "windows": f.windows, "peak_memory_bytes": f.peak_memory_bytes,
             "peak_memory_kind": f.peak_memory_kind, "predicted_memory_bytes": p.total,
             "predicted_states_bytes": p.states, "predicted_activations_bytes": p.activations,
@@ -110,7 +148,14 @@ def csv_row(r: dict, f: LayoutFigures, dims: list[str]) -> dict:
 
 NOTE = ("One row per layout cell (a transformer cell whose `layout` key is set; docs/layouts.md), its latest complete "
         "run. Tokens/s: the median over its measured windows with the 95% bootstrap interval (as the headline's); "
-        "per GPU: over the cell's workers; MFU as the transformer section computes it (a CPU has no peak). Peak "
+        "per GPU: over the cell's workers. The model's tokens/s per GPU: bench/analysis/layout_prediction.py's "
+        "prediction from the store's other cells, nothing fitted to the cell (docs/layouts.md \"In the report\"): "
+        "compute anchored on the same layout run on one node (its twin: the efficiency at which the model gives it "
+        "its rate), or for a one-node cell on the 1-worker cell's FLOP/s alone, which leaves out what the layout "
+        "costs in compute and so reads high; each rank at its share of the cores of the machine the ranks share "
+        "(their records' boot ids), nothing hidden behind compute where ranks outnumber cores; the traffic priced "
+        "on the store's 2-rank collective sweeps inside a node and across two (a catalogue GPU without sweeps: the "
+        "catalogue's links), with how far it is from the measured rate. MFU as the transformer section computes it (a CPU has no peak). Peak "
         "memory per rank: the largest rank's over every window (the CUDA allocator's peak on a GPU, the process's "
         "peak resident set on a CPU). The model's memory per rank: bench/layouts/memory.py's prediction for the "
         "cell's shape, layout, sequence and micro-batch (the worst stage: sharded fp32 weights, gradients and AdamW "
