@@ -164,6 +164,9 @@ def test_the_summary_shows_measured_beside_predicted_for_each_layout_cell(store,
         assert r["tokens/s"] == f"{w['tokens_per_sec']:,.0f} tokens/s"
         assert r["tokens/s per GPU"] == f"{w['tokens_per_sec_per_gpu']:,.0f} tokens/s"
         assert r["MFU"] == "CPU: no peak"  # a CPU has no dense peak to divide by
+        # No 1-worker cell of the tiny decoder here to anchor the compute: the model's rate says so.
+        assert r["model's tokens/s per GPU"].startswith("— (no 1-worker cell of the same model")
+        assert r["the model's anchor"] == "—"
         assert r["peak memory per rank"] == f"{w['peak'] / 2**20:,.1f} MiB ({w['kind']})"
         assert r["model's memory per rank"] == f"{w['predicted'] / 2**20:,.1f} MiB"
         if w["bubble_predicted"] is None:

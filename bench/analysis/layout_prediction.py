@@ -75,8 +75,7 @@ def core_share(ranks: Sequence[Mapping[str, Any]], gpu: str | None) -> tuple[flo
     elif len({r.get("host") for r in ranks}) == 1:
         key = "host"
     else:
-        return None, ("its records do not say whether their nodes share a machine's cores (recorded before bench "
-                      "kept each rank's machine)")
+        return None, "its records name no machine: whether its nodes share a machine's cores is unknown"
     machines: dict[Any, tuple[set[int], int]] = {}
     for r in ranks:
         cpus, count = machines.get(r.get(key), (set(), 0))
@@ -150,8 +149,7 @@ def fabric_for(cell: Mapping[str, Any], sweeps: Sequence[Mapping[str, Any]],
         except (KeyError, ValueError) as e:
             return None, f"no collective sweep on {gpu} in the store and no catalogue fabric for it ({e})"
     where = "inside a node" if intra is None else "between two nodes"
-    return None, (f"no 2-rank collective sweep {where} in the store to price its traffic (add allgather, "
-                  "reduce_scatter, allreduce, sendrecv and pipeline_p2p cells: docs/layouts.md)")
+    return None, f"no 2-rank collective sweep {where} in the store to price its traffic (docs/layouts.md)"
 
 
 def _step(shape, layout: Layout, fabric: Fabric, cell: Mapping[str, Any], *, seq: int, rate: float,
@@ -175,8 +173,8 @@ def predict(cell: Mapping[str, Any], cells: Sequence[Mapping[str, Any]],
         return LayoutPrediction(cid, why=str(e))
     base = base_of(cell, cells)
     if base is None:
-        return LayoutPrediction(cid, why="no 1-worker cell of the same model, sequence and precision without a "
-                                         "layout in the store to anchor its compute")
+        return LayoutPrediction(cid, why="no 1-worker cell of the same model, sequence and precision to anchor "
+                                         "its compute")
     share = cell.get("core_share")
     if share is None or is_missing(share):
         return LayoutPrediction(cid, base_cell_id=str(base["cell_id"]),

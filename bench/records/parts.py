@@ -55,8 +55,8 @@ class Outside(BaseModel):
     mhz: float | None = Field(None, gt=0)
     top: list[OutsideProcess] = []
     rank_cpus: list[int] = []
-    # The kernel's boot id: ranks that read the same one share a machine's cores, though their nodes (network
-    # namespaces, containers) have host names of their own
+    # The machine's id (/etc/machine-id): ranks that name the same one share its cores, though their nodes (network
+    # namespaces of the emulated cluster, with boot ids of their own) have host names of their own
     machine: str | None = Field(None, max_length=64)
 
 

@@ -159,8 +159,8 @@ def outside(before: Snapshot | None, after: Snapshot | None, token: str | None =
     """What processes outside the cell used between two snapshots, per second of wall time:
     {"cpu_s_per_s": all of them together (the machine's busy time less the cell's processes'),
      "top": [{"name", "pid", "cpu_s_per_s", "cpus"}...] the busiest, "cell_cpu_s_per_s": the cell's processes on
-     this node, "steal_s_per_s", "mhz", "throttles", "cores", "rank_cpus", "machine" (boot_id: which ranks share a
-     machine's cores, bench/analysis/layout_prediction.py)}; None with no snapshots."""
+     this node, "steal_s_per_s", "mhz", "throttles", "cores", "rank_cpus", "machine" (its machine id: which ranks share
+     a machine's cores, bench/analysis/layout_prediction.py)}; None with no snapshots."""
     if before is None or after is None or after.t <= before.t:
         return None
     hz, wall = _clock_ticks(), after.t - before.t
@@ -206,18 +206,20 @@ def outside(before: Snapshot | None, after: Snapshot | None, token: str | None =
         out["mhz"] = round(mhz)
     out["top"] = sorted(others, key=lambda o: -o["cpu_s_per_s"])[:TOP_KEPT]
     out["rank_cpus"] = my_cpus()
-    machine = boot_id()
+    machine = machine_id()
     if machine is not None:
         out["machine"] = machine
     return out
 
 
-def boot_id() -> str | None:
-    """The running kernel's boot id: one per machine and boot. Network, UTS and container namespaces do not change
-    it, so ranks on emulated nodes or in containers of one host read the same id (and share its cores), ranks on
-    other machines another. None where /proc does not show it."""
+def machine_id() -> str | None:
+    """Which machine this rank runs on: systemd's machine id (/etc/machine-id), one per installation. Not the boot id,
+    nor the boot time: the emulated cluster gives each node a boot id and a time namespace of its own, so that UCX
+    and NCCL take them for separate machines, while its nodes share the kernel, /etc and the cores. None where the
+    file is missing or empty (a container image may ship it so). `bench diagnose`'s probe reads the same file
+    (models/probes/diag_probe.py, which runs as a script of its own)."""
     try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
+        with open("/etc/machine-id") as f:
             return f.read().strip() or None
     except OSError:
         return None

@@ -153,7 +153,7 @@ NOTE = ("One row per layout cell (a transformer cell whose `layout` key is set; 
         "compute anchored on the same layout run on one node (its twin: the efficiency at which the model gives it "
         "its rate), or for a one-node cell on the 1-worker cell's FLOP/s alone, which leaves out what the layout "
         "costs in compute and so reads high; each rank at its share of the cores of the machine the ranks share "
-        "(their records' boot ids), nothing hidden behind compute where ranks outnumber cores; the traffic priced "
+        "(their records' machine ids), nothing hidden behind compute where ranks outnumber cores; the traffic priced "
         "on the store's 2-rank collective sweeps inside a node and across two (a catalogue GPU without sweeps: the "
         "catalogue's links), with how far it is from the measured rate. MFU as the transformer section computes it (a CPU has no peak). Peak "
         "memory per rank: the largest rank's over every window (the CUDA allocator's peak on a GPU, the process's "
