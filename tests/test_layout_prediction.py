@@ -11,6 +11,7 @@ from bench.analysis.layout_prediction import FLOPS, TWIN, base_of, core_share, p
 from bench.layouts.layout import parse_layout
 from benchmarks import layout_prediction_shaped as script
 from tests.conftest import ROOT, bench_cli
+from tests.test_layout_report import section_rows
 
 SHAPED = ROOT / "benchmarks" / "results" / "layouts-shaped-7.db"
 
@@ -94,6 +95,14 @@ def test_a_cell_across_nodes_is_priced_on_the_link_and_anchored_on_its_twin():
     assert one.anchor == FLOPS and one.twin_cell_id is None and one.tokens_per_s_per_gpu > 0
 
 
+def test_a_local_cell_that_names_no_node_layout_is_one_node_of_its_workers():
+    """The local backend's cells leave nodes and workers per node out (NaN in the report's table)."""
+    base = cell("base", nodes=float("nan"), workers_per_node=float("nan"))
+    local = cell("tp", "tp=2", gpus=2, nodes=float("nan"), workers_per_node=float("nan"))
+    p = predict(local, [base, local], sweeps(1))
+    assert p.anchor == FLOPS and p.step.tiers["tp"] == "intra" and p.tokens_per_s_per_gpu > 0
+
+
 def test_no_prediction_says_why():
     base, across = cell("base"), cell("tpX", "tp=2", gpus=2, nodes=2)
     assert "no 1-worker cell" in predict(across, [across], sweeps(1) + sweeps(2)).why
@@ -132,3 +141,14 @@ def test_the_reports_column_is_the_shaped_benchmarks_prediction_of_the_same_roun
         assert float(mine["prediction_core_share"]) == r["core_share"]
         assert float(mine["predicted_units_per_sec_per_gpu"]) == pytest.approx(
             r["predicted_efficiency"] * r["baseline_tokens_per_s"], rel=1e-6)
+    # The page says it per cell: the model's rate beside the measured one, and what it stands on.
+    _, table = section_rows(out)
+    for r in rows:
+        mine, predicted = table[r["cell_id"]], float(shown[r["cell_id"]]["predicted_units_per_sec_per_gpu"])
+        measured = float(shown[r["cell_id"]]["units_per_sec_per_gpu"])
+        assert mine["model's tokens/s per GPU"] == (f"{predicted:,.0f} tokens/s "
+                                                    f"({100 * (predicted / measured - 1):+.0f}% vs measured)")
+        assert mine["the model's anchor"].startswith(f"twin `{r['twin_layout']}` on one node ({r['twin_cell_id']})")
+    one_node = [c for c in shown.values() if c["nodes"] == "1"]
+    assert one_node and all(table[c["cell_id"]]["the model's anchor"].startswith("FLOP/s alone of the 1-worker cell")
+                            for c in one_node)

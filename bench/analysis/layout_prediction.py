@@ -89,6 +89,11 @@ def _text(v) -> str | None:
     return None if is_missing(v) else str(v)
 
 
+def _count(v, default: int) -> int:
+    """A whole count from a cell's column (NaN or None where the cell leaves it out: `default`)."""
+    return default if v is None or is_missing(v) or not v else int(v)
+
+
 def _same_work(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(_text(a.get(k)) == _text(b.get(k)) for k in ("model", "seq_len", "precision", "gpu"))
 
@@ -111,11 +116,11 @@ def twin_of(cell: Mapping[str, Any], layout: Layout,
             cells: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], Layout] | None:
     """The one-node layout cell that anchors a cell on several nodes (None for a one-node cell): the same layout,
     else the largest whose parallel dimensions are all among the cell's."""
-    if int(cell.get("nodes") or 1) <= 1:
+    if _count(cell.get("nodes"), 1) <= 1:
         return None
     found = []
     for c in cells:
-        if (int(c.get("nodes") or 1) != 1 or _text(c.get("layout")) is None or not _same_work(c, cell)
+        if (_count(c.get("nodes"), 1) != 1 or _text(c.get("layout")) is None or not _same_work(c, cell)
                 or int(c["batch_per_gpu"]) != int(cell["batch_per_gpu"])):
             continue
         try:
@@ -140,12 +145,12 @@ def fabric_for(cell: Mapping[str, Any], sweeps: Sequence[Mapping[str, Any]],
     mine = [s for s in sweeps if (_text(s.get("gpu")) or "cpu") == gpu]
     intra = tier_of(measured_curves(mine, 1), "inside a node (measured)", "2-rank sweeps on one node")
     inter = tier_of(measured_curves(mine, 2), "between nodes (measured)", "2-rank sweeps on two nodes")
-    nodes = int(cell.get("nodes") or 1)
+    nodes = _count(cell.get("nodes"), 1)
     if intra is not None and (inter is not None or nodes == 1):
         return Fabric(ranks_per_node, intra, inter), None
     if gpu != "cpu":
         try:
-            return fabric_of(gpu, ranks_per_node, "ib" if bool(cell.get("ib")) else "tcp"), None
+            return fabric_of(gpu, ranks_per_node, "ib" if _count(cell.get("ib"), 0) else "tcp"), None
         except (KeyError, ValueError) as e:
             return None, f"no collective sweep on {gpu} in the store and no catalogue fabric for it ({e})"
     where = "inside a node" if intra is None else "between two nodes"
@@ -182,7 +187,7 @@ def predict(cell: Mapping[str, Any], cells: Sequence[Mapping[str, Any]],
     seq = int(cell["seq_len"]) if not is_missing(cell.get("seq_len")) else shape.seq
     tokens_1 = float(base["samples_per_sec"]) * seq
     rate = shape.flops_per_token(seq) * tokens_1  # one rank's FLOP/s, all it does per token
-    per_node = int(cell.get("workers_per_node") or 0) or -(-int(cell["gpus"]) // int(cell.get("nodes") or 1))
+    per_node = _count(cell.get("workers_per_node"), -(-int(cell["gpus"]) // _count(cell.get("nodes"), 1)))
     fabric, why = fabric_for(cell, sweeps, per_node)
     common = {"cell_id": cid, "base_cell_id": str(base["cell_id"]), "base_tokens_per_s": tokens_1,
               "core_share": float(share)}

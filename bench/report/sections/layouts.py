@@ -66,7 +66,7 @@ def predicted_text(p: LayoutPrediction, measured: float, unit) -> str:
     if p.tokens_per_s_per_gpu is None:
         return f"{MISSING} ({p.why})"
     predicted = p.tokens_per_s_per_gpu / unit.per_sample  # per sample, as the measured rates are stored
-    off = f" ({100 * (predicted / measured - 1):+.0f}%)" if measured and not is_missing(measured) else ""
+    off = f" ({100 * (predicted / measured - 1):+.0f}% vs measured)" if measured and not is_missing(measured) else ""
     return format_rate(predicted, unit) + off
 
 
@@ -77,7 +77,7 @@ def anchor_text(p: LayoutPrediction) -> str:
     share = f"; {p.core_share:.2f} of a core per rank" if p.core_share is not None and p.core_share < 1 else ""
     if p.anchor == TWIN:
         return f"twin `{p.twin_layout}` on one node ({p.twin_cell_id}){share}"
-    return f"FLOP/s of the 1-worker cell {p.base_cell_id}, no layout overhead{share}"
+    return f"FLOP/s alone of the 1-worker cell {p.base_cell_id}: no layout overhead, reads high{share}"
 
 
 def dimensions(figures) -> list[str]:
@@ -155,7 +155,8 @@ NOTE = ("One row per layout cell (a transformer cell whose `layout` key is set; 
         "costs in compute and so reads high; each rank at its share of the cores of the machine the ranks share "
         "(their records' machine ids), nothing hidden behind compute where ranks outnumber cores; the traffic priced "
         "on the store's 2-rank collective sweeps inside a node and across two (a catalogue GPU without sweeps: the "
-        "catalogue's links), with how far it is from the measured rate. MFU as the transformer section computes it (a CPU has no peak). Peak "
+        "catalogue's links), with how far it is from the measured rate. MFU as the transformer section computes it "
+        "(a CPU has no peak). Peak "
         "memory per rank: the largest rank's over every window (the CUDA allocator's peak on a GPU, the process's "
         "peak resident set on a CPU). The model's memory per rank: bench/layouts/memory.py's prediction for the "
         "cell's shape, layout, sequence and micro-batch (the worst stage: sharded fp32 weights, gradients and AdamW "
