@@ -53,14 +53,6 @@ class LayoutPrediction:
     core_share: float | None = None
     why: str | None = None  # no prediction: why
 
-    def as_json(self) -> dict[str, Any]:
-        return {"predicted_tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "anchor": self.anchor,
-                "base_cell_id": self.base_cell_id, "twin_cell_id": self.twin_cell_id,
-                "twin_layout": self.twin_layout, "twin_compute_efficiency": self.twin_compute_efficiency,
-                "core_share": self.core_share, "predicted_step_s": self.step and self.step.step_s,
-                "predicted_exposed_s": {d: v for d, v in (self.step.exposed_s if self.step else {}).items() if v},
-                "why": self.why}
-
 
 def core_share(ranks: Sequence[Mapping[str, Any]], gpu: str | None) -> tuple[float | None, str | None]:
     """(each rank's share of a core, at most 1; or None and why) from a record's ranks ({host, machine, cpus}: the
@@ -210,8 +202,10 @@ def predict(cell: Mapping[str, Any], cells: Sequence[Mapping[str, Any]],
         twin_share = min(1.0, share * int(cell["gpus"]) / int(twin["gpus"])) if cpu else 1.0
     # The efficiency at which the model gives the twin (the layout on one node) its measured rate, as the published
     # tables' anchor run fixes it; then a whole core's: the twin's over its share of the cores.
+    twin_overlap = not cpu or twin_share >= 1.0
     twin_e = efficiency_for(
-        lambda e: _step(shape, twin_layout, twin_fabric, twin, seq=seq, rate=rate, efficiency=e).tokens_per_s_per_gpu,
+        lambda e: _step(shape, twin_layout, twin_fabric, twin, seq=seq, rate=rate, efficiency=e,
+                        overlap=twin_overlap).tokens_per_s_per_gpu,
         float(twin["samples_per_sec"]) * seq / int(twin["gpus"]), low=1e-4, high=100.0) / twin_share
     step = _step(shape, layout, fabric, cell, seq=seq, rate=rate, efficiency=twin_e * share, overlap=overlap)
     return LayoutPrediction(**common, tokens_per_s_per_gpu=step.tokens_per_s_per_gpu, step=step,
