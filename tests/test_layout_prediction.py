@@ -90,6 +90,12 @@ def test_a_cell_across_nodes_is_priced_on_the_link_and_anchored_on_its_twin():
     # A link as fast as the loopback gives the twin's own rate per GPU; a link ten times slower, less.
     assert fast.tokens_per_s_per_gpu == pytest.approx(60.0 * 128 / 2, rel=1e-6)
     assert slow.tokens_per_s_per_gpu < 0.9 * fast.tokens_per_s_per_gpu
+    # FSDP's ranks at half a core each, the twin's too: nothing is hidden on either side, so a link as fast as the
+    # loopback gives the twin's rate again (priced with overlap on one side only, it would not).
+    half = [base, cell("fsdp1", "dp_shard=2", gpus=2, rate=60.0, core_share=0.5),
+            cell("fsdpX", "dp_shard=2", gpus=2, nodes=2, rate=40.0, core_share=0.5)]
+    assert predict(half[2], half, sweeps(1) + sweeps(2)).tokens_per_s_per_gpu == pytest.approx(60.0 * 128 / 2,
+                                                                                               rel=1e-6)
     # The same cell on one node has no twin: the base's FLOP/s alone.
     one = predict(twin, cells, sweeps(1))
     assert one.anchor == FLOPS and one.twin_cell_id is None and one.tokens_per_s_per_gpu > 0
