@@ -31,7 +31,7 @@ from bench.layouts.fabric import Fabric, fabric_of
 from bench.layouts.layout import Layout, LayoutError, parse_layout
 from bench.layouts.shapes import shape_named
 from bench.layouts.steptime import DIMENSIONS, StepTime, efficiency_for, step_time
-from bench.layouts.sweep_tiers import measured_curves, tier_of
+from bench.layouts.sweep_tiers import sweep_tiers
 
 TWIN = "twin"  # anchored on a one-node layout cell
 FLOPS = "flops"  # anchored on the 1-worker cell's FLOP/s alone
@@ -135,8 +135,7 @@ def fabric_for(cell: Mapping[str, Any], sweeps: Sequence[Mapping[str, Any]],
     for its SKU; (None, why) where neither is there."""
     gpu = _text(cell.get("gpu")) or "cpu"
     mine = [s for s in sweeps if (_text(s.get("gpu")) or "cpu") == gpu]
-    intra = tier_of(measured_curves(mine, 1), "inside a node (measured)", "2-rank sweeps on one node")
-    inter = tier_of(measured_curves(mine, 2), "between nodes (measured)", "2-rank sweeps on two nodes")
+    intra, inter = sweep_tiers(mine)
     nodes = _count(cell.get("nodes"), 1)
     if intra is not None and (inter is not None or nodes == 1):
         return Fabric(ranks_per_node, intra, inter), None

@@ -43,12 +43,18 @@ def tier_of(curves: Mapping[str, tuple[tuple[int, float], ...]], name: str, sour
     return Tier(name, curve[0][1], beta, source, measured=usable)
 
 
+def sweep_tiers(rows: Iterable[Mapping[str, Any]]) -> tuple[Tier | None, Tier | None]:
+    """(inside a node, between nodes): the 1-node curves' tier and the 2-node ones'; None for a tier no sweep
+    measured (bench/analysis/layout_prediction.py says which is missing)."""
+    rows = list(rows)
+    return (tier_of(measured_curves(rows, 1), "inside a node (measured)", "2-rank sweeps on one node"),
+            tier_of(measured_curves(rows, 2), "between nodes (measured)", "2-rank sweeps on two nodes"))
+
+
 def sweep_fabric(rows: Iterable[Mapping[str, Any]], ranks_per_node: int) -> Fabric:
     """The emulated cluster's fabric from its sweeps: inside a node the 1-node curves, between nodes the 2-node ones.
     ValueError naming the tier that has no sweep."""
-    rows = list(rows)
-    intra = tier_of(measured_curves(rows, 1), "inside a node (measured)", "2-rank sweeps on one node")
-    inter = tier_of(measured_curves(rows, 2), "between nodes (measured)", "2-rank sweeps on two nodes")
+    intra, inter = sweep_tiers(rows)
     for tier, where in ((intra, "one node"), (inter, "two nodes")):
         if tier is None:
             raise ValueError(f"no 2-rank collective sweep on {where} with two sizes or more: the tier is not measured")
